@@ -1,0 +1,32 @@
+"""raygrid.kernels: numeric kernels only (no Dask, no xarray, no I/O).
+
+Arrays and numbers in, arrays out. Grids are 3D ``(nz, ny, nx)``; a 2D model is a grid with
+``ny == 1`` and zero radius along ``y``.
+"""
+
+from .cpu import (
+    EXACT,
+    MEAN,
+    WEIGHT_RULES,
+    dijkstra,
+    mean_slowness_time_cpu,
+    precompute_weights,
+    segment_time_cpu,
+)
+from .segment import mean_slowness_time, segment_time
+from .star import Star, forward_star, star_offsets
+
+__all__ = [
+    "EXACT",
+    "MEAN",
+    "WEIGHT_RULES",
+    "Star",
+    "dijkstra",
+    "forward_star",
+    "mean_slowness_time",
+    "mean_slowness_time_cpu",
+    "precompute_weights",
+    "segment_time",
+    "segment_time_cpu",
+    "star_offsets",
+]
