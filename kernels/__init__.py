@@ -13,6 +13,7 @@ from .cpu import (
     precompute_weights,
     segment_time_cpu,
 )
+from .legs import point_box, point_leg_times
 from .segment import mean_slowness_time, segment_time
 from .star import Star, forward_star, star_offsets
 
@@ -25,6 +26,8 @@ __all__ = [
     "forward_star",
     "mean_slowness_time",
     "mean_slowness_time_cpu",
+    "point_box",
+    "point_leg_times",
     "precompute_weights",
     "segment_time",
     "segment_time_cpu",

@@ -1,0 +1,253 @@
+"""Velocity models as grids: validation, units, and the map between coordinates and nodes.
+
+Everything that has a name, a unit or a coordinate is resolved here once, so the kernels see
+only a 3D slowness array in s/m and a spacing in m (DESIGN.md section 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .errors import InputError
+
+__all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity"]
+
+#: Accepted length units and their size in metres.
+LENGTH_UNITS = {"m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1e3}
+#: Accepted velocity units and their size in m/s.
+SPEED_UNITS = {"m/s": 1.0, "m s-1": 1.0, "m.s-1": 1.0, "km/s": 1e3, "km s-1": 1e3, "km.s-1": 1e3}
+
+DIMS_2D = ("z", "x")
+DIMS_3D = ("z", "y", "x")
+
+# Relative tolerance for "uniform" spacing and for snapping a position onto a node: far
+# above the rounding of coordinates written as decimals, far below any real offset.
+_UNIFORM_RTOL = 1e-6
+_SNAP_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A validated velocity model, ready for the kernels.
+
+    Attributes
+    ----------
+    dims : tuple of str
+        ``("z", "x")`` or ``("z", "y", "x")``.
+    coords : dict
+        The coordinate values along each dim, in the model's length unit.
+    origin, spacing : tuple of float
+        First coordinate and node spacing along each dim, in the model's length unit.
+    length_unit : str
+        Unit of the coordinates (``"m"`` or ``"km"``, ...).
+    metres_per_unit : float
+    slowness : numpy.ndarray, shape (nz, ny, nx), float64
+        Slowness in s/m, always 3D (``ny == 1`` for 2D models).
+    """
+
+    dims: tuple[str, ...]
+    coords: dict[str, np.ndarray]
+    origin: tuple[float, ...]
+    spacing: tuple[float, ...]
+    length_unit: str
+    metres_per_unit: float
+    slowness: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Number of nodes along each dim."""
+        return tuple(len(self.coords[d]) for d in self.dims)
+
+    @property
+    def spacing3(self) -> np.ndarray:
+        """Spacing ``(hz, hy, hx)`` in metres for the kernels (``hy = 1`` in 2D, unused)."""
+        h = dict(zip(self.dims, self.spacing))
+        return np.array([h["z"], h.get("y", 1.0), h["x"]], dtype=np.float64) * self.metres_per_unit
+
+    def radius3(self, radius: int | Mapping[str, int]) -> tuple[int, int, int]:
+        """Normalise a radius (int or per-dim mapping) to ``(rz, ry, rx)`` and check it."""
+        if isinstance(radius, Mapping):
+            unknown = set(radius) - set(self.dims)
+            missing = set(self.dims) - set(radius)
+            if unknown or missing:
+                raise InputError(
+                    f"radius mapping must name exactly the dims {self.dims}; "
+                    f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
+                )
+            per_dim = dict(radius)
+        else:
+            per_dim = {d: radius for d in self.dims}
+        for dim, r in per_dim.items():
+            if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+                raise InputError(f"radius along {dim!r} must be an integer, got {r!r}")
+            n = len(self.coords[dim])
+            if r < 1:
+                raise InputError(f"radius along {dim!r} must be >= 1, got {r}")
+            if r >= n:
+                raise InputError(
+                    f"radius along {dim!r} is {r} but the model has only {n} nodes along it: "
+                    "the radius must be smaller than the model"
+                )
+        return (int(per_dim["z"]), int(per_dim.get("y", 0)), int(per_dim["x"]))
+
+    def to_index(self, point: Mapping[str, Any], what: str = "source") -> np.ndarray:
+        """Position in fractional node-index units ``(iz, iy, ix)`` of a point in coordinates.
+
+        Raises
+        ------
+        InputError
+            If dims are missing or unknown, or the point lies outside the model.
+        """
+        if not isinstance(point, Mapping):
+            raise InputError(f"{what} must be a mapping from dim name to coordinate, got {point!r}")
+        unknown = set(point) - set(self.dims)
+        missing = set(self.dims) - set(point)
+        if unknown or missing:
+            raise InputError(
+                f"{what} must give a coordinate for exactly the dims {self.dims}; "
+                f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
+            )
+        index = {}
+        for dim, origin, h in zip(self.dims, self.origin, self.spacing):
+            try:
+                value = float(point[dim])
+            except (TypeError, ValueError):
+                raise InputError(f"{what} {dim}={point[dim]!r} is not a number") from None
+            last = origin + h * (len(self.coords[dim]) - 1)
+            tolerance = _SNAP_TOL * max(abs(h), abs(origin), abs(last))
+            if not np.isfinite(value) or value < origin - tolerance or value > last + tolerance:
+                raise InputError(
+                    f"{what} {dim}={value:g} is outside the model: {dim} spans "
+                    f"[{origin:g}, {last:g}] {self.length_unit}"
+                )
+            i = (value - origin) / h
+            nearest = round(i)
+            # Snap positions within rounding of a node onto it, so that a source written
+            # as 1500.0 on a 10 m grid is exactly node 150.
+            index[dim] = float(nearest) if abs(i - nearest) <= _SNAP_TOL * max(1.0, abs(i)) else i
+            index[dim] = min(max(index[dim], 0.0), len(self.coords[dim]) - 1.0)
+        return np.array([index["z"], index.get("y", 0.0), index["x"]], dtype=np.float64)
+
+    def to_coords(self, index3: np.ndarray) -> dict[str, np.ndarray]:
+        """Coordinates (model units) of fractional node indices, shape (..., 3)."""
+        index3 = np.asarray(index3, dtype=np.float64)
+        column = {"z": 0, "y": 1, "x": 2}
+        return {
+            dim: origin + h * index3[..., column[dim]]
+            for dim, origin, h in zip(self.dims, self.origin, self.spacing)
+        }
+
+    def flat(self, node3: np.ndarray) -> np.ndarray:
+        """Flat kernel index of integer node indices, shape (..., 3)."""
+        nz, ny, nx = self.slowness.shape
+        node3 = np.asarray(node3, dtype=np.int64)
+        return (node3[..., 0] * ny + node3[..., 1]) * nx + node3[..., 2]
+
+
+def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str]:
+    if dim not in velocity.coords:
+        raise InputError(f"velocity has no coordinate for dim {dim!r}: give uniform coordinates")
+    values = np.asarray(velocity.coords[dim].values, dtype=np.float64)
+    unit = velocity.coords[dim].attrs.get("units")
+    if unit is None:
+        raise InputError(
+            f"coordinate {dim!r} has no 'units' attribute (one of {sorted(LENGTH_UNITS)})"
+        )
+    if unit not in LENGTH_UNITS:
+        raise InputError(
+            f"coordinate {dim!r} has units {unit!r}; expected one of {sorted(LENGTH_UNITS)}"
+        )
+    if values.size < 2:
+        raise InputError(f"dim {dim!r} has {values.size} node(s); a model needs at least 2 per dim")
+    if not np.all(np.isfinite(values)):
+        raise InputError(f"coordinate {dim!r} has non-finite values")
+    steps = np.diff(values)
+    if not (np.all(steps > 0) or np.all(steps < 0)):
+        raise InputError(f"coordinate {dim!r} is not monotonic")
+    if steps[0] < 0:
+        raise InputError(
+            f"coordinate {dim!r} decreases; sort the model so that it increases "
+            "(z is positive down)"
+        )
+    h = float(values[-1] - values[0]) / (values.size - 1)
+    if np.max(np.abs(steps - h)) > _UNIFORM_RTOL * h:
+        worst = int(np.argmax(np.abs(steps - h)))
+        raise InputError(
+            f"coordinate {dim!r} is not uniform: step {steps[worst]:g} between "
+            f"{values[worst]:g} and {values[worst + 1]:g}, mean step {h:g}"
+        )
+    return values, float(values[0]), h, unit
+
+
+def grid_from_velocity(velocity: xr.DataArray) -> Grid:
+    """Validate a velocity model and convert it to a :class:`Grid`.
+
+    Parameters
+    ----------
+    velocity : xarray.DataArray
+        Dims ``("z", "x")`` or ``("z", "y", "x")`` in any order, uniform increasing
+        coordinates with a length ``units`` attribute, data with a speed ``units`` attribute,
+        every value finite and positive.
+
+    Raises
+    ------
+    InputError
+        Naming the problem: wrong dims, missing or mixed units, non-uniform or non-monotonic
+        coordinates, or bad velocities (how many and the first bad coordinate).
+    """
+    if not isinstance(velocity, xr.DataArray):
+        raise InputError(f"velocity must be an xarray.DataArray, got {type(velocity).__name__}")
+    dims = set(velocity.dims)
+    if dims == set(DIMS_2D):
+        order = DIMS_2D
+    elif dims == set(DIMS_3D):
+        order = DIMS_3D
+    else:
+        raise InputError(
+            f"velocity dims must be ('z', 'x') or ('z', 'y', 'x'), got {tuple(velocity.dims)}"
+        )
+    velocity = velocity.transpose(*order)
+    speed_unit = velocity.attrs.get("units")
+    if speed_unit is None:
+        raise InputError(f"velocity has no 'units' attribute (one of {sorted(SPEED_UNITS)})")
+    if speed_unit not in SPEED_UNITS:
+        raise InputError(
+            f"velocity has units {speed_unit!r}; expected a speed, one of {sorted(SPEED_UNITS)}"
+        )
+
+    axes = {dim: _axis(velocity, dim) for dim in order}
+    length_units = {axes[d][3] for d in order}
+    if len({LENGTH_UNITS[u] for u in length_units}) > 1:
+        raise InputError(
+            "coordinates use inconsistent units "
+            + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
+            + "; give every axis the same length unit"
+        )
+
+    values = np.asarray(velocity.values, dtype=np.float64)
+    bad = ~np.isfinite(values) | (values <= 0)
+    if bad.any():
+        first = np.argwhere(bad)[0]
+        where = ", ".join(f"{d}={axes[d][0][i]:g}" for d, i in zip(order, first))
+        raise InputError(
+            f"velocity must be finite and positive: {int(bad.sum())} bad value(s) "
+            f"(NaN, inf, zero or negative); the first is {values[tuple(first)]!r} at {where}"
+        )
+    slowness = 1.0 / (values * SPEED_UNITS[speed_unit])
+    if len(order) == 2:
+        slowness = slowness[:, np.newaxis, :]
+    unit = axes[order[0]][3]
+    return Grid(
+        dims=order,
+        coords={d: axes[d][0] for d in order},
+        origin=tuple(axes[d][1] for d in order),
+        spacing=tuple(axes[d][2] for d in order),
+        length_unit=unit,
+        metres_per_unit=LENGTH_UNITS[unit],
+        slowness=np.ascontiguousarray(slowness),
+    )

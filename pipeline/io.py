@@ -1,0 +1,100 @@
+"""Reading velocity models from Zarr (first class), NetCDF and NumPy files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from .errors import InputError
+from .grid import grid_from_velocity
+
+__all__ = ["load_velocity"]
+
+
+def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray:
+    if variable is None:
+        if len(dataset.data_vars) != 1:
+            raise InputError(
+                f"{path} holds {sorted(dataset.data_vars)}: name the velocity with variable="
+            )
+        variable = next(iter(dataset.data_vars))
+    if variable not in dataset.data_vars:
+        raise InputError(f"{path} has no variable {variable!r}; it has {sorted(dataset.data_vars)}")
+    return dataset[variable]
+
+
+def load_velocity(
+    path: str | Path,
+    variable: str | None = None,
+    *,
+    units: str | None = None,
+    spacing: float | Mapping[str, float] | None = None,
+    origin: Mapping[str, float] | None = None,
+    length_unit: str = "m",
+    dims: tuple[str, ...] | None = None,
+) -> xr.DataArray:
+    """Open a velocity model and validate it.
+
+    Parameters
+    ----------
+    path : str or Path
+        A Zarr store (directory ending ``.zarr``), a NetCDF file (``.nc``, ``.nc4``,
+        ``.netcdf``) or a NumPy ``.npy`` array.
+    variable : str, optional
+        Name of the velocity variable in a Zarr/NetCDF dataset holding several.
+    units : str, optional
+        Velocity units, when the file has none (always for ``.npy``).
+    spacing, origin, length_unit, dims
+        Grid of a ``.npy`` array, which has no coordinates: node spacing (one or per dim),
+        first coordinate per dim (default 0), coordinate unit and dim names (default
+        ``("z", "x")`` or ``("z", "y", "x")`` by rank).
+
+    Returns
+    -------
+    xarray.DataArray
+        The model, lazily backed by the file for Zarr and NetCDF, checked by the same rules as
+        :func:`raygrid.pipeline.traveltime`.
+
+    Raises
+    ------
+    InputError
+        If the file is missing or of an unknown kind, or the model fails validation.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"velocity model {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".zarr" or (path.is_dir() and (path / "zarr.json").exists()):
+        velocity = _pick(xr.open_zarr(path, consolidated=None), variable, path)
+    elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
+        velocity = _pick(xr.open_dataset(path), variable, path)
+    elif suffix == ".npy":
+        values = np.load(path)
+        if values.ndim not in (2, 3):
+            raise InputError(f"{path}: a velocity array must be 2D or 3D, got {values.ndim}D")
+        if spacing is None:
+            raise InputError(f"{path}: a .npy model needs spacing= (it has no coordinates)")
+        dims = dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x"))
+        step = spacing if isinstance(spacing, Mapping) else {d: spacing for d in dims}
+        start = origin or {}
+        coords = {
+            d: xr.DataArray(
+                float(start.get(d, 0.0)) + float(step[d]) * np.arange(n),
+                dims=d,
+                attrs={"units": length_unit},
+            )
+            for d, n in zip(dims, values.shape)
+        }
+        velocity = xr.DataArray(values, dims=dims, coords=coords, name="velocity")
+    else:
+        raise InputError(f"{path}: unknown model format {suffix!r} (use .zarr, .nc or .npy)")
+    if units is not None:
+        velocity.attrs["units"] = units
+    try:  # fail now, naming the file, rather than at solve time
+        grid_from_velocity(velocity)
+    except InputError as error:
+        raise InputError(f"{path}: {error}") from None
+    return velocity

@@ -1,0 +1,138 @@
+"""Synthetic velocity models for tests, demos and benchmarks, and their analytic traveltimes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .errors import InputError
+
+__all__ = [
+    "constant_model",
+    "gradient_model",
+    "layered_model",
+    "checkerboard",
+    "gradient_traveltime",
+]
+
+
+def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit: str) -> dict:
+    dims = tuple(shape)
+    if dims not in (("z", "x"), ("z", "y", "x")):
+        raise InputError(f"shape must be keyed ('z', 'x') or ('z', 'y', 'x'), got {dims}")
+    step = spacing if isinstance(spacing, Mapping) else {d: spacing for d in dims}
+    coords = {}
+    for d in dims:
+        n, h = int(shape[d]), float(step[d])
+        if n < 2 or h <= 0:
+            raise InputError(f"{d}: need at least 2 nodes and a positive spacing, got {n}, {h}")
+        coords[d] = xr.DataArray(np.arange(n) * h, dims=d, attrs={"units": unit})
+    return coords
+
+
+def _model(values: np.ndarray, coords: dict, name: str, description: str) -> xr.DataArray:
+    return xr.DataArray(
+        values,
+        dims=tuple(coords),
+        coords=coords,
+        name="velocity",
+        attrs={
+            "units": "m/s",
+            "long_name": "P-wave velocity",
+            "model": name,
+            "description": description,
+        },
+    )
+
+
+def _depth(coords: dict) -> np.ndarray:
+    """Depth broadcast against the model's dims."""
+    shape = [1] * len(coords)
+    shape[0] = -1
+    return np.asarray(coords["z"].values).reshape(shape)
+
+
+def constant_model(
+    shape: Mapping[str, int], spacing: float | Mapping[str, float] = 10.0, velocity: float = 2000.0
+) -> xr.DataArray:
+    """Constant velocity (m/s) on a grid with coordinates in metres from 0.
+
+    Parameters
+    ----------
+    shape : mapping
+        Nodes per dim, e.g. ``{"z": 101, "x": 201}``.
+    spacing : float or mapping
+        Node spacing (m), one for all dims or per dim.
+    velocity : float
+        Velocity (m/s).
+    """
+    coords = _coords(shape, spacing, "m")
+    values = np.full(tuple(len(c) for c in coords.values()), float(velocity))
+    return _model(values, coords, "constant", f"constant {velocity:g} m/s")
+
+
+def gradient_model(
+    shape: Mapping[str, int],
+    spacing: float | Mapping[str, float] = 10.0,
+    top: float = 500.0,
+    bottom: float = 4000.0,
+) -> xr.DataArray:
+    """Velocity linear in depth, ``top`` at z = 0 and ``bottom`` at the deepest node (m/s).
+
+    Its analytic traveltime is :func:`gradient_traveltime`.
+    """
+    coords = _coords(shape, spacing, "m")
+    z = _depth(coords)
+    values = top + (bottom - top) * z / z.max()
+    values = np.broadcast_to(values, tuple(len(c) for c in coords.values())).copy()
+    return _model(values, coords, "gradient", f"linear in z from {top:g} to {bottom:g} m/s")
+
+
+def layered_model(
+    shape: Mapping[str, int],
+    spacing: float | Mapping[str, float],
+    interfaces: Sequence[float],
+    velocities: Sequence[float],
+) -> xr.DataArray:
+    """Flat layers: ``velocities[i]`` between ``interfaces[i-1]`` and ``interfaces[i]`` (m).
+
+    ``len(velocities) == len(interfaces) + 1``; interface depths increase.
+    """
+    if len(velocities) != len(interfaces) + 1:
+        raise InputError("layered_model needs one more velocity than interfaces")
+    if list(interfaces) != sorted(interfaces):
+        raise InputError("layer interfaces must increase with depth")
+    coords = _coords(shape, spacing, "m")
+    z = _depth(coords)
+    layer = np.searchsorted(np.asarray(interfaces, dtype=float), z, side="right")
+    values = np.asarray(velocities, dtype=float)[layer]
+    values = np.broadcast_to(values, tuple(len(c) for c in coords.values())).copy()
+    return _model(values, coords, "layered", f"{len(velocities)} flat layers")
+
+
+def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -> xr.DataArray:
+    """Multiply a model by ``1 +- amplitude`` in alternating cubes of edge ``size`` (m)."""
+    if not 0 <= amplitude < 1:
+        raise InputError(f"checkerboard amplitude must be in [0, 1), got {amplitude}")
+    parity = sum((velocity[d] // size).astype(int) for d in velocity.dims) % 2
+    out = velocity * (1 + amplitude * (2 * parity - 1))
+    out.attrs = dict(velocity.attrs, checkerboard=f"{size:g} m, +-{amplitude:g}")
+    return out.transpose(*velocity.dims)
+
+
+def gradient_traveltime(
+    source: Mapping[str, float], points: Mapping[str, np.ndarray], top: float, gradient: float
+) -> np.ndarray:
+    """Analytic first-arrival time in ``v(z) = top + gradient * z`` (SI units).
+
+    ``t = arccosh(1 + g^2 d^2 / (2 v_s v_r)) / g`` with ``d`` the distance between source
+    and receiver and ``v_s``, ``v_r`` the velocities there (the rays are circular arcs).
+    """
+    v_source = top + gradient * source["z"]
+    v_receiver = top + gradient * np.asarray(points["z"])
+    d2 = sum((np.asarray(points[d]) - source[d]) ** 2 for d in points)
+    if gradient == 0:
+        return np.sqrt(d2) / top
+    return np.arccosh(1 + gradient**2 * d2 / (2 * v_source * v_receiver)) / gradient

@@ -1,0 +1,113 @@
+"""``raypath``: the ray from the source to a receiver, following predecessors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+
+from ..kernels import EXACT, WEIGHT_RULES, mean_slowness_time_cpu, point_box, point_leg_times
+from .errors import InputError
+from .grid import Grid, grid_from_velocity
+
+__all__ = ["raypath"]
+
+_NEEDED = ("traveltime", "predecessor", "star_offset", "velocity")
+
+
+def _node_path(grid: Grid, predecessor: np.ndarray, offsets: np.ndarray, end: np.ndarray):
+    """Nodes from the seed where the path starts to ``end`` (inclusive), in order."""
+    nodes = [end]
+    flat_pred = predecessor.reshape(-1)
+    for _ in range(flat_pred.size):
+        k = flat_pred[grid.flat(nodes[-1])]
+        if k < 0:
+            return np.array(nodes[::-1])
+        nodes.append(nodes[-1] - offsets[k])
+    raise InputError("predecessors form a cycle: the result is corrupted")
+
+
+def _leg(grid: Grid, rule: int, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
+    """Time of one straight leg, by the rule the solver used for it."""
+    if between_nodes and rule != EXACT:
+        a, b = a.astype(np.int64), b.astype(np.int64)
+        h = grid.spacing3
+        return mean_slowness_time_cpu(grid.slowness, *a, *b, *h)
+    return float(point_leg_times(grid.slowness, grid.spacing3, a, b[np.newaxis].astype(int))[0])
+
+
+def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
+    """The ray from the source to a receiver, as points in model coordinates.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        From :func:`raygrid.pipeline.traveltime` with ``predecessors=True``.
+    receiver : mapping
+        Receiver position in model coordinates, e.g. ``{"z": 900.0, "x": 200.0}``; it may
+        lie between nodes.
+
+    Returns
+    -------
+    xarray.Dataset
+        Along dim ``point``, from the source to the receiver: one coordinate variable per
+        model dim (model units) and ``time``, the traveltime accumulated along the ray (s).
+        ``attrs["traveltime"]`` is the receiver's traveltime.
+
+    Notes
+    -----
+    The path follows predecessors back from the end node to the node where the search was
+    seeded; for an off-node source the source point is prepended (the first leg is the
+    straight segment the source was seeded with). For an off-node receiver the last leg
+    comes from the node ``n`` of the forward-star box around the receiver's cell that
+    minimises ``t(n) + segment_time(n, receiver)``.
+
+    ``time`` re-adds the legs' weights in the solve's order and precision, so at an on-node
+    receiver it equals the traveltime field (DESIGN.md section 4, "raypath time =
+    traveltime").
+    """
+    if not isinstance(result, xr.Dataset) or any(v not in result for v in _NEEDED):
+        raise InputError("raypath needs the Dataset returned by traveltime(..., predecessors=True)")
+    grid = grid_from_velocity(result["velocity"])
+    times = np.asarray(result["traveltime"].transpose(*grid.dims).values).reshape(-1)
+    predecessor = np.asarray(result["predecessor"].transpose(*grid.dims).values)
+    offsets = np.asarray(result["star_offset"].values, dtype=np.int64)
+    radius = tuple(int(result.attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x"))
+    rule = WEIGHT_RULES[result.attrs["weights"]]
+    dtype = np.dtype(result.attrs["precision"])
+    source3 = grid.to_index({d: result.attrs[f"source_{d}"] for d in grid.dims}, "source")
+    receiver3 = grid.to_index(receiver, "receiver")
+
+    on_node = np.all(receiver3 == np.round(receiver3))
+    if on_node:
+        end = receiver3.astype(np.int64)
+    else:
+        box = point_box(receiver3, radius, grid.slowness.shape)
+        last_legs = point_leg_times(grid.slowness, grid.spacing3, receiver3, box)
+        end = box[np.argmin(times[grid.flat(box)] + last_legs)]
+    if not np.isfinite(times[grid.flat(end)]):
+        raise InputError(f"receiver {dict(receiver)} was not reached from the source")
+
+    nodes = _node_path(grid, predecessor, offsets, end)
+    points = [p.astype(np.float64) for p in nodes]
+    between_nodes = [True] * (len(points) - 1)
+    if not np.all(source3 == np.round(source3)):
+        points.insert(0, source3)
+        between_nodes.insert(0, False)
+    if not on_node:
+        points.append(receiver3)
+        between_nodes.append(False)
+
+    # Accumulate in the solve's precision, leg by leg, as the solver did.
+    cumulative = np.zeros(len(points), dtype=dtype)
+    for i, nodes_only in enumerate(between_nodes):
+        leg = dtype.type(_leg(grid, rule, points[i], points[i + 1], nodes_only))
+        cumulative[i + 1] = cumulative[i] + leg
+
+    coords = grid.to_coords(np.array(points))
+    data = {d: ("point", coords[d], {"units": grid.length_unit}) for d in grid.dims}
+    data["time"] = ("point", cumulative, {"units": "s", "long_name": "traveltime along the ray"})
+    attrs = {"traveltime": float(cumulative[-1]), "units": "s"}
+    attrs.update({f"receiver_{d}": float(receiver[d]) for d in grid.dims})
+    return xr.Dataset(data, attrs=attrs)
