@@ -1,0 +1,110 @@
+"""The CPU Dijkstra equals scipy's Dijkstra on the same explicit graph, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import explicit_graph, reference_times
+
+from raygrid.kernels import EXACT, MEAN, dijkstra, forward_star, precompute_weights
+
+CASES = [
+    # shape (nz, ny, nx), radius (rz, ry, rx), spacing (hz, hy, hx)
+    ((13, 1, 17), (3, 0, 3), (10.0, 1.0, 10.0)),
+    ((9, 1, 12), (2, 0, 4), (7.0, 1.0, 13.0)),
+    ((6, 7, 8), (2, 2, 2), (1.0, 1.5, 2.0)),
+    ((5, 6, 4), (1, 2, 3), (3.0, 2.0, 1.0)),
+]
+
+
+def random_slowness(shape, seed):
+    rng = np.random.default_rng(seed)
+    return 1.0 / rng.uniform(300.0, 6000.0, shape)
+
+
+@pytest.mark.parametrize("rule", [EXACT, MEAN])
+@pytest.mark.parametrize("shape, radius, spacing", CASES)
+def test_equals_scipy_exactly(shape, radius, spacing, rule):
+    slowness = random_slowness(shape, seed=sum(shape))
+    star = forward_star(radius)
+    graph = explicit_graph(slowness, spacing, star.offsets, rule)
+    source = slowness.size // 2 + 1
+    expected = reference_times(graph, [source], [0.0])
+    times, predecessor = dijkstra(slowness, np.array(spacing), star, [source], [0.0], rule=rule)
+    np.testing.assert_array_equal(times, expected)
+    # Precomputed weights give the same floats.
+    weights = precompute_weights(slowness, np.array(spacing), star, rule)
+    again, _ = dijkstra(slowness, np.array(spacing), star, [source], [0.0], weights=weights)
+    np.testing.assert_array_equal(again, expected)
+    # Predecessors are consistent: t(v) == t(u) + w(u, v) exactly, via the same graph.
+    check_predecessors(times, predecessor, star, shape, graph, seeds=[source])
+
+
+def check_predecessors(times, predecessor, star, shape, graph, seeds):
+    nodes = np.stack(np.unravel_index(np.arange(times.size), shape), axis=1)
+    for v in range(times.size):
+        if v in seeds:
+            assert predecessor[v] == -1
+            continue
+        u = np.ravel_multi_index(tuple(nodes[v] - star.offsets[predecessor[v]]), shape)
+        assert times[v] == times[u] + graph[u, v]
+
+
+def test_multiple_seeds_equal_super_source():
+    shape, radius, spacing = (11, 1, 14), (3, 0, 2), (5.0, 1.0, 4.0)
+    slowness = random_slowness(shape, seed=3)
+    star = forward_star(radius)
+    graph = explicit_graph(slowness, spacing, star.offsets)
+    seeds = np.array([5, 40, 77])
+    seed_times = np.array([0.003, 0.0, 0.0125])
+    expected = reference_times(graph, seeds, seed_times)
+    times, _ = dijkstra(slowness, np.array(spacing), star, seeds, seed_times)
+    np.testing.assert_array_equal(times, expected)
+
+
+def test_early_exit_settles_the_targets():
+    shape, radius, spacing = (20, 1, 20), (3, 0, 3), (1.0, 1.0, 1.0)
+    slowness = random_slowness(shape, seed=4)
+    star = forward_star(radius)
+    full, _ = dijkstra(slowness, np.array(spacing), star, [0], [0.0])
+    targets = np.array([21, 45])
+    partial, _ = dijkstra(slowness, np.array(spacing), star, [0], [0.0], target_nodes=targets)
+    np.testing.assert_array_equal(partial[targets], full[targets])
+    assert np.isinf(partial).sum() > 0  # it did stop early
+
+
+def test_float32_rounds_each_step():
+    shape, radius, spacing = (15, 1, 15), (3, 0, 3), (10.0, 1.0, 10.0)
+    slowness = random_slowness(shape, seed=5)
+    star = forward_star(radius)
+    t64, _ = dijkstra(slowness, np.array(spacing), star, [7], [0.0])
+    t32, _ = dijkstra(slowness, np.array(spacing), star, [7], [0.0], dtype=np.float32)
+    assert t32.dtype == np.float32
+    np.testing.assert_allclose(t32, t64, rtol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nz=st.integers(2, 7),
+    ny=st.integers(1, 4),
+    nx=st.integers(2, 7),
+    data=st.data(),
+)
+def test_property_random_models_equal_scipy(seed, nz, ny, nx, data):
+    radius = (
+        data.draw(st.integers(1, nz - 1)),
+        0 if ny == 1 else data.draw(st.integers(1, ny - 1)),
+        data.draw(st.integers(1, nx - 1)),
+    )
+    spacing = tuple(data.draw(st.floats(0.1, 100.0)) for _ in range(3))
+    rng = np.random.default_rng(seed)
+    # Strong contrasts too: slowness over four orders of magnitude.
+    slowness = 10.0 ** rng.uniform(-4, 0, (nz, ny, nx))
+    star = forward_star(radius)
+    graph = explicit_graph(slowness, spacing, star.offsets)
+    source = data.draw(st.integers(0, slowness.size - 1))
+    times, _ = dijkstra(slowness, np.array(spacing), star, [source], [0.0])
+    np.testing.assert_array_equal(times, reference_times(graph, [source], [0.0]))
