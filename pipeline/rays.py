@@ -7,7 +7,14 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from ..kernels import EXACT, WEIGHT_RULES, mean_slowness_time_cpu, point_box, point_leg_times
+from ..kernels import (
+    EXACT,
+    WEIGHT_RULES,
+    mean_slowness_time_cpu,
+    point_box,
+    point_leg_times,
+    segment_time_cpu,
+)
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 
@@ -30,11 +37,10 @@ def _node_path(grid: Grid, predecessor: np.ndarray, offsets: np.ndarray, end: np
 
 def _leg(grid: Grid, rule: int, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
     """Time of one straight leg, by the rule the solver used for it."""
+    h = grid.spacing3
     if between_nodes and rule != EXACT:
-        a, b = a.astype(np.int64), b.astype(np.int64)
-        h = grid.spacing3
-        return mean_slowness_time_cpu(grid.slowness, *a, *b, *h)
-    return float(point_leg_times(grid.slowness, grid.spacing3, a, b[np.newaxis].astype(int))[0])
+        return mean_slowness_time_cpu(grid.slowness, *a.astype(np.int64), *b.astype(np.int64), *h)
+    return segment_time_cpu(grid.slowness, *map(float, a), *map(float, b), *h)
 
 
 def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
@@ -106,6 +112,9 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
         cumulative[i + 1] = cumulative[i] + leg
 
     coords = grid.to_coords(np.array(points))
+    for d in grid.dims:  # the end points exactly as given, not round-tripped through indices
+        coords[d][0] = result.attrs[f"source_{d}"]
+        coords[d][-1] = float(receiver[d])
     data = {d: ("point", coords[d], {"units": grid.length_unit}) for d in grid.dims}
     data["time"] = ("point", cumulative, {"units": "s", "long_name": "traveltime along the ray"})
     attrs = {"traveltime": float(cumulative[-1]), "units": "s"}

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import explicit_graph, reference_times
 
 from raygrid.kernels import EXACT, MEAN, dijkstra, forward_star, precompute_weights
+
+from reference import explicit_graph, reference_times
 
 CASES = [
     # shape (nz, ny, nx), radius (rz, ry, rx), spacing (hz, hy, hx)
