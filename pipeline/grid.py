@@ -236,7 +236,7 @@ def grid_from_velocity(velocity: xr.DataArray) -> Grid:
         where = ", ".join(f"{d}={axes[d][0][i]:g}" for d, i in zip(order, first))
         raise InputError(
             f"velocity must be finite and positive: {int(bad.sum())} bad value(s) "
-            f"(NaN, inf, zero or negative); the first is {values[tuple(first)]!r} at {where}"
+            f"(NaN, inf, zero or negative); the first is {float(values[tuple(first)])!r} at {where}"
         )
     slowness = 1.0 / (values * SPEED_UNITS[speed_unit])
     if len(order) == 2:

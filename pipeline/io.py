@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,7 +69,11 @@ def load_velocity(
         raise InputError(f"velocity model {path} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".zarr" or (path.is_dir() and (path / "zarr.json").exists()):
-        velocity = _pick(xr.open_zarr(path, consolidated=None), variable, path)
+        with warnings.catch_warnings():
+            # Stores without consolidated metadata are normal in zarr v3; xarray warns
+            # when it falls back to reading them without.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            velocity = _pick(xr.open_zarr(path, consolidated=None), variable, path)
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
         velocity = _pick(xr.open_dataset(path), variable, path)
     elif suffix == ".npy":

@@ -19,9 +19,9 @@ __all__ = [
 
 
 def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit: str) -> dict:
-    dims = tuple(shape)
-    if dims not in (("z", "x"), ("z", "y", "x")):
-        raise InputError(f"shape must be keyed ('z', 'x') or ('z', 'y', 'x'), got {dims}")
+    if set(shape) not in ({"z", "x"}, {"z", "y", "x"}):
+        raise InputError(f"shape must be keyed by z, x or z, y, x; got {tuple(shape)}")
+    dims = ("z", "y", "x") if "y" in shape else ("z", "x")  # canonical order, any key order
     step = spacing if isinstance(spacing, Mapping) else {d: spacing for d in dims}
     coords = {}
     for d in dims:

@@ -1,0 +1,132 @@
+"""The public API's contract: outputs, attributes, units, dims, models and files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import raygrid.pipeline as rg
+
+
+@pytest.fixture(scope="module")
+def model():
+    velocity = rg.gradient_model({"z": 21, "x": 31}, 10.0, 1000.0, 3000.0)
+    return rg.checkerboard(velocity, size=50.0, amplitude=0.1)
+
+
+def test_traveltime_dataarray_and_attrs(model):
+    field = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius={"z": 2, "x": 3})
+    assert field.name == "traveltime"
+    assert field.dims == ("z", "x")
+    assert field.attrs["units"] == "s"
+    assert field.attrs["radius_z"] == 2 and field.attrs["radius_x"] == 3
+    assert field.attrs["weights"] == "exact"
+    assert field.attrs["precision"] == "float64"
+    assert field.attrs["raygrid_version"] == rg.__version__
+    assert "Dijkstra" in field.attrs["method"]
+    assert field.attrs["star_offsets"] == 24
+    np.testing.assert_array_equal(field["x"], model["x"])
+    assert float(field.sel(z=0.0, x=150.0)) == 0.0
+
+
+def test_predecessor_dataset(model):
+    result = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=2, predecessors=True)
+    assert set(result.data_vars) == {"traveltime", "predecessor", "star_offset", "velocity"}
+    assert result["predecessor"].dtype == np.int16
+    assert int(result["predecessor"].sel(z=0.0, x=150.0)) == -1
+    assert (result["predecessor"].values >= 0).sum() == model.size - 1
+
+
+def test_units_km_equal_m(model):
+    in_km = model.copy() / 1000.0
+    in_km.attrs = {"units": "km/s"}
+    in_km = in_km.assign_coords(
+        z=("z", model["z"].values / 1000, {"units": "km"}),
+        x=("x", model["x"].values / 1000, {"units": "km"}),
+    )
+    a = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=3)
+    b = rg.traveltime(in_km, {"z": 0.0, "x": 0.15}, radius=3)
+    np.testing.assert_allclose(b.values, a.values, rtol=1e-13)
+
+
+def test_dim_order_does_not_matter():
+    velocity = rg.gradient_model({"z": 7, "y": 6, "x": 8}, 10.0, 1000.0, 2000.0)
+    a = rg.traveltime(velocity, {"z": 10.0, "y": 20.0, "x": 30.0}, radius=2)
+    b = rg.traveltime(
+        velocity.transpose("x", "z", "y"), {"z": 10.0, "y": 20.0, "x": 30.0}, radius=2
+    )
+    assert b.dims == ("z", "y", "x")
+    np.testing.assert_array_equal(a.values, b.values)
+
+
+def test_anisotropic_spacing_and_mean_rule():
+    velocity = rg.constant_model({"z": 11, "x": 16}, {"z": 5.0, "x": 20.0}, 1500.0)
+    exact = rg.traveltime(velocity, {"z": 0.0, "x": 0.0}, radius=3)
+    mean = rg.traveltime(velocity, {"z": 0.0, "x": 0.0}, radius=3, weights="mean")
+    # In a constant model both rules give slowness x length.
+    np.testing.assert_allclose(exact.values, mean.values, rtol=1e-13)
+    assert float(exact.sel(z=50.0, x=0.0)) == pytest.approx(50.0 / 1500.0, rel=1e-14)
+    assert float(exact.sel(z=0.0, x=300.0)) == pytest.approx(300.0 / 1500.0, rel=1e-14)
+
+
+def test_float32(model):
+    a = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=3)
+    b = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=3, precision="float32")
+    assert b.dtype == np.float32 and b.attrs["precision"] == "float32"
+    np.testing.assert_allclose(b.values, a.values, rtol=2e-6)
+
+
+def test_auto_backend_is_cpu(model):
+    field = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=2, backend="auto")
+    assert field.attrs["backend"] == "cpu"
+
+
+def test_synthetic_models():
+    layered = rg.layered_model({"z": 11, "x": 5}, 10.0, [35.0, 72.0], [1500.0, 2500.0, 4000.0])
+    np.testing.assert_array_equal(
+        layered.isel(x=0).values[[0, 3, 4, 7, 8, 10]], [1500, 1500, 2500, 2500, 4000, 4000]
+    )
+    gradient = rg.gradient_model({"z": 5, "x": 3}, 10.0, 500.0, 900.0)
+    np.testing.assert_allclose(gradient.isel(x=1).values, [500, 600, 700, 800, 900])
+    board = rg.checkerboard(rg.constant_model({"z": 4, "x": 4}, 10.0, 1000.0), 20.0, 0.1)
+    assert set(np.unique(board.values)) == {900.0, 1100.0}
+    for velocity in (layered, gradient, board):
+        rg.grid_from_velocity(velocity)  # every synthetic model is valid input
+
+
+def test_load_velocity_formats(tmp_path, model):
+    zarr_path = tmp_path / "model.zarr"
+    model.to_dataset(name="vp").to_zarr(zarr_path, zarr_format=3, consolidated=False)
+    netcdf_path = tmp_path / "model.nc"
+    model.to_dataset(name="vp").to_netcdf(netcdf_path)
+    npy_path = tmp_path / "model.npy"
+    np.save(npy_path, model.values)
+    from_zarr = rg.load_velocity(zarr_path)
+    from_netcdf = rg.load_velocity(netcdf_path, "vp")
+    from_npy = rg.load_velocity(npy_path, units="m/s", spacing=10.0)
+    for loaded in (from_zarr, from_netcdf, from_npy):
+        xr.testing.assert_allclose(loaded.reset_coords(drop=True), model.reset_coords(drop=True))
+    expected = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=2)
+    np.testing.assert_array_equal(
+        rg.traveltime(from_zarr, {"z": 0.0, "x": 150.0}, radius=2).values, expected.values
+    )
+
+
+def test_load_velocity_errors(tmp_path, model):
+    with pytest.raises(rg.InputError, match="does not exist"):
+        rg.load_velocity(tmp_path / "missing.zarr")
+    (tmp_path / "model.txt").write_text("1 2 3")
+    with pytest.raises(rg.InputError, match="unknown model format"):
+        rg.load_velocity(tmp_path / "model.txt")
+    np.save(tmp_path / "m.npy", model.values)
+    with pytest.raises(rg.InputError, match="needs spacing"):
+        rg.load_velocity(tmp_path / "m.npy", units="m/s")
+    with pytest.raises(rg.InputError, match="m.npy: velocity has no 'units'"):
+        rg.load_velocity(tmp_path / "m.npy", spacing=10.0)
+    two = xr.Dataset({"vp": model, "vs": model / 2})
+    two.to_zarr(tmp_path / "two.zarr", zarr_format=3, consolidated=False)
+    with pytest.raises(rg.InputError, match="name the velocity with variable"):
+        rg.load_velocity(tmp_path / "two.zarr")
+    with pytest.raises(rg.InputError, match="has no variable 'rho'"):
+        rg.load_velocity(tmp_path / "two.zarr", "rho")

@@ -1,0 +1,152 @@
+"""Every bad input gets an InputError naming the problem, before anything is computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from raygrid.pipeline import InputError, constant_model, raypath, traveltime
+
+SOURCE = {"z": 0.0, "x": 50.0}
+
+
+@pytest.fixture
+def velocity():
+    return constant_model({"z": 11, "x": 21}, 10.0, 2000.0)
+
+
+@pytest.mark.parametrize(
+    "bad, count, message",
+    [
+        (np.nan, 1, "nan at z=30, x=40"),
+        (np.inf, 1, "inf at z=30, x=40"),
+        (0.0, 1, "0.0 at z=30, x=40"),
+        (-5.0, 1, "-5.0 at z=30, x=40"),
+    ],
+)
+def test_bad_velocity_values(velocity, bad, count, message):
+    values = velocity.values.copy()
+    values[3, 4] = bad
+    values[7, 9] = bad
+    with pytest.raises(InputError, match="2 bad value") as info:
+        traveltime(velocity.copy(data=values), SOURCE)
+    assert message in str(info.value)
+
+
+def test_non_uniform_coordinates(velocity):
+    x = velocity["x"].values.copy()
+    x[5] += 3.0
+    bad = velocity.assign_coords(x=("x", x, {"units": "m"}))
+    with pytest.raises(InputError, match="'x' is not uniform"):
+        traveltime(bad, SOURCE)
+
+
+def test_non_monotonic_coordinates(velocity):
+    x = velocity["x"].values.copy()
+    x[[3, 4]] = x[[4, 3]]
+    with pytest.raises(InputError, match="'x' is not monotonic"):
+        traveltime(velocity.assign_coords(x=("x", x, {"units": "m"})), SOURCE)
+
+
+def test_decreasing_coordinates(velocity):
+    with pytest.raises(InputError, match="'z' decreases"):
+        traveltime(velocity.isel(z=slice(None, None, -1)), SOURCE)
+
+
+@pytest.mark.parametrize("dims", [("z", "y"), ("a", "x"), ("x",)])
+def test_unknown_or_missing_dims(dims):
+    shape = (5,) * len(dims)
+    bad = xr.DataArray(np.ones(shape), dims=dims, attrs={"units": "m/s"})
+    with pytest.raises(InputError, match="velocity dims must be"):
+        traveltime(bad, SOURCE)
+
+
+def test_missing_coordinate(velocity):
+    with pytest.raises(InputError, match="no coordinate for dim 'x'"):
+        traveltime(velocity.drop_vars("x"), SOURCE)
+
+
+def test_missing_and_unknown_units(velocity):
+    with pytest.raises(InputError, match="velocity has no 'units'"):
+        traveltime(velocity.assign_attrs(units=None).drop_attrs(deep=False), SOURCE)
+    with pytest.raises(InputError, match="velocity has units 's'"):
+        traveltime(velocity.assign_attrs(units="s"), SOURCE)
+    bad = velocity.copy()
+    bad["x"].attrs = {}
+    with pytest.raises(InputError, match="coordinate 'x' has no 'units'"):
+        traveltime(bad, SOURCE)
+    bad["x"].attrs = {"units": "furlong"}
+    with pytest.raises(InputError, match="coordinate 'x' has units 'furlong'"):
+        traveltime(bad, SOURCE)
+
+
+def test_inconsistent_units(velocity):
+    bad = velocity.copy()
+    bad["x"].attrs = {"units": "km"}
+    with pytest.raises(InputError, match="inconsistent units"):
+        traveltime(bad, SOURCE)
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ({"z": -1.0, "x": 50.0}, "source z=-1 is outside the model: z spans \\[0, 100\\] m"),
+        ({"z": 0.0, "x": 200.5}, "source x=200.5 is outside the model"),
+        ({"z": 0.0}, "missing: \\['x'\\]"),
+        ({"z": 0.0, "x": 1.0, "y": 2.0}, "unknown: \\['y'\\]"),
+        ({"z": float("nan"), "x": 1.0}, "outside the model"),
+        ({"z": "deep", "x": 1.0}, "is not a number"),
+        ([0.0, 50.0], "must be a mapping"),
+    ],
+)
+def test_bad_source(velocity, source, message):
+    with pytest.raises(InputError, match=message):
+        traveltime(velocity, source)
+
+
+def test_receiver_outside(velocity):
+    result = traveltime(velocity, SOURCE, predecessors=True, radius=2)
+    with pytest.raises(InputError, match="receiver x=500 is outside the model"):
+        raypath(result, {"z": 10.0, "x": 500.0})
+
+
+def test_raypath_needs_predecessors(velocity):
+    with pytest.raises(InputError, match="predecessors=True"):
+        raypath(traveltime(velocity, SOURCE, radius=2), {"z": 10.0, "x": 10.0})
+
+
+@pytest.mark.parametrize(
+    "radius, message",
+    [
+        (0, "radius along 'z' must be >= 1"),
+        (-2, "must be >= 1"),
+        (11, "radius along 'z' is 11 but the model has only 11 nodes"),
+        ({"z": 2}, "missing: \\['x'\\]"),
+        ({"z": 2, "x": 2, "q": 1}, "unknown: \\['q'\\]"),
+        (2.5, "must be an integer"),
+        (True, "must be an integer"),
+    ],
+)
+def test_bad_radius(velocity, radius, message):
+    with pytest.raises(InputError, match=message):
+        traveltime(velocity, SOURCE, radius=radius)
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ({"weights": "linear"}, "weights must be one of"),
+        ({"backend": "tpu"}, "backend must be one of"),
+        ({"precision": "float16"}, "precision must be one of"),
+        ({"backend": "cuda"}, "'cuda' is not available"),
+    ],
+)
+def test_bad_options(velocity, option, message):
+    with pytest.raises(InputError, match=message):
+        traveltime(velocity, SOURCE, **option)
+
+
+def test_not_a_dataarray():
+    with pytest.raises(InputError, match="must be an xarray.DataArray"):
+        traveltime(np.ones((4, 4)), SOURCE)
