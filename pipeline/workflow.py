@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputError
+from .grid import grid_from_velocity
 from .io import load_velocity
 from .models import constant_model, gradient_model, layered_model
 from .rays import raypath
@@ -125,6 +126,11 @@ def run_workflow(workflow: Workflow, *, overwrite: bool = False) -> xr.Dataset:
     bad source or receiver never leaves a partial store behind.
     """
     velocity = workflow.model.build()
+    grid = grid_from_velocity(velocity)
+    for point in workflow.sources:  # every position checked before any work is done
+        grid.to_index(point, "source")
+    for point in workflow.receivers:
+        grid.to_index(point, "receiver")
     options = workflow.grid
     results = [
         traveltime(

@@ -56,6 +56,8 @@ def test_quickstart_writes_store_and_png(tmp_path):
 def write_workflow(tmp_path, **changes):
     spec = yaml.safe_load(QUICKSTART.read_text())
     spec["model"]["shape"] = {"z": 21, "x": 31}
+    spec["sources"] = [{"z": 0.0, "x": 150.0}]
+    spec["receivers"] = [{"z": 200.0, "x": 10.0}, {"z": 100.0, "x": 290.0}]
     for key, value in changes.items():
         section, _, field = key.partition("__")
         if field:
