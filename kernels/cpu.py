@@ -99,7 +99,8 @@ def precompute_weights(
     return weights
 
 
-@numba.njit(cache=True)
+# nogil: many-source runs solve sources on threads.
+@numba.njit(cache=True, nogil=True)
 def _dijkstra(
     slowness,
     spacing,
