@@ -171,10 +171,10 @@ def peak_memory() -> Iterator[Memory]:
         result.peak = max(end - start, 0)
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    """Call ``fn`` once; return its result and the wall time."""
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """Call ``fn(*args, **kwargs)`` once; return its result and the wall time."""
     start = time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
 
 
@@ -320,7 +320,7 @@ def run_raygrid(
     hits_before = stats.cache_hits.copy() if stats is not None else None
 
     with peak_memory() as mem:
-        cold, seconds = timed(lambda: traveltime(velocity, source, radius=case.radius))
+        cold, seconds = timed(traveltime, velocity, source, radius=case.radius)
     jit = "unknown"
     if stats is not None:
         jit = "loaded from Numba's disk cache" if stats.cache_hits != hits_before else "compiled"
@@ -329,7 +329,7 @@ def run_raygrid(
     del cold
 
     with peak_memory() as mem:
-        warm, seconds = timed(lambda: traveltime(velocity, source, radius=case.radius))
+        warm, seconds = timed(traveltime, velocity, source, radius=case.radius)
     reference = np.asarray(warm.values).ravel()
     star_size = int(warm.attrs.get("star_offsets", -1))
     row = Row("raygrid", "traveltime() warm: total incl. weights", total_s=seconds)
@@ -338,14 +338,12 @@ def run_raygrid(
 
     # The same solve, piece by piece: setup (validation, slowness), kernel with weights on
     # the fly, and the precomputed-weights mode (weights, then heap only).
-    grid, setup = timed(lambda: grid_from_velocity(velocity))
+    grid, setup = timed(grid_from_velocity, velocity)
     star = forward_star(grid.radius3(case.radius))
     seed = grid.flat(grid.to_index(source).astype(np.int64))[np.newaxis]
     zero = np.zeros(1)
     with peak_memory() as mem:
-        (kernel_times, _), seconds = timed(
-            lambda: dijkstra(grid.slowness, grid.spacing3, star, seed, zero)
-        )
+        (kernel_times, _), seconds = timed(dijkstra, grid.slowness, grid.spacing3, star, seed, zero)
     row = Row(
         "raygrid",
         "kernel dijkstra(), weights on the fly",
@@ -358,11 +356,9 @@ def run_raygrid(
     del kernel_times
 
     with peak_memory() as mem:
-        weights, weight_seconds = timed(
-            lambda: precompute_weights(grid.slowness, grid.spacing3, star)
-        )
+        weights, weight_seconds = timed(precompute_weights, grid.slowness, grid.spacing3, star)
         (pre_times, _), seconds = timed(
-            lambda: dijkstra(grid.slowness, grid.spacing3, star, seed, zero, weights=weights)
+            dijkstra, grid.slowness, grid.spacing3, star, seed, zero, weights=weights
         )
     row = Row(
         "raygrid",
@@ -393,15 +389,13 @@ def run_scipy(case: Case, shared: dict[str, Any], exact: np.ndarray) -> Row:
         grid, star = shared["grid"], shared["star"]
         weights = shared.pop("weights")
         with peak_memory() as build_mem:
-            graph, assemble = timed(lambda: explicit_csr(grid.slowness.shape, star, weights))
+            graph, assemble = timed(explicit_csr, grid.slowness.shape, star, weights)
         del weights
         gc.collect()
         n_edges = graph.nnz
         graph_bytes = graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes
         with peak_memory() as mem:
-            times, seconds = timed(
-                lambda: scipy_dijkstra(graph, directed=True, indices=shared["seed"])
-            )
+            times, seconds = timed(scipy_dijkstra, graph, directed=True, indices=shared["seed"])
         del graph
         gc.collect()
         times = np.asarray(times).ravel()
@@ -472,10 +466,9 @@ def _ttcrpy_solve(
     velocity: np.ndarray, coords: dict[str, np.ndarray], source: dict[str, float], nsn: int
 ) -> tuple[np.ndarray, float, float]:
     """Build, solve and read back the node times; returns times, setup and solve seconds."""
-    grid, setup = timed(lambda: _ttcrpy_grid(velocity, coords, nsn))
-    grid, slowness = grid
+    (grid, slowness), setup = timed(_ttcrpy_grid, velocity, coords, nsn)
     src, rcv = _ttcrpy_points(source, coords, velocity.ndim)
-    _, solve = timed(lambda: grid.raytrace(src, rcv, slowness=slowness))
+    _, solve = timed(grid.raytrace, src, rcv, slowness=slowness)
     times = grid.get_grid_traveltimes()
     times = times.T if velocity.ndim == 2 else np.transpose(times, (2, 1, 0))
     del grid
@@ -543,12 +536,11 @@ def run_skfmm(
         import skfmm
 
         with peak_memory() as mem:
-            phi, setup = timed(lambda: _phi(velocity.shape, source_index))
-            times, solve = timed(
-                lambda: skfmm.travel_time(phi, velocity, dx=case.spacing, order=2)
-            )
-        return fill(Row("scikit-fmm", choice, setup_s=setup, solve_s=solve), times, exact, mem,
-                    case.n_nodes)
+            phi, setup = timed(_phi, velocity.shape, source_index)
+            times, solve = timed(skfmm.travel_time, phi, velocity, dx=case.spacing, order=2)
+        return fill(
+            Row("scikit-fmm", choice, setup_s=setup, solve_s=solve), times, exact, mem, case.n_nodes
+        )
     except Exception as exc:
         return failed("scikit-fmm", choice, exc)
 
@@ -597,7 +589,7 @@ def run_fteikpy(
         tiny_solver.solve((0.0,) * velocity.ndim, nsweep=2)
         with peak_memory() as mem:
             (solver, src), setup = timed(model)
-            result, solve = timed(lambda: solver.solve(src, nsweep=2))
+            result, solve = timed(solver.solve, src, nsweep=2)
             times = np.asarray(result.grid)
             if velocity.ndim == 3:
                 times = np.transpose(times, (0, 2, 1))
@@ -670,9 +662,7 @@ def run_case(case: Case, skip: set[str]) -> dict[str, Any]:
     velocity = gradient_model(case.shape, case.spacing, TOP, BOTTOM)
     values = np.ascontiguousarray(velocity.values)
     coords = {d: np.asarray(velocity[d].values, dtype=np.float64) for d in velocity.dims}
-    source_index = tuple(
-        0 if d == "z" else (len(coords[d]) - 1) // 2 for d in velocity.dims
-    )
+    source_index = tuple(0 if d == "z" else (len(coords[d]) - 1) // 2 for d in velocity.dims)
     source = {d: float(coords[d][i]) for d, i in zip(velocity.dims, source_index)}
     mesh = dict(zip(velocity.dims, np.meshgrid(*coords.values(), indexing="ij", sparse=True)))
     exact = analytic_gradient(mesh, source)
@@ -732,7 +722,9 @@ def verdicts(case: Case, rows: list[Row], warm: Row) -> list[dict[str, Any]]:
         (
             r
             for r in rows
-            if r.solver == "ttcrpy" and r.status == "ok" and f", {TTCRPY_SECONDARY} secondary" in r.choice
+            if r.solver == "ttcrpy"
+            and r.status == "ok"
+            and f", {TTCRPY_SECONDARY} secondary" in r.choice
         ),
         None,
     )
@@ -839,11 +831,11 @@ def table(result: dict[str, Any]) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """The whole report as Markdown."""
     m = report["machine"]
+    command = " ".join(["benchmarks/cpu_single_source.py", report["args"]]).strip()
     out = [
         "# CPU single-source benchmark",
         "",
-        f"Written by `benchmarks/cpu_single_source.py{' ' + report['args'] if report['args'] else ''}` "
-        f"on {m['date']}.",
+        f"Written by `{command}` on {m['date']}.",
         "",
         f"- Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), "
         f"{m['ram_gib']} GiB RAM, {m['platform']}",

@@ -1,0 +1,98 @@
+"""Geometry of a grid padded for GPU thread blocks: tiles, halos and dummy nodes.
+
+Pure NumPy, so it is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PaddedLayout"]
+
+
+@dataclass(frozen=True)
+class PaddedLayout:
+    """A grid cut into tiles of ``block`` nodes, padded by the radius with dummy nodes.
+
+    Real node ``(i, j, k)`` sits at padded index ``(i + rz, j + ry, k + rx)``. The padded
+    grid holds ``blocks`` tiles of shape ``block`` plus a border of width ``radius`` on each
+    side, so every tile's halo (the nodes within ``radius`` of it, which its nodes read) lies
+    inside the padded array: no thread tests for the border (Monsegny & Agudelo 2013,
+    section 3). Dummy nodes have infinite slowness and time, so they never improve a real
+    node and are never improved.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Real grid ``(nz, ny, nx)``.
+    radius : tuple of int
+        Halo width ``(rz, ry, rx)``: the forward-star radius.
+    block : tuple of int
+        Tile shape ``(bz, by, bx)``; each must be at least the radius along its axis, so a
+        halo reaches only the adjacent tiles (the update map's neighbourhood).
+    """
+
+    shape: tuple[int, int, int]
+    radius: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+    def __post_init__(self):
+        for axis, (b, r, n) in enumerate(zip(self.block, self.radius, self.shape)):
+            if b < 1:
+                raise ValueError(f"block must be >= 1 along every axis, got {self.block}")
+            if b < r and n > b:
+                raise ValueError(
+                    f"tile of {b} nodes along axis {axis} is smaller than the halo "
+                    f"(radius {r}); use blocks of at least the radius"
+                )
+
+    @property
+    def blocks(self) -> tuple[int, int, int]:
+        """Number of tiles along each axis."""
+        return tuple(-(-n // b) for n, b in zip(self.shape, self.block))
+
+    @property
+    def n_blocks(self) -> int:
+        return int(np.prod(self.blocks))
+
+    @property
+    def padded(self) -> tuple[int, int, int]:
+        """Shape of the padded arrays."""
+        return tuple(nb * b + 2 * r for nb, b, r in zip(self.blocks, self.block, self.radius))
+
+    @property
+    def tile(self) -> tuple[int, int, int]:
+        """Shape of one tile with its halo (the shared-memory array)."""
+        return tuple(b + 2 * r for b, r in zip(self.block, self.radius))
+
+    @property
+    def threads(self) -> int:
+        """Threads per block: one per tile node."""
+        return int(np.prod(self.block))
+
+    def interior(self) -> tuple[slice, slice, slice]:
+        """Slices of the padded array that hold the real grid."""
+        return tuple(slice(r, r + n) for r, n in zip(self.radius, self.shape))
+
+    def pad(self, values: np.ndarray, fill: float) -> np.ndarray:
+        """A padded copy of real-grid ``values`` (..., nz, ny, nx), dummies set to ``fill``."""
+        lead = values.shape[:-3]
+        out = np.full(lead + self.padded, fill, dtype=values.dtype)
+        out[(...,) + self.interior()] = values
+        return out
+
+    def unpad(self, padded: np.ndarray) -> np.ndarray:
+        """The real grid of a padded array (..., Pz, Py, Px)."""
+        return padded[(...,) + self.interior()]
+
+    def padded_flat(self, flat: np.ndarray) -> np.ndarray:
+        """Padded flat indices of real flat indices."""
+        node = np.stack(np.unravel_index(np.asarray(flat, dtype=np.int64), self.shape), axis=-1)
+        return np.ravel_multi_index(tuple((node + self.radius).T), self.padded)
+
+    def block_of(self, flat: np.ndarray) -> np.ndarray:
+        """Flat tile index of each real flat index."""
+        node = np.stack(np.unravel_index(np.asarray(flat, dtype=np.int64), self.shape), axis=-1)
+        return np.ravel_multi_index(tuple((node // self.block).T), self.blocks)
