@@ -15,7 +15,7 @@ from .models import (
     layered_model,
 )
 from .rays import raypath
-from .solve import traveltime
+from .solve import traveltime, traveltimes
 from .version import __version__
 
 __all__ = [
@@ -31,4 +31,5 @@ __all__ = [
     "load_velocity",
     "raypath",
     "traveltime",
+    "traveltimes",
 ]

@@ -23,6 +23,12 @@ __all__ = ["raypath"]
 _NEEDED = ("traveltime", "predecessor", "star_offset", "velocity")
 
 
+def _source_position(result: xr.Dataset, dim: str) -> float:
+    """A source coordinate: a coordinate of a ``traveltimes`` result, or an attribute."""
+    name = f"source_{dim}"
+    return float(result[name]) if name in result.variables else float(result.attrs[name])
+
+
 def _node_path(grid: Grid, predecessor: np.ndarray, offsets: np.ndarray, end: np.ndarray):
     """Nodes from the seed where the path starts to ``end`` (inclusive), in order."""
     nodes = [end]
@@ -75,6 +81,9 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     """
     if not isinstance(result, xr.Dataset) or any(v not in result for v in _NEEDED):
         raise InputError("raypath needs the Dataset returned by traveltime(..., predecessors=True)")
+    if "source" in result["traveltime"].dims:
+        raise InputError("raypath takes one source: pass result.isel(source=i)")
+    source = {d: _source_position(result, d) for d in result["traveltime"].dims}
     grid = grid_from_velocity(result["velocity"])
     times = np.asarray(result["traveltime"].transpose(*grid.dims).values).reshape(-1)
     predecessor = np.asarray(result["predecessor"].transpose(*grid.dims).values)
@@ -82,7 +91,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     radius = tuple(int(result.attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x"))
     rule = WEIGHT_RULES[result.attrs["weights"]]
     dtype = np.dtype(result.attrs["precision"])
-    source3 = grid.to_index({d: result.attrs[f"source_{d}"] for d in grid.dims}, "source")
+    source3 = grid.to_index(source, "source")
     receiver3 = grid.to_index(receiver, "receiver")
 
     on_node = np.all(receiver3 == np.round(receiver3))
@@ -113,7 +122,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
 
     coords = grid.to_coords(np.array(points))
     for d in grid.dims:  # the end points exactly as given, not round-tripped through indices
-        coords[d][0] = result.attrs[f"source_{d}"]
+        coords[d][0] = source[d]
         coords[d][-1] = float(receiver[d])
     data = {d: ("point", coords[d], {"units": grid.length_unit}) for d in grid.dims}
     data["time"] = ("point", cumulative, {"units": "s", "long_name": "traveltime along the ray"})

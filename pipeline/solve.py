@@ -1,25 +1,42 @@
-"""``traveltime``: the traveltime field of one source on a velocity model."""
+"""``traveltime`` and ``traveltimes``: traveltime fields of sources on a velocity model."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..kernels import WEIGHT_RULES, Star, dijkstra, forward_star, point_box, point_leg_times
+from ..kernels import (
+    WEIGHT_RULES,
+    Star,
+    dijkstra,
+    forward_star,
+    point_box,
+    point_leg_times,
+    precompute_weights,
+)
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .version import __version__
 
-__all__ = ["traveltime", "Options", "check_options", "source_seeds"]
+__all__ = ["traveltime", "traveltimes", "Options", "check_options", "source_seeds", "solve_seeds"]
 
 BACKENDS = ("cpu", "cuda", "auto")
+ALGORITHMS = {"cpu": ("dijkstra",), "cuda": ("pull", "near-far")}
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
 
-METHOD = "shortest-path ray tracing (Moser 1991): multi-seeded binary-heap Dijkstra"
+METHODS = {
+    "dijkstra": "shortest-path ray tracing (Moser 1991): multi-seeded binary-heap Dijkstra",
+    "pull": "shortest-path ray tracing (Moser 1991): GPU pull relaxation over shared-memory "
+    "tiles with an update map (Monsegny & Agudelo 2013; Kanoksirirath)",
+    "near-far": "shortest-path ray tracing (Moser 1991): GPU Near-Far push relaxation "
+    "(Davidson et al. 2014)",
+}
 
 
 @dataclass(frozen=True)
@@ -30,30 +47,71 @@ class Options:
     weights: str
     backend: str
     precision: str
+    algorithm: str
+    batch: int = 1
+    precompute: bool = False
 
     @property
     def dtype(self) -> type:
         return PRECISIONS[self.precision]
 
 
-def check_options(weights: str, backend: str, precision: str) -> Options:
-    """Validate the option strings; raise :class:`InputError` naming the bad one."""
+def _resolve_backend(backend: str) -> str:
+    if backend == "cpu":
+        return "cpu"
+    from ..kernels.cuda import cuda_usable, simulating  # numba.cuda only when asked for
+
+    if backend == "auto":
+        return "cuda" if cuda_usable() else "cpu"
+    if not (cuda_usable() or simulating()):
+        raise InputError(
+            "backend='cuda' needs a usable NVIDIA GPU and driver, and none was found; "
+            "use backend='cpu', or 'auto' to use a GPU only when there is one"
+        )
+    return "cuda"
+
+
+def check_options(
+    weights: str,
+    backend: str,
+    precision: str,
+    algorithm: str | None = None,
+    batch: int = 1,
+    precompute: bool = False,
+) -> Options:
+    """Validate the options; raise :class:`InputError` naming the bad one.
+
+    ``backend="auto"`` resolves to ``"cuda"`` only when a real GPU is usable (never the
+    simulator); ``algorithm=None`` picks the backend's default (``dijkstra`` on the CPU,
+    ``pull`` on CUDA).
+    """
     if weights not in WEIGHT_RULES:
         raise InputError(f"weights must be one of {sorted(WEIGHT_RULES)}, got {weights!r}")
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
-    if backend == "cuda":
+    known = sorted({a for names in ALGORITHMS.values() for a in names})
+    if algorithm is not None and algorithm not in known:
+        raise InputError(f"algorithm must be one of {known}, got {algorithm!r}")
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise InputError(f"batch must be a positive integer, got {batch!r}")
+    resolved = _resolve_backend(backend)
+    if algorithm is None:
+        algorithm = ALGORITHMS[resolved][0]
+    elif algorithm not in ALGORITHMS[resolved]:
         raise InputError(
-            "backend='cuda' is not available in this version of raygrid yet; "
-            "use backend='cpu' (or 'auto', which picks the CPU)"
+            f"algorithm={algorithm!r} does not run on backend={resolved!r}; "
+            f"it offers {list(ALGORITHMS[resolved])}"
         )
     return Options(
         rule=WEIGHT_RULES[weights],
         weights=weights,
-        backend="cpu",  # "auto" resolves to the only backend available
+        backend=resolved,
         precision=precision,
+        algorithm=algorithm,
+        batch=int(batch),
+        precompute=bool(precompute),
     )
 
 
@@ -73,12 +131,13 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     return grid.flat(nodes), times
 
 
-def _attrs(grid: Grid, star: Star, options: Options, source: Mapping[str, Any]) -> dict:
+def _attrs(grid: Grid, star: Star, options: Options) -> dict:
     radius = dict(zip(("z", "y", "x"), star.radius))
     attrs = {
         "long_name": "first-arrival traveltime",
         "units": "s",
-        "method": METHOD,
+        "method": METHODS[options.algorithm],
+        "algorithm": options.algorithm,
         "weights": options.weights,
         "precision": options.precision,
         "backend": options.backend,
@@ -86,8 +145,170 @@ def _attrs(grid: Grid, star: Star, options: Options, source: Mapping[str, Any]) 
         "raygrid_version": __version__,
     }
     attrs.update({f"radius_{d}": radius[d] for d in grid.dims})
-    attrs.update({f"source_{d}": float(source[d]) for d in grid.dims})
     return attrs
+
+
+def solve_seeds(
+    grid: Grid,
+    star: Star,
+    options: Options,
+    seeds: list[tuple[np.ndarray, np.ndarray]],
+    threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run the chosen backend's solver for several sources' seeds.
+
+    Returns times and predecessors, each ``(n_sources, n_nodes)``. The CPU solves sources
+    on a thread pool (the Dijkstra releases the GIL); CUDA relaxes ``options.batch``
+    sources per block.
+    """
+    if options.backend == "cuda":
+        if options.algorithm == "near-far":
+            from ..kernels.cuda.nearfar import solve_near_far
+
+            return solve_near_far(
+                grid.slowness, grid.spacing3, star, seeds, rule=options.rule,
+                precomputed=options.precompute, dtype=options.dtype,
+            )  # fmt: skip
+        from ..kernels.cuda.pull import solve_pull
+
+        return solve_pull(
+            grid.slowness, grid.spacing3, star, seeds, rule=options.rule,
+            precomputed=options.precompute, dtype=options.dtype, batch=options.batch,
+        )  # fmt: skip
+
+    weights = None
+    if options.precompute:
+        weights = precompute_weights(
+            grid.slowness, grid.spacing3, star, options.rule, dtype=options.dtype
+        )
+
+    def solve_one(seed):
+        return dijkstra(
+            grid.slowness, grid.spacing3, star, seed[0], seed[1], rule=options.rule,
+            weights=weights, dtype=options.dtype,
+        )  # fmt: skip
+
+    workers = min(len(seeds), threads or os.cpu_count() or 1)
+    if workers == 1:
+        solved = [solve_one(seed) for seed in seeds]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="raygrid-source") as pool:
+            solved = list(pool.map(solve_one, seeds))
+    return np.stack([t for t, _ in solved]), np.stack([p for _, p in solved])
+
+
+def _source_list(sources: Any, dims: tuple[str, ...]) -> list[dict[str, float]]:
+    """Sources as a list of mappings, from a list of mappings or a table of columns."""
+    if (
+        isinstance(sources, xr.Dataset)
+        or hasattr(sources, "columns")
+        or isinstance(sources, Mapping)
+    ):
+        missing = [d for d in dims if d not in sources]
+        if missing:
+            raise InputError(f"the sources table has no column for {missing}")
+        columns = {d: np.atleast_1d(np.asarray(sources[d], dtype=float)) for d in dims}
+        return [{d: float(columns[d][i]) for d in dims} for i in range(len(columns[dims[0]]))]
+    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
+        raise InputError("sources must be a sequence of mappings or a table of columns")
+    return list(sources)
+
+
+def traveltimes(
+    velocity: xr.DataArray,
+    sources: Any,
+    *,
+    radius: int | Mapping[str, int] = 4,
+    weights: str = "exact",
+    backend: str = "cpu",
+    precision: str = "float64",
+    predecessors: bool = False,
+    algorithm: str | None = None,
+    batch: int = 1,
+    precompute: bool = False,
+    threads: int | None = None,
+) -> xr.DataArray | xr.Dataset:
+    """First-arrival traveltimes of many sources on one model, along a ``source`` dim.
+
+    Parameters
+    ----------
+    velocity : xarray.DataArray
+        As for :func:`traveltime`.
+    sources : sequence of mappings, or a table
+        Source positions: ``[{"z": 0.0, "x": 100.0}, ...]``, or columns named after the dims
+        (a dict of sequences, a pandas DataFrame or an xarray Dataset).
+    radius, weights, backend, precision, predecessors
+        As for :func:`traveltime`.
+    algorithm : {None, "dijkstra", "pull", "near-far"}
+        ``None`` picks the backend's default: ``dijkstra`` on the CPU, ``pull`` on CUDA.
+    batch : int, default 1
+        CUDA pull: sources relaxed together by each thread block, so each weight computed
+        serves ``batch`` sources.
+    precompute : bool, default False
+        Compute every edge weight once (``N * n_offsets / 2`` values) and reuse it for all
+        sources, instead of computing weights on the fly.
+    threads : int, optional
+        CPU: sources solved at once (default: one per core).
+
+    Returns
+    -------
+    xarray.DataArray or xarray.Dataset
+        ``traveltime`` with dims ``("source", *model dims)`` and coordinates
+        ``source_<dim>`` giving each source's position; with ``predecessors=True`` a
+        Dataset as for :func:`traveltime`, with the ``source`` dim.
+
+    See Also
+    --------
+    traveltime : one source.
+    raygrid.kernels.dijkstra, raygrid.kernels.cuda.pull.solve_pull,
+    raygrid.kernels.cuda.nearfar.solve_near_far : the solvers behind the backends.
+    """
+    options = check_options(weights, backend, precision, algorithm, batch, precompute)
+    grid = grid_from_velocity(velocity)
+    star = forward_star(grid.radius3(radius))
+    points = _source_list(sources, grid.dims)
+    if not points:
+        raise InputError("no sources given")
+    positions = [grid.to_index(point, "source") for point in points]  # all checked first
+
+    seeds = [source_seeds(grid, star, position) for position in positions]
+    times, predecessor = solve_seeds(grid, star, options, seeds, threads)
+    attrs = _attrs(grid, star, options)
+    coords = {d: velocity.coords[d] for d in grid.dims}
+    coords.update({f"source_{d}": ("source", [float(p[d]) for p in points]) for d in grid.dims})
+    dims = ("source", *grid.dims)
+    field = xr.DataArray(
+        times.reshape(len(points), *grid.shape),
+        dims=dims,
+        coords=coords,
+        name="traveltime",
+        attrs=attrs,
+    )
+    if not predecessors:
+        return field
+    return _with_predecessors(field, predecessor.reshape(field.shape), star, velocity, grid)
+
+
+def _with_predecessors(field, predecessor, star, velocity, grid) -> xr.Dataset:
+    return xr.Dataset(
+        {
+            "traveltime": field,
+            "predecessor": xr.DataArray(
+                predecessor,
+                dims=field.dims,
+                attrs={
+                    "long_name": "last edge of the shortest path",
+                    "description": "index into star_offset: the previous node is this node "
+                    "minus star_offset[predecessor]; -1 where the path starts (seeds)",
+                },
+            ),
+            "star_offset": xr.DataArray(
+                star.offsets, dims=("offset", "axis"), coords={"axis": ["z", "y", "x"]}
+            ),
+            "velocity": velocity.transpose(*grid.dims),
+        },
+        attrs=field.attrs,
+    )
 
 
 def traveltime(
@@ -99,6 +320,7 @@ def traveltime(
     backend: str = "cpu",
     precision: str = "float64",
     predecessors: bool = False,
+    algorithm: str | None = None,
 ) -> xr.DataArray | xr.Dataset:
     """First-arrival traveltimes from one source to every node of a velocity model.
 
@@ -117,9 +339,13 @@ def traveltime(
         ``"exact"``: traveltime along the straight segment through each cell it crosses;
         ``"mean"``: mean of the end-node slownesses times the length (Moser 1991).
     backend : {"cpu", "cuda", "auto"}
+        ``"auto"`` uses CUDA when a GPU is usable, else the CPU.
     precision : {"float64", "float32"}
+        Precision of the times; weights are computed in float64 and rounded once to it.
     predecessors : bool, default False
         Also return each node's predecessor, for :func:`raygrid.pipeline.raypath`.
+    algorithm : {None, "dijkstra", "pull", "near-far"}
+        ``None``: the backend's default (``dijkstra`` on the CPU, ``pull`` on CUDA).
 
     Returns
     -------
@@ -143,48 +369,18 @@ def traveltime(
     A source between nodes is joined by straight segments, integrated cell by cell like any
     edge, to every node of the forward-star box around the cell that holds it; those nodes
     start with these times and the search goes on from there.
-    """
-    options = check_options(weights, backend, precision)
-    grid = grid_from_velocity(velocity)
-    star = forward_star(grid.radius3(radius))
-    source3 = grid.to_index(source, "source")
 
-    seed_nodes, seed_times = source_seeds(grid, star, source3)
-    times, predecessor = dijkstra(
-        grid.slowness,
-        grid.spacing3,
-        star,
-        seed_nodes,
-        seed_times,
-        rule=options.rule,
-        dtype=options.dtype,
-    )
-    attrs = _attrs(grid, star, options, source)
-    field = xr.DataArray(
-        times.reshape(grid.shape),
-        dims=grid.dims,
-        coords={d: velocity.coords[d] for d in grid.dims},
-        name="traveltime",
-        attrs=attrs,
-    )
-    if not predecessors:
-        return field
-    return xr.Dataset(
-        {
-            "traveltime": field,
-            "predecessor": xr.DataArray(
-                predecessor.reshape(grid.shape),
-                dims=grid.dims,
-                attrs={
-                    "long_name": "last edge of the shortest path",
-                    "description": "index into star_offset: the previous node is this node "
-                    "minus star_offset[predecessor]; -1 where the path starts (seeds)",
-                },
-            ),
-            "star_offset": xr.DataArray(
-                star.offsets, dims=("offset", "axis"), coords={"axis": ["z", "y", "x"]}
-            ),
-            "velocity": velocity.transpose(*grid.dims),
-        },
-        attrs=attrs,
-    )
+    See Also
+    --------
+    traveltimes : many sources at once.
+    """
+    result = traveltimes(
+        velocity, [source], radius=radius, weights=weights, backend=backend,
+        precision=precision, predecessors=predecessors, algorithm=algorithm,
+    ).isel(source=0)  # fmt: skip
+    grid_dims = result["traveltime"].dims if predecessors else result.dims
+    result = result.drop_vars([f"source_{d}" for d in grid_dims])
+    result.attrs.update({f"source_{d}": float(source[d]) for d in grid_dims})
+    if predecessors:
+        result["traveltime"].attrs = dict(result.attrs)
+    return result

@@ -139,7 +139,8 @@ def test_bad_radius(velocity, radius, message):
         ({"weights": "linear"}, "weights must be one of"),
         ({"backend": "tpu"}, "backend must be one of"),
         ({"precision": "float16"}, "precision must be one of"),
-        ({"backend": "cuda"}, "'cuda' is not available"),
+        ({"algorithm": "bellman"}, "algorithm must be one of"),
+        ({"algorithm": "pull"}, "algorithm='pull' does not run on backend='cpu'"),
     ],
 )
 def test_bad_options(velocity, option, message):
@@ -150,3 +151,33 @@ def test_bad_options(velocity, option, message):
 def test_not_a_dataarray():
     with pytest.raises(InputError, match="must be an xarray.DataArray"):
         traveltime(np.ones((4, 4)), SOURCE)
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):
+    import raygrid.kernels.cuda as cuda_kernels
+
+    monkeypatch.setattr(cuda_kernels, "cuda_usable", lambda: False)
+    monkeypatch.setattr(cuda_kernels, "simulating", lambda: False)
+    with pytest.raises(InputError, match="backend='cuda' needs a usable NVIDIA GPU"):
+        traveltime(velocity, SOURCE, backend="cuda")
+    # "auto" quietly means the CPU when there is no GPU, and says so in the attributes.
+    assert traveltime(velocity, SOURCE, backend="auto", radius=2).attrs["backend"] == "cpu"
+
+
+@pytest.mark.parametrize("batch", [0, -1, 1.5, True])
+def test_bad_batch(velocity, batch):
+    from raygrid.pipeline import traveltimes
+
+    with pytest.raises(InputError, match="batch must be a positive integer"):
+        traveltimes(velocity, [SOURCE], batch=batch)
+
+
+def test_bad_sources_table(velocity):
+    from raygrid.pipeline import traveltimes
+
+    with pytest.raises(InputError, match="no column for \\['x'\\]"):
+        traveltimes(velocity, {"z": [0.0, 10.0]})
+    with pytest.raises(InputError, match="no sources given"):
+        traveltimes(velocity, [])
+    with pytest.raises(InputError, match="source x=999 is outside"):
+        traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 999.0}])

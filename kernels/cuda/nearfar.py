@@ -1,0 +1,540 @@
+"""Near-Far ("two buckets") GPU shortest paths: push relaxation with atomic min.
+
+The whole search runs on the device as a chain of identical *step* kernels; each step reads
+a small control array that the previous steps wrote and either relaxes the near frontier or,
+when the near frontier is empty, splits the far pile at the next threshold. The host only
+launches steps in batches and reads the control array once per batch, so there is no host
+round trip per relaxation, per frontier count or per bucket.
+
+Memory per padded node: the time (8 bytes), two near frontiers and three far piles of node
+indices and two de-duplication stamps (4 bytes each): about 36 bytes.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+from numba import cuda, float32, float64, int32, uint64
+
+from ..cpu import EXACT
+from ..star import Star
+from .device import mean_slowness_time_gpu, segment_time_gpu, simulating
+from .layout import PaddedLayout
+from .predecessor import recover_predecessors, star_tables
+from .weights import precompute_weights_gpu
+
+__all__ = [
+    "DELTA_FACTOR",
+    "default_delta",
+    "solve_near_far",
+    "near_far_kernels",
+]
+
+#: Default bucket width in units of the model's mean edge weight (see :func:`default_delta`).
+DELTA_FACTOR = 2.0
+
+# Control array (int64, on the device). Three-slot rings indexed by step number n: step n
+# reads slot n % 3, appends to slot (n + 1) % 3 and clears slot (n + 2) % 3, which no kernel
+# of step n touches, so no step needs a host write or a second kernel to reset a counter.
+NEAR = 0  # 0..2: size of the near frontier read by step n
+EPOCH = 3  # 3..5: bucket (epoch) number of step n
+REMAIN = 6  # 6..8: 1 + number of targets not yet settled, 0 where not counted
+FAR = 9  # 9..11: size of far pile e % 3 (three piles, indexed by epoch)
+DONE = 12  # set once the search is over; later steps return at once
+RELAX_STEPS = 13  # statistics: steps that relaxed a near frontier
+SPLITS = 14  # steps that split the far pile (buckets opened)
+EDGES = 15  # edge relaxations attempted (frontier nodes x star size)
+CONTROL_SIZE = 16
+
+# The float32 time and its predecessor share one uint64, time bits high, so one 64-bit
+# atomic min updates both together: non-negative IEEE floats order like their bit patterns.
+# The low word holds k + 1 (0 for a seed), so at equal times a seed keeps its -1 and
+# otherwise the smallest offset index wins.
+if simulating():
+    # The simulator's libdevice has no bit casts; NumPy views do the same.
+    def float_as_int(x):
+        return np.float32(x).view(np.int32)
+
+    def int_as_float(i):
+        return np.int32(i).view(np.float32)
+
+else:
+    from numba.cuda.libdevice import float_as_int, int_as_float
+
+#: Packed value of an unreached node: ``+inf`` time, no predecessor.
+PACKED_INF = np.uint64(np.float32(np.inf).view(np.uint32)) << np.uint64(32)
+
+
+@cuda.jit(device=True, inline="always")
+def load_time32(packed, u):
+    """The float32 time in the high word of ``packed[u]``."""
+    return int_as_float(int32(packed[u] >> uint64(32)))
+
+
+@cuda.jit(device=True, inline="always")
+def push_time32(packed, v, t, k):
+    """Atomic min of ``(t, k)`` into ``packed[v]``; True when the time strictly dropped."""
+    new = (uint64(float_as_int(t)) << uint64(32)) | uint64(k + 1)
+    old = cuda.atomic.min(packed, v, new)
+    # A tie on time with a smaller k changes only the predecessor: no need to requeue v.
+    return (new >> uint64(32)) < (old >> uint64(32))
+
+
+@cuda.jit(device=True, inline="always")
+def load_time64(times, u):
+    return times[u]
+
+
+@cuda.jit(device=True, inline="always")
+def push_time64(times, v, t, k):
+    """Atomic min of ``t`` into ``times[v]``; True when it dropped (k is recovered later)."""
+    return t < cuda.atomic.min(times, v, t)
+
+
+@cache
+def near_far_kernels(rule: int, precomputed: bool, dtype_name: str):
+    """The Near-Far kernels for one weight rule, weight source and precision.
+
+    Compiled lazily on first launch (no eager signature) and cached here, so repeated solves
+    do not recompile; each kernel's ``.py_func`` is the plain function for
+    ``cuda.compile_ptx``.
+
+    Returns
+    -------
+    dict
+        ``"reset"``, ``"seed"`` and ``"step"`` kernels (see :func:`solve_near_far`).
+    """
+    single = dtype_name == "float32"
+    load_time = load_time32 if single else load_time64
+    push_time = push_time32 if single else push_time64
+    to_time = float32 if single else float64
+    unreached = PACKED_INF if single else np.inf
+
+    def reset(times, near_stamp, far_stamp, control):
+        """Every node unreached and unqueued; control cleared."""
+        i = cuda.grid(1)
+        if i < times.shape[0]:
+            times[i] = unreached
+            near_stamp[i] = -1
+            far_stamp[i] = -1
+        if i < control.shape[0]:
+            control[i] = 0
+
+    def seed(times, seed_nodes, seed_times, bounds, near, far, near_stamp, far_stamp, control):
+        """Seeds (distinct nodes) get their times and enter the near frontier of step 0 if
+        below the first threshold, else far pile 0."""
+        i = cuda.grid(1)
+        if i >= seed_nodes.shape[0]:
+            return
+        s = seed_nodes[i]
+        t = seed_times[i]
+        if single:
+            times[s] = uint64(float_as_int(t)) << uint64(32)
+        else:
+            times[s] = t
+        if t < bounds[0]:
+            near_stamp[s] = 0
+            near[0, cuda.atomic.add(control, NEAR, 1)] = s
+        else:
+            far_stamp[s] = 0
+            far[0, cuda.atomic.add(control, FAR, 1)] = s
+
+    def step(
+        n,
+        control,
+        bounds,
+        times,
+        near,
+        far,
+        near_stamp,
+        far_stamp,
+        slowness,
+        spacing,
+        offsets,
+        steps,
+        half,
+        is_forward,
+        weights,
+        targets,
+        n_targets,
+        delta,
+    ):
+        """Step ``n``: relax the near frontier, or split the far pile when it is empty.
+
+        Every block takes the same decision from control slots written by earlier steps
+        (never by this one), so no grid-wide synchronisation is needed inside a step.
+        """
+        tid = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        if control[DONE] != 0:
+            return
+        slot = n % 3
+        epoch = control[EPOCH + slot]
+        n_near = control[NEAR + slot]
+        n_far = control[FAR + epoch % 3]
+        settled = n_targets > 0 and control[REMAIN + slot] == 1
+        if settled or (n_near == 0 and n_far == 0):
+            # Early exit (the previous step, a split, found every target below the
+            # threshold with the near frontier empty) or nothing left to relax.
+            if tid == 0:
+                control[DONE] = 1
+            return
+        n_offsets = offsets.shape[0]
+        if tid == 0:
+            # Clear the slots that step n + 1 appends to (no kernel of this step reads them).
+            control[NEAR + (n + 2) % 3] = 0
+            control[REMAIN + (n + 2) % 3] = 0
+        if n_near > 0:
+            # --- Relax: one thread per (frontier node, offset) pair, pushing t(u) + w(u, v)
+            # into v by atomic min (Davidson et al. 2014, section 4.3).
+            if tid == 0:
+                control[EPOCH + (n + 1) % 3] = epoch
+                control[RELAX_STEPS] += 1
+                control[EDGES] += n_near * n_offsets
+            threshold = bounds[epoch % 3]
+            frontier = n % 2
+            pz, py, px = slowness.shape
+            for item in range(tid, n_near * n_offsets, stride):
+                j = item // n_offsets
+                k = item - j * n_offsets
+                u = near[frontier, j]
+                v = u + steps[k]
+                if precomputed:
+                    # Dummy nodes' edges weigh inf, so no bounds test is needed.
+                    w = weights[u, half[k]] if is_forward[k] else weights[v, half[k]]
+                else:
+                    uz = u // (py * px)
+                    uy = (u // px) % py
+                    ux = u % px
+                    vz = uz + offsets[k, 0]
+                    vy = uy + offsets[k, 1]
+                    vx = ux + offsets[k, 2]
+                    if not slowness[vz, vy, vx] < np.inf:
+                        continue  # a dummy node: the padding is one radius wide
+                    if rule == EXACT:
+                        w = to_time(
+                            segment_time_gpu(
+                                slowness, float64(uz), float64(uy), float64(ux),
+                                float64(vz), float64(vy), float64(vx),
+                                spacing[0], spacing[1], spacing[2],
+                            )
+                        )  # fmt: skip
+                    else:
+                        w = to_time(
+                            mean_slowness_time_gpu(
+                                slowness, uz, uy, ux, vz, vy, vx,
+                                spacing[0], spacing[1], spacing[2],
+                            )
+                        )  # fmt: skip
+                t = load_time(times, u) + w
+                # A plain read first: most pushes do not improve, and then no atomic is spent.
+                if not t < load_time(times, v):
+                    continue
+                if not push_time(times, v, t, k):
+                    continue
+                if t < threshold:
+                    # Near: de-duplicated per step by the stamp (atomic max of the step
+                    # number), so a node enters the next frontier once however many
+                    # neighbours improve it.
+                    if cuda.atomic.max(near_stamp, v, int32(n + 1)) < n + 1:
+                        near[1 - frontier, cuda.atomic.add(control, NEAR + (n + 1) % 3, 1)] = v
+                elif cuda.atomic.max(far_stamp, v, int32(epoch)) < epoch:
+                    # Far: once per bucket; the split reads its time then.
+                    far[epoch % 3, cuda.atomic.add(control, FAR + epoch % 3, 1)] = v
+        else:
+            # --- Split (the near frontier is empty): the next bucket's threshold is
+            # bounds[e + 1]; far entries below it move to near, those still above stay in
+            # the next far pile, and those below the old threshold are stale (they were
+            # relaxed through the near frontier when they improved) and are dropped.
+            if tid == 0:
+                control[EPOCH + (n + 1) % 3] = epoch + 1
+                control[FAR + (epoch + 2) % 3] = 0  # pile e + 2, last read two splits ago
+                control[SPLITS] += 1
+                # Thresholds as a running sum, one epoch ahead, so every kernel compares
+                # with the very same floats; if delta no longer moves it, open everything.
+                following = bounds[(epoch + 1) % 3] + delta
+                if not following > bounds[(epoch + 1) % 3]:
+                    following = np.inf
+                bounds[(epoch + 2) % 3] = following
+                if n_targets > 0:
+                    cuda.atomic.add(control, REMAIN + (n + 1) % 3, 1)
+            old_threshold = bounds[epoch % 3]
+            threshold = bounds[(epoch + 1) % 3]
+            for item in range(tid, n_far + n_targets, stride):
+                if item < n_far:
+                    v = far[epoch % 3, item]
+                    t = load_time(times, v)
+                    if t < old_threshold:
+                        continue
+                    if t < threshold:
+                        if cuda.atomic.max(near_stamp, v, int32(n + 1)) < n + 1:
+                            near[(n + 1) % 2, cuda.atomic.add(control, NEAR + (n + 1) % 3, 1)] = v
+                    elif cuda.atomic.max(far_stamp, v, int32(epoch + 1)) < epoch + 1:
+                        far[(epoch + 1) % 3, cuda.atomic.add(control, FAR + (epoch + 1) % 3, 1)] = v
+                elif not load_time(times, targets[item - n_far]) < old_threshold:
+                    # Below the threshold with the near frontier empty means settled
+                    # (weights are positive); the next step reads this count.
+                    cuda.atomic.add(control, REMAIN + (n + 1) % 3, 1)
+
+    return {"reset": cuda.jit(reset), "seed": cuda.jit(seed), "step": cuda.jit(step)}
+
+
+def default_delta(slowness: np.ndarray, spacing, star: Star) -> float:
+    """Default bucket width: ``DELTA_FACTOR`` times the mean edge weight.
+
+    The mean edge weight is estimated as the mean slowness times the mean physical length
+    of the star's offsets. A bucket then holds a band of the wavefront a couple of edge
+    lengths thick: wide enough that each relax step has many nodes to give the GPU's
+    threads, narrow enough that few nodes are relaxed with a time that later drops
+    (Meyer & Sanders 2003: with every edge about as heavy as the bucket width, a node is
+    reinserted O(1) times).
+    """
+    lengths = np.sqrt(((star.offsets * np.asarray(spacing, dtype=np.float64)) ** 2).sum(axis=1))
+    return float(DELTA_FACTOR * np.mean(slowness) * np.mean(lengths))
+
+
+def solve_near_far(
+    slowness: np.ndarray,
+    spacing,
+    star: Star,
+    seeds,
+    *,
+    rule: int = EXACT,
+    precomputed: bool = False,
+    dtype: np.dtype | type = np.float64,
+    delta: float | None = None,
+    targets: np.ndarray | None = None,
+    threads: int = 128,
+    blocks: int | None = None,
+    sync_every: int = 32,
+    return_stats: bool = False,
+):
+    """Traveltimes and predecessors by Near-Far delta-stepping on the GPU, source by source.
+
+    Parameters
+    ----------
+    slowness : numpy.ndarray, shape (nz, ny, nx), float64
+        Cell slownesses (s/m), finite and positive.
+    spacing : array, shape (3,)
+        Node spacing ``(hz, hy, hx)`` (m).
+    star : Star
+        Forward star (:func:`raygrid.kernels.forward_star`).
+    seeds : sequence of (seed_nodes, seed_times)
+        One pair per source: flat real indices (int64) and their times (s, ``>= 0``).
+    rule : int
+        :data:`raygrid.kernels.EXACT` or :data:`raygrid.kernels.MEAN`.
+    precomputed : bool
+        Precompute the half-star weight table once on the device and reuse it for every
+        source, instead of computing each weight when it is pushed.
+    dtype : numpy dtype
+        ``float64`` or ``float32``: the precision of the times and weights.
+    delta : float, optional
+        Bucket width (s); ``inf`` gives plain frontier Bellman-Ford. Default
+        :func:`default_delta`.
+    targets : numpy.ndarray of int64, optional
+        Flat real indices of receivers: stop once all of them are settled. Other nodes may
+        then hold upper bounds or ``inf`` (as with the CPU Dijkstra's ``target_nodes``).
+    threads : int
+        Threads per block.
+    blocks : int, optional
+        Blocks of each step launch; the step kernels loop over their work with a grid
+        stride. Default: enough to fill the device (4 under the simulator).
+    sync_every : int
+        Steps launched between two reads of the control array by the host.
+    return_stats : bool
+        Also return one dict per source: ``steps`` launched, ``relax_steps``, ``buckets``,
+        ``edges`` (edge relaxations attempted) and ``delta``.
+
+    Returns
+    -------
+    times : numpy.ndarray, shape (S, nz * ny * nx), dtype
+    predecessor : numpy.ndarray, shape (S, nz * ny * nx), ``star.predecessor_dtype``
+        The previous node of ``v`` is ``v - star.offsets[predecessor[v]]``; ``-1`` for
+        seeds and unreached nodes.
+    stats : list of dict
+        Only with ``return_stats``.
+
+    Notes
+    -----
+    Davidson, Baxter, Garland & Owens (2014), "Work-efficient parallel GPU methods for
+    single-source shortest paths", IPDPS, section on the Near-Far pile; Meyer & Sanders
+    (2003), "Delta-stepping: a parallelizable shortest path algorithm", J. Algorithms 49.
+    DESIGN.md section 1, "Near-Far / delta-stepping".
+
+    Nodes whose time is below the current threshold are relaxed in the *near* frontier,
+    one thread per (node, offset) pair, by atomic min; improved nodes join the next near
+    frontier (below the threshold) or the *far* pile. Both are compacted by an atomic
+    counter and de-duplicated by per-node stamps. When the near frontier empties, the
+    threshold grows by ``delta`` and the far pile is split. With the near frontier empty,
+    every node below the threshold is settled (weights are positive), which is the early
+    exit test for ``targets``.
+
+    float64 atomic-mins the time alone and recovers predecessors afterwards with one pull
+    pass (:func:`raygrid.kernels.cuda.predecessor.recover_predecessors`). float32 packs
+    ``(time bits << 32) | (k + 1)`` in one uint64 and atomic-mins that, so the time and
+    its predecessor change together.
+
+    Any order of relaxations reaches the same fixed point, the minimum over paths of the
+    float sums of the same weights (weights in float64, rounded once to ``dtype``), so the
+    times equal :func:`raygrid.kernels.dijkstra`'s exactly in either precision (DESIGN.md
+    section 1, "Why bitwise matters"). On a real GPU the compiler may contract the weight
+    arithmetic into FMAs, so times may differ from the CPU's in the last bits.
+
+    See Also
+    --------
+    raygrid.kernels.dijkstra : the CPU reference.
+    raygrid.kernels.cuda.predecessor.recover_predecessors
+    """
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    slowness = np.ascontiguousarray(slowness, dtype=np.float64)
+    if slowness.ndim != 3:
+        raise ValueError(f"slowness must be 3D (nz, ny, nx), got shape {slowness.shape}")
+    if not np.all(np.isfinite(slowness) & (slowness > 0)):
+        raise ValueError("slowness must be finite and positive everywhere")
+    spacing = np.asarray(spacing, dtype=np.float64)
+    shape = slowness.shape
+    n_real = slowness.size
+    if delta is None:
+        delta = default_delta(slowness, spacing, star)
+    if not delta > 0:
+        raise ValueError(f"delta must be positive, got {delta}")
+    if threads < 1 or sync_every < 1:
+        raise ValueError("threads and sync_every must be >= 1")
+    sources = [_checked_seeds(nodes, times, n_real, dtype) for nodes, times in seeds]
+
+    # Padding by the radius gives every real node all its star neighbours in the array;
+    # dummy neighbours have infinite slowness (weight inf), so no thread tests the border.
+    layout = PaddedLayout(shape, star.radius, tuple(max(r, 1) for r in star.radius))
+    n_padded = int(np.prod(layout.padded))
+    if n_padded >= np.iinfo(np.int32).max:
+        raise ValueError(f"grid too large for int32 node indices ({n_padded} padded nodes)")
+    slowness_padded = cuda.to_device(layout.pad(slowness, np.inf))
+    spacing_d = cuda.to_device(spacing)
+    offsets, steps, half, is_forward = star_tables(star, layout)
+    if precomputed:
+        weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
+    else:
+        weights = cuda.device_array((1, 1), dtype=dtype)
+    if targets is None or len(targets) == 0:
+        n_targets = 0
+        targets_d = cuda.to_device(np.zeros(1, dtype=np.int64))
+    else:
+        targets = np.unique(np.asarray(targets, dtype=np.int64))
+        if targets.min() < 0 or targets.max() >= n_real:
+            raise ValueError(f"target nodes must be in [0, {n_real})")
+        n_targets = targets.size
+        targets_d = cuda.to_device(layout.padded_flat(targets).astype(np.int64))
+
+    kernels = near_far_kernels(int(rule), bool(precomputed), dtype.name)
+    times = cuda.device_array(n_padded, dtype=np.uint64 if dtype == np.float32 else np.float64)
+    # Every node enters a near frontier at most once per step and a far pile at most once
+    # per bucket (the stamps), so n_real entries bound each of them.
+    near = cuda.device_array((2, n_real), dtype=np.int32)
+    far = cuda.device_array((3, n_real), dtype=np.int32)
+    near_stamp = cuda.device_array(n_padded, dtype=np.int32)
+    far_stamp = cuda.device_array(n_padded, dtype=np.int32)
+    control = cuda.device_array(CONTROL_SIZE, dtype=np.int64)
+    if blocks is None:
+        blocks = _default_blocks(threads)
+    blocks = max(1, min(blocks, -(-n_real * star.size // threads)))
+    # A safety net that turns a bug into an error instead of a hang: every relax step
+    # relaxes at least one node that improved, and a node seldom improves more than a few
+    # times, so real solves stay far below this.
+    max_relax_steps = 4 * n_real * star.size + 64
+
+    out_times = np.empty((len(sources), n_real), dtype=dtype)
+    out_predecessor = np.empty((len(sources), n_real), dtype=star.predecessor_dtype)
+    stats = []
+    for s, (seed_nodes, seed_times) in enumerate(sources):
+        kernels["reset"][-(-max(n_padded, CONTROL_SIZE) // threads), threads](
+            times, near_stamp, far_stamp, control
+        )
+        base = float(seed_times.min())
+        first = base + delta
+        bounds = cuda.to_device(np.array([first, first + delta, np.inf]))
+        kernels["seed"][-(-seed_nodes.size // threads), threads](
+            times,
+            cuda.to_device(layout.padded_flat(seed_nodes).astype(np.int64)),
+            cuda.to_device(seed_times),
+            bounds,
+            near,
+            far,
+            near_stamp,
+            far_stamp,
+            control,
+        )
+        n = 0
+        while True:
+            # Launch a batch of steps, then one host read: steps after the end are no-ops.
+            for _ in range(sync_every):
+                kernels["step"][blocks, threads](
+                    n, control, bounds, times, near, far, near_stamp, far_stamp,
+                    slowness_padded, spacing_d, offsets, steps, half, is_forward, weights,
+                    targets_d, n_targets, delta,
+                )  # fmt: skip
+                n += 1
+            state = control.copy_to_host()
+            if state[DONE]:
+                break
+            if state[RELAX_STEPS] > max_relax_steps:
+                raise RuntimeError(f"Near-Far did not converge in {n} steps (a bug)")
+        stats.append(
+            {
+                "steps": n,
+                "relax_steps": int(state[RELAX_STEPS]),
+                "buckets": int(state[SPLITS]) + 1,
+                "edges": int(state[EDGES]),
+                "delta": float(delta),
+            }
+        )
+        if dtype == np.float32:
+            packed = times.copy_to_host()
+            padded_times = (packed >> np.uint64(32)).astype(np.uint32).view(np.float32)
+            padded_predecessor = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64) - 1
+        else:
+            padded_times = times.copy_to_host()
+            padded_predecessor = recover_predecessors(
+                layout,
+                slowness_padded,
+                spacing,
+                star,
+                times,
+                rule,
+                weights if precomputed else None,
+                threads=threads,
+            ).copy_to_host()
+        out_times[s] = layout.unpad(padded_times.reshape(layout.padded)).reshape(-1)
+        out_predecessor[s] = layout.unpad(padded_predecessor.reshape(layout.padded)).reshape(-1)
+    if return_stats:
+        return out_times, out_predecessor, stats
+    return out_times, out_predecessor
+
+
+def _checked_seeds(nodes, times, n_real: int, dtype: np.dtype):
+    """Distinct seed nodes with their smallest time, checked."""
+    nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
+    times = np.asarray(times, dtype=np.float64).reshape(-1)
+    if nodes.size == 0 or nodes.size != times.size:
+        raise ValueError("each source needs as many seed times as seed nodes, at least one")
+    if nodes.min() < 0 or nodes.max() >= n_real:
+        raise ValueError(f"seed nodes must be in [0, {n_real})")
+    if not np.all(np.isfinite(times) & (times >= 0)):
+        raise ValueError("seed times must be finite and >= 0")
+    # Rounded to the solve's precision as the CPU does; + 0.0 turns -0.0 into +0.0, whose
+    # bit pattern orders first in the packed float32 atomic min.
+    times = times.astype(dtype) + dtype.type(0)
+    distinct, first = np.unique(nodes, return_inverse=True)
+    smallest = np.full(distinct.size, np.inf, dtype=dtype)
+    np.minimum.at(smallest, first, times)
+    return distinct, smallest
+
+
+def _default_blocks(threads: int) -> int:
+    """Blocks that fill the device for grid-stride step kernels; a few in the simulator."""
+    if simulating():
+        return 4
+    device = cuda.get_current_device()
+    return int(device.MULTIPROCESSOR_COUNT) * max(1, 2048 // threads)

@@ -1,0 +1,326 @@
+"""Pull relaxation over shared-memory tiles with an update map (the GPU tile solver).
+
+One thread per node reads its neighbours' times and writes only its own time and
+predecessor, so no atomics are needed and a time and its predecessor always agree
+(Monsegny & Agudelo 2013, section 3). A thread block owns a tile of nodes and loads it, with
+a halo of width ``radius``, into shared memory, then iterates there until the tile is stable
+before writing back (Kanoksirirath, "in-block iteration"). An update map keeps one stamp per
+tile; only tiles whose neighbourhood changed in the last pass are launched, from a list
+compacted on the device, and the host reads one counter per batch of passes.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ..cpu import EXACT
+from ..star import Star
+from .device import mean_slowness_time_gpu, segment_time_gpu
+from .layout import PaddedLayout
+from .weights import precompute_weights_gpu
+
+__all__ = ["solve_pull", "pull_kernel", "compact_kernel", "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D"]
+
+#: Tile shapes for real GPUs: 256 threads per block.
+DEFAULT_BLOCK_2D = (16, 1, 16)
+DEFAULT_BLOCK_3D = (4, 8, 8)
+#: In-block iterations before a tile writes back even if not yet stable.
+MAX_INNER = 64
+#: Passes launched between two reads of the active-tile counter.
+PASSES_PER_CHECK = 8
+
+
+@cache
+def pull_kernel(
+    block: tuple[int, int, int],
+    radius: tuple[int, int, int],
+    batch: int,
+    dtype: type,
+    rule: int,
+    precomputed: bool,
+    max_inner: int = MAX_INNER,
+):
+    """Compile-on-first-launch pull kernel for one tile shape, radius, batch and precision.
+
+    Shapes of shared and local arrays must be compile-time constants on a real GPU, so each
+    configuration gets its own kernel; the simulator would accept computed shapes and hide
+    that (STYLE.md).
+    """
+    bz, by, bx = block
+    rz, ry, rx = radius
+    tile = (batch, bz + 2 * rz, by + 2 * ry, bx + 2 * rx)
+    tile_slowness = tile[1:]
+    tile_nodes = tile[1] * tile[2] * tile[3]
+    threads = bz * by * bx
+    ty, tx = tile[2], tile[3]
+    time_type = numba.from_dtype(np.dtype(dtype))
+    cast = np.float32 if np.dtype(dtype) == np.float32 else np.float64
+
+    def relax(
+        slowness, spacing, offsets, half, is_forward, weights,
+        times, predecessor, active, counts, stamps, pass_id, relaxed,
+    ):  # fmt: skip
+        s_tile = cuda.shared.array(tile_slowness, numba.float64)
+        t_tile = cuda.shared.array(tile, time_type)
+        flag = cuda.shared.array(1, numba.int32)
+        improved = cuda.local.array(batch, numba.int32)
+
+        tid = cuda.threadIdx.x
+        slot = cuda.blockIdx.x
+        parity = pass_id % 2
+        if slot == 0 and tid == 0:
+            counts[1 - parity] = 0  # the next compaction counts from zero
+            relaxed[0] += counts[parity]  # tiles relaxed, for the statistics
+        if slot >= counts[parity]:
+            return  # inactive this pass: the whole block leaves before any barrier
+        nbz, nby, nbx = stamps.shape
+        b = active[parity, slot]
+        cz = b // (nby * nbx)
+        cy = (b // nbx) % nby
+        cx = b % nbx
+        # Padded index of the tile's first halo node: the interior starts `radius` later.
+        oz = cz * bz
+        oy = cy * by
+        ox = cx * bx
+
+        for i in range(tid, tile_nodes, threads):
+            lz = i // (ty * tx)
+            ly = (i // tx) % ty
+            lx = i % tx
+            s_tile[lz, ly, lx] = slowness[oz + lz, oy + ly, ox + lx]
+            for s in range(batch):
+                t_tile[s, lz, ly, lx] = times[s, oz + lz, oy + ly, ox + lx]
+        for s in range(batch):
+            improved[s] = -1
+        cuda.syncthreads()
+
+        mz = tid // (by * bx) + rz
+        my = (tid // bx) % by + ry
+        mx = tid % bx + rx
+        pz, py, px = slowness.shape
+        for _ in range(max_inner):
+            if tid == 0:
+                flag[0] = 0
+            cuda.syncthreads()
+            changed = False
+            for k in range(offsets.shape[0]):
+                uz = mz - offsets[k, 0]
+                uy = my - offsets[k, 1]
+                ux = mx - offsets[k, 2]
+                w = -1.0  # computed at most once, then used by every source of the batch
+                for s in range(batch):
+                    tu = t_tile[s, uz, uy, ux]
+                    tv = t_tile[s, mz, my, mx]
+                    if tu < tv:  # weights are positive: otherwise u cannot improve v
+                        if w < 0.0:
+                            if precomputed:
+                                if is_forward[k]:
+                                    node = ((oz + uz) * py + oy + uy) * px + ox + ux
+                                else:
+                                    node = ((oz + mz) * py + oy + my) * px + ox + mx
+                                w = weights[node, half[k]]
+                            elif rule == EXACT:
+                                w = segment_time_gpu(
+                                    s_tile, float(uz), float(uy), float(ux),
+                                    float(mz), float(my), float(mx),
+                                    spacing[0], spacing[1], spacing[2],
+                                )  # fmt: skip
+                            else:
+                                w = mean_slowness_time_gpu(
+                                    s_tile, uz, uy, ux, mz, my, mx,
+                                    spacing[0], spacing[1], spacing[2],
+                                )  # fmt: skip
+                        candidate = tu + cast(w)  # rounded once to the precision, as on the CPU
+                        if candidate < tv:
+                            t_tile[s, mz, my, mx] = candidate
+                            improved[s] = k
+                            changed = True
+            if changed:
+                flag[0] = 1
+            cuda.syncthreads()
+            again = flag[0]
+            cuda.syncthreads()  # every thread has read the flag before it is reset
+            if again == 0:
+                break
+
+        wrote = False
+        for s in range(batch):
+            if improved[s] >= 0:
+                times[s, oz + mz, oy + my, ox + mx] = t_tile[s, mz, my, mx]
+                predecessor[s, oz + mz, oy + my, ox + mx] = improved[s]
+                wrote = True
+        if wrote:
+            stamps[cz, cy, cx] = pass_id + 1  # every writer stores the same value
+
+    return cuda.jit(relax)
+
+
+@cache
+def compact_kernel():
+    """Build the next pass's active list: tiles whose 3x3(x3) neighbourhood changed.
+
+    A halo is at most one tile wide (tiles are at least the radius), so a tile can only be
+    improved through the tiles next to it. The list order depends on atomics; the result does
+    not, because the fixed point of the relaxation is unique (DESIGN.md section 1).
+    """
+
+    def compact(stamps, pass_id, active, counts):
+        nbz, nby, nbx = stamps.shape
+        b = cuda.grid(1)
+        if b >= nbz * nby * nbx:
+            return
+        cz = b // (nby * nbx)
+        cy = (b // nbx) % nby
+        cx = b % nbx
+        wanted = pass_id + 1
+        hit = False
+        for dz in range(-1, 2):
+            for dy in range(-1, 2):
+                for dx in range(-1, 2):
+                    z = cz + dz
+                    y = cy + dy
+                    x = cx + dx
+                    if 0 <= z < nbz and 0 <= y < nby and 0 <= x < nbx:
+                        if stamps[z, y, x] == wanted:
+                            hit = True
+        if hit:
+            parity = (pass_id + 1) % 2
+            slot = cuda.atomic.add(counts, parity, 1)
+            active[parity, slot] = b
+
+    return cuda.jit(compact)
+
+
+def solve_pull(
+    slowness: np.ndarray,
+    spacing: np.ndarray,
+    star: Star,
+    seeds: list[tuple[np.ndarray, np.ndarray]],
+    *,
+    rule: int = EXACT,
+    precomputed: bool = False,
+    dtype: type = np.float64,
+    block: tuple[int, int, int] | None = None,
+    batch: int = 1,
+    max_inner: int = MAX_INNER,
+    stats: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Traveltimes of several sources by tiled pull relaxation on the GPU.
+
+    Parameters
+    ----------
+    slowness : numpy.ndarray, shape (nz, ny, nx), float64
+    spacing : numpy.ndarray, shape (3,)
+    star : Star
+    seeds : list of (seed_nodes, seed_times)
+        One entry per source: flat indices of its seeded nodes and their times.
+    rule : int
+        Weight rule, ignored with ``precomputed`` (the rule is applied when precomputing).
+    precomputed : bool
+        Precompute every edge weight once on the device (``N * n_offsets / 2`` values) and
+        read them; otherwise compute each weight in the kernel from the shared slowness tile.
+    dtype : numpy dtype
+        Precision of the times; weights are computed in float64 and rounded once to it.
+    block : tuple of int, optional
+        Tile shape ``(bz, by, bx)``; defaults to 256 threads. Each must be at least the
+        radius along its axis (tests shrink it so small grids span many tiles).
+    batch : int
+        Sources relaxed together by one block: each weight computed is used ``batch`` times.
+    max_inner : int
+        Bound on the in-block iterations per pass.
+    stats : dict, optional
+        Filled with ``passes``, ``host_reads`` (counter reads), ``tiles`` and
+        ``tiles_relaxed`` (tile relaxations launched, summed over passes and batches).
+
+    Returns
+    -------
+    times, predecessor : numpy.ndarray, shape (n_sources, nz * ny * nx)
+        Same conventions as :func:`raygrid.kernels.dijkstra`.
+
+    Notes
+    -----
+    Pull relaxation, tiles and halos: Monsegny & Agudelo (2013), section 3. Update map and
+    in-block iteration: Kanoksirirath. The times are the unique fixed point of
+    ``t(v) = min(seed(v), min_u t(u) + w(u, v))`` in floating point, the same floats as the
+    CPU Dijkstra's (DESIGN.md section 1); a real GPU may differ where the compiler contracts
+    a multiply and an add into one FMA inside the weight.
+    """
+    if block is None:
+        block = DEFAULT_BLOCK_2D if slowness.shape[1] == 1 else DEFAULT_BLOCK_3D
+    layout = PaddedLayout(slowness.shape, star.radius, tuple(block))
+    dtype = np.dtype(dtype)
+    n_sources = len(seeds)
+    n_nodes = slowness.size
+
+    slowness_padded = cuda.to_device(layout.pad(np.asarray(slowness, np.float64), np.inf))
+    spacing_device = cuda.to_device(np.asarray(spacing, dtype=np.float64))
+    offsets = cuda.to_device(star.offsets)
+    half = cuda.to_device(star.half)
+    is_forward = cuda.to_device(star.is_forward.astype(np.uint8))
+    if precomputed:
+        weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
+    else:
+        weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
+    relax = pull_kernel(tuple(block), star.radius, batch, dtype.type, rule, precomputed, max_inner)
+    compact = compact_kernel()
+    compact_threads = 128
+    compact_grid = -(-layout.n_blocks // compact_threads)
+
+    times_out = np.empty((n_sources, n_nodes), dtype=dtype)
+    predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
+    passes_total = 0
+    reads_total = 0
+    relaxed = cuda.to_device(np.zeros(1, dtype=np.int64))
+    for first in range(0, n_sources, batch):
+        group = seeds[first : first + batch]
+        times = np.full((batch, n_nodes), np.inf, dtype=dtype)
+        stamps = np.full(layout.blocks, -1, dtype=np.int32)
+        for s, (nodes, values) in enumerate(group):
+            nodes = np.asarray(nodes, dtype=np.int64)
+            # Several seeds on one node keep the smallest time, as in the CPU solver.
+            np.minimum.at(times[s], nodes, np.asarray(values, dtype=dtype))
+            stamps.reshape(-1)[layout.block_of(nodes)] = 0  # seed tiles start "changed"
+        times_device = cuda.to_device(layout.pad(times.reshape((batch, *slowness.shape)), np.inf))
+        predecessor_device = cuda.to_device(
+            np.full((batch, *layout.padded), -1, dtype=star.predecessor_dtype)
+        )
+        stamps_device = cuda.to_device(stamps)
+        active = cuda.to_device(np.zeros((2, layout.n_blocks), dtype=np.int32))
+        counts = cuda.to_device(np.zeros(2, dtype=np.int32))
+
+        compact[compact_grid, compact_threads](stamps_device, -1, active, counts)
+        pass_id = 0
+        while True:
+            for _ in range(PASSES_PER_CHECK):
+                relax[layout.n_blocks, layout.threads](
+                    slowness_padded, spacing_device, offsets, half, is_forward, weights,
+                    times_device, predecessor_device, active, counts, stamps_device, pass_id,
+                    relaxed,
+                )  # fmt: skip
+                compact[compact_grid, compact_threads](stamps_device, pass_id, active, counts)
+                pass_id += 1
+            reads_total += 1
+            if counts.copy_to_host()[pass_id % 2] == 0:
+                break
+            if pass_id > 4 * layout.n_blocks * MAX_INNER + 64:
+                raise RuntimeError("pull relaxation did not converge")  # cannot happen
+        passes_total += pass_id
+        count = len(group)
+        times_out[first : first + count] = layout.unpad(times_device.copy_to_host())[
+            :count
+        ].reshape(count, n_nodes)
+        predecessor_out[first : first + count] = layout.unpad(predecessor_device.copy_to_host())[
+            :count
+        ].reshape(count, n_nodes)
+    if stats is not None:
+        stats.update(
+            passes=passes_total,
+            host_reads=reads_total,
+            tiles=layout.n_blocks,
+            tiles_relaxed=int(relaxed.copy_to_host()[0]),
+        )
+    return times_out, predecessor_out

@@ -1,0 +1,201 @@
+"""CUDA pull relaxation under the Numba CUDA simulator, against the CPU Dijkstra.
+
+Grids are tiny and blocks shrunk so that several tiles, halos at model edges, padding and the
+update map are all exercised. Real-GPU runs: ``NUMBA_ENABLE_CUDASIM=0 pytest -m gpu``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import raygrid.pipeline as rg
+from raygrid.kernels import EXACT, MEAN, dijkstra, forward_star
+from raygrid.kernels.cuda import PaddedLayout, cuda_usable
+
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+simulator_only = pytest.mark.skipif(not SIMULATOR, reason="runs in the CUDA simulator")
+
+# (shape, radius, block): blocks at least the radius, grids not multiples of the blocks.
+CASES_2D = ((9, 1, 11), (2, 0, 3), (4, 1, 4))
+CASES_3D = ((5, 4, 6), (1, 1, 2), (2, 2, 3))
+
+
+def model(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return 1.0 / rng.uniform(500.0, 4000.0, shape)
+
+
+def seeds_for(slowness):
+    n = slowness.size
+    return [
+        (np.array([n // 2]), np.array([0.0])),
+        (np.array([0, n - 1]), np.array([0.002, 0.0])),
+        (np.array([7]), np.array([0.0])),
+    ]
+
+
+def cpu_reference(slowness, spacing, star, seeds, rule=EXACT, dtype=np.float64):
+    return np.stack(
+        [dijkstra(slowness, spacing, star, n, t, rule=rule, dtype=dtype)[0] for n, t in seeds]
+    )
+
+
+def test_layout_geometry():
+    layout = PaddedLayout((9, 1, 11), (2, 0, 3), (4, 1, 4))
+    assert layout.blocks == (3, 1, 3)
+    assert layout.padded == (16, 1, 18)
+    assert layout.tile == (8, 1, 10)
+    values = np.arange(99.0).reshape(9, 1, 11)
+    padded = layout.pad(values, np.inf)
+    assert np.isinf(padded).sum() == padded.size - 99
+    np.testing.assert_array_equal(layout.unpad(padded), values)
+    flat = np.array([0, 12, 98])
+    np.testing.assert_array_equal(padded.reshape(-1)[layout.padded_flat(flat)], flat)
+    np.testing.assert_array_equal(layout.block_of(flat), [0, 0, 8])
+    with pytest.raises(ValueError, match="smaller than the halo"):
+        PaddedLayout((9, 1, 11), (3, 0, 3), (2, 1, 4))
+
+
+@simulator_only
+@pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
+@pytest.mark.parametrize("precomputed", [False, True])
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed):
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    slowness = model(shape)
+    spacing = np.array([10.0, 8.0, 12.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)
+    stats = {}
+    times, predecessor = solve_pull(
+        slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
+        stats=stats,
+    )  # fmt: skip
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
+    assert predecessor.dtype == star.predecessor_dtype
+    # Seeds keep -1 unless a path beat their seed time; everything else has a predecessor.
+    assert np.all(predecessor[0][np.arange(slowness.size) != slowness.size // 2] >= 0)
+    assert stats["host_reads"] < stats["passes"]  # one counter read per batch of passes
+
+
+@simulator_only
+def test_pull_mean_rule_float32_and_batch_of_one():
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    shape, radius, block = CASES_2D
+    slowness = model(shape, seed=3)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)[:2]
+    times, _ = solve_pull(slowness, spacing, star, seeds, block=block, rule=MEAN)
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds, MEAN))
+    # float32: weights rounded once to float32 and summed in float32, as on the CPU.
+    times32, _ = solve_pull(slowness, spacing, star, seeds, block=block, dtype=np.float32)
+    assert times32.dtype == np.float32
+    expected = cpu_reference(slowness, spacing, star, seeds, dtype=np.float32)
+    np.testing.assert_array_equal(times32, expected)
+
+
+@simulator_only
+def test_update_map_skips_quiet_tiles():
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    shape, radius, block = (4, 1, 24), (1, 0, 2), (4, 1, 2)  # a strip of 12 tiles
+    slowness = model(shape, seed=5)
+    star = forward_star(radius)
+    stats = {}
+    seeds = [(np.array([0]), np.array([0.0]))]
+    times, _ = solve_pull(slowness, np.ones(3), star, seeds, block=block, stats=stats)
+    np.testing.assert_array_equal(times, cpu_reference(slowness, np.ones(3), star, seeds))
+    # The front sweeps the strip: each pass relaxes a few tiles, never all of them.
+    assert stats["tiles_relaxed"] < stats["passes"] * stats["tiles"] / 2
+
+
+@simulator_only
+def test_pipeline_cuda_backend_equals_cpu():
+    velocity = rg.checkerboard(rg.gradient_model({"z": 8, "x": 10}, 10.0, 1000.0, 3000.0), 30.0)
+    sources = {"z": [0.0, 33.3], "x": [45.0, 70.0]}  # the second lies between nodes
+    cpu = rg.traveltimes(velocity, sources, radius=2, predecessors=True)
+    gpu = rg.traveltimes(velocity, sources, radius=2, backend="cuda", batch=2, predecessors=True)
+    np.testing.assert_array_equal(gpu["traveltime"].values, cpu["traveltime"].values)
+    assert gpu.attrs["backend"] == "cuda" and gpu.attrs["algorithm"] == "pull"
+    for i in range(2):
+        ray = rg.raypath(gpu.isel(source=i), {"z": 70.0, "x": 0.0})
+        expected = float(gpu["traveltime"].isel(source=i).sel(z=70.0, x=0.0))
+        assert float(ray["time"][-1]) == pytest.approx(expected, rel=1e-12)
+
+
+@simulator_only
+def test_auto_never_picks_the_simulator():
+    velocity = rg.constant_model({"z": 4, "x": 4}, 10.0, 2000.0)
+    assert (
+        rg.traveltime(velocity, {"z": 0, "x": 0}, radius=1, backend="auto").attrs["backend"]
+        == "cpu"
+    )
+
+
+PTX_SCRIPT = textwrap.dedent(
+    """
+    import numba, numpy as np
+    from numba import cuda
+    from raygrid.kernels import EXACT, MEAN
+    from raygrid.kernels.cuda.pull import pull_kernel, compact_kernel
+    from raygrid.kernels.cuda.weights import weight_kernel
+
+    f8, i8, i4 = numba.float64, numba.int64, numba.int32
+    for rule in (EXACT, MEAN):
+        ptx, _ = cuda.compile_ptx(
+            weight_kernel(rule).py_func, (f8[:, :, ::1], f8[::1], i8[:, ::1], f8[:, ::1]),
+            cc=(9, 0),
+        )
+    for block, radius in (((16, 1, 16), (5, 0, 5)), ((4, 8, 8), (2, 2, 2))):
+        for dtype, t in ((np.float64, f8), (np.float32, numba.float32)):
+            for rule, pre in ((EXACT, False), (MEAN, False), (EXACT, True)):
+                kernel = pull_kernel(block, radius, 4, dtype, rule, pre)
+                signature = (
+                    f8[:, :, ::1], f8[::1], i8[:, ::1], i8[::1], numba.uint8[::1], t[:, ::1],
+                    t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, ::1], i4[::1],
+                    i4[:, :, ::1], i8, i8[::1],
+                )
+                ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+                assert "st.shared" in ptx and ".entry" in ptx
+    cuda.compile_ptx(compact_kernel().py_func, (i4[:, :, ::1], i8, i4[:, ::1], i4[::1]), cc=(9, 0))
+    print("compiled")
+    """
+)
+
+
+def test_kernels_compile_to_sm90_ptx():
+    """The simulator runs Python; NVVM is the real compiler (no GPU or driver needed)."""
+    pytest.importorskip("cuda.bindings")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    run = subprocess.run(
+        [sys.executable, "-c", PTX_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+    )
+    if "NVVM" in run.stderr and "not found" in run.stderr.lower():
+        pytest.skip("NVVM is not installed (pip install 'numba-cuda[cu13]')")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "compiled" in run.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
+def test_pull_on_a_real_gpu():
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    slowness = model((101, 1, 131), seed=9)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star((4, 0, 4))
+    seeds = seeds_for(slowness)
+    reference = cpu_reference(slowness, spacing, star, seeds)
+    for precomputed in (False, True):
+        times, _ = solve_pull(slowness, spacing, star, seeds, batch=2, precomputed=precomputed)
+        # NVVM may contract a multiply and an add into an FMA inside the weight, which
+        # rounds once instead of twice: a few ulps per edge, summed along the path.
+        np.testing.assert_allclose(times, reference, rtol=1e-12)
