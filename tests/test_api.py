@@ -130,3 +130,16 @@ def test_load_velocity_errors(tmp_path, model):
         rg.load_velocity(tmp_path / "two.zarr")
     with pytest.raises(rg.InputError, match="has no variable 'rho'"):
         rg.load_velocity(tmp_path / "two.zarr", "rho")
+
+
+def test_traveltimes_many_sources_on_threads(model):
+    sources = [{"z": 0.0, "x": 150.0}, {"z": 95.5, "x": 12.3}, {"z": 200.0, "x": 300.0}]
+    many = rg.traveltimes(model, sources, radius=3, threads=2, precompute=True)
+    assert many.dims == ("source", "z", "x")
+    np.testing.assert_array_equal(many["source_x"], [150.0, 12.3, 300.0])
+    for i, source in enumerate(sources):
+        one = rg.traveltime(model, source, radius=3)
+        np.testing.assert_array_equal(many.isel(source=i).values, one.values)
+    # A table of columns works too.
+    table = rg.traveltimes(model, {"z": [0.0, 95.5], "x": [150.0, 12.3]}, radius=3)
+    np.testing.assert_array_equal(table.values, many.values[:2])

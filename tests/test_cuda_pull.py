@@ -62,6 +62,19 @@ def test_layout_geometry():
         PaddedLayout((9, 1, 11), (3, 0, 3), (2, 1, 4))
 
 
+def test_launch_limits_are_clear_errors():
+    from raygrid.kernels.cuda.pull import check_launch, shared_bytes
+
+    layout = PaddedLayout((1601, 1, 1601), (5, 0, 5), (16, 1, 16))
+    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 40 + 4
+    check_launch(layout, 4, np.float64)
+    with pytest.raises(ValueError, match="shared memory"):
+        check_launch(layout, 10, np.float64)
+    check_launch(layout, 10, np.float32)
+    with pytest.raises(ValueError, match="at most 1024"):
+        check_launch(PaddedLayout((64, 1, 64), (1, 0, 1), (64, 1, 32)), 1, np.float64)
+
+
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize("precomputed", [False, True])

@@ -32,6 +32,27 @@ DEFAULT_BLOCK_3D = (4, 8, 8)
 MAX_INNER = 64
 #: Passes launched between two reads of the active-tile counter.
 PASSES_PER_CHECK = 8
+#: Static shared memory a block may use (CUDA's limit without opting in to more).
+SHARED_BYTES = 48 * 1024
+
+
+def shared_bytes(layout: PaddedLayout, batch: int, dtype) -> int:
+    """Shared memory of one block: its slowness tile (float64) and ``batch`` time tiles."""
+    nodes = int(np.prod(layout.tile))
+    return nodes * (8 + batch * np.dtype(dtype).itemsize) + 4
+
+
+def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
+    """Raise ``ValueError`` for a configuration no GPU can launch, saying what to shrink."""
+    if layout.threads > 1024:
+        raise ValueError(f"block {layout.block} has {layout.threads} threads; at most 1024")
+    need = shared_bytes(layout, batch, dtype)
+    if need > SHARED_BYTES:
+        raise ValueError(
+            f"block {layout.block} with radius {layout.radius} and batch {batch} needs "
+            f"{need} bytes of shared memory, more than {SHARED_BYTES}: use a smaller batch "
+            "or block, or float32"
+        )
 
 
 @cache
@@ -250,9 +271,11 @@ def solve_pull(
     a multiply and an add into one FMA inside the weight.
     """
     if block is None:
-        block = DEFAULT_BLOCK_2D if slowness.shape[1] == 1 else DEFAULT_BLOCK_3D
+        default = DEFAULT_BLOCK_2D if slowness.shape[1] == 1 else DEFAULT_BLOCK_3D
+        block = tuple(max(b, r) for b, r in zip(default, star.radius))  # tiles >= halo
     layout = PaddedLayout(slowness.shape, star.radius, tuple(block))
     dtype = np.dtype(dtype)
+    check_launch(layout, batch, dtype)
     n_sources = len(seeds)
     n_nodes = slowness.size
 
