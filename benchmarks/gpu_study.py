@@ -1,0 +1,296 @@
+"""GPU benchmark: raygrid's CUDA solvers against its CPU Dijkstra on the same host.
+
+What it measures (issue 3, point 7), all in one process run:
+
+1. The papers' study (Monsegny & Agudelo 2013; Kanoksirirath): a 2D vertical gradient
+   0.5 -> 4 km/s at sizes 128^2 ... 1600^2 and radius 1 ... 6, single source at the top
+   centre, full field: the single-thread CPU Dijkstra vs the GPU pull solver (on the fly and
+   precomputed weights) and Near-Far, with the speed-up over the CPU and a check that the
+   float64 fields agree.
+2. 3D 256^3 at radius 2 and 3.
+3. Survey throughput: sources per second against the batch size of the pull solver.
+4. Efficiency: graph edges per second (every directed edge of the star counted once per
+   solve, the usual TEPS measure), the pull solver's tile loads per second, and the fraction
+   of the device's memory bandwidth this implies (an estimate from the bytes each tile load
+   moves: its slowness tile and one time tile per source; see ``tile_bytes``).
+
+Targets on one H100: 2D 1601^2 radius 5 full field <= 50 ms; 3D 256^3 radius 2 <= 1 s;
+>= 50x the single-thread CPU Dijkstra for radius >= 3 at 1600^2.
+
+It uses only ``raygrid.kernels`` and NumPy, so it runs on a GPU machine without Dask or
+Zarr. Run from the repository root::
+
+    python benchmarks/gpu_study.py                 # everything (about 10 minutes on an H100)
+    python benchmarks/gpu_study.py --quick         # small sizes, a smoke test
+    python benchmarks/gpu_study.py --out benchmarks/results/gpu_study_h100.json
+
+Timings take the best of ``--repeat`` runs after one warm-up run that compiles the kernels
+(compile time is reported separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from raygrid.kernels import dijkstra, forward_star  # noqa: E402
+
+#: Peak memory bandwidth (bytes/s) and FP64/FP32 vector throughput (FLOP/s) by device name.
+PEAKS = {
+    "H100": {"bandwidth": 3.35e12, "fp64": 34e12, "fp32": 67e12},
+    "H200": {"bandwidth": 4.8e12, "fp64": 34e12, "fp32": 67e12},
+}
+
+
+def gradient_slowness(shape: tuple[int, int, int], top=500.0, bottom=4000.0) -> np.ndarray:
+    """Slowness (s/m) of a velocity linear in z from ``top`` to ``bottom`` m/s."""
+    z = np.arange(shape[0], dtype=np.float64)[:, None, None] / (shape[0] - 1)
+    return np.broadcast_to(1.0 / (top + (bottom - top) * z), shape).copy()
+
+
+def top_centre(shape: tuple[int, int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    node = (0, shape[1] // 2, shape[2] // 2)
+    return [(np.array([np.ravel_multi_index(node, shape)]), np.array([0.0]))]
+
+
+def edge_count(shape, star) -> int:
+    """Directed edges of the graph: star offsets whose end lies inside the grid."""
+    total = 0
+    for offset in star.offsets:
+        total += int(np.prod([max(n - abs(o), 0) for n, o in zip(shape, offset)]))
+    return total
+
+
+def tile_bytes(block, radius, batch, itemsize) -> int:
+    """Global-memory bytes one tile load moves: halo'd slowness and times in, times out."""
+    halo = int(np.prod([b + 2 * r for b, r in zip(block, radius)]))
+    interior = int(np.prod(block))
+    return halo * (8 + batch * itemsize) + interior * batch * (itemsize + 2)
+
+
+def best_time(run, repeat: int) -> tuple[float, float, object]:
+    """(compile+first run seconds, best of ``repeat`` seconds, last result)."""
+    from numba import cuda
+
+    start = time.perf_counter()
+    result = run()
+    cuda.synchronize()
+    first = time.perf_counter() - start
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = run()
+        cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return first, best, result
+
+
+def device_info() -> dict:
+    from numba import cuda
+
+    device = cuda.get_current_device()
+    name = getattr(device, "name", b"simulator")
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    peaks = next((v for k, v in PEAKS.items() if k in name), None)
+    try:
+        total = cuda.current_context().get_memory_info()[1]
+    except Exception:  # the simulator has no memory to report
+        total = 0
+    return {
+        "name": name,
+        "compute_capability": list(device.compute_capability),
+        "multiprocessors": getattr(device, "MULTIPROCESSOR_COUNT", 0),
+        "memory_gib": round(total / 2**30, 1),
+        "peaks": peaks,
+    }
+
+
+def solvers():
+    """The GPU solvers present in this checkout, by name."""
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    found = {
+        "pull": lambda *a, **k: solve_pull(*a, **k),
+        "pull-precomputed": lambda *a, **k: solve_pull(*a, precomputed=True, **k),
+    }
+    try:
+        from raygrid.kernels.cuda.nearfar import solve_near_far
+
+        found["near-far"] = lambda *a, stats=None, **k: solve_near_far(*a, **k)
+    except ImportError:
+        pass
+    return found
+
+
+def study_2d(sizes, radii, repeat, cpu_limit, info) -> list[dict]:
+    rows = []
+    for n in sizes:
+        shape = (n, 1, n)
+        slowness = gradient_slowness(shape)
+        spacing = np.array([10.0, 1.0, 10.0])
+        seeds = top_centre(shape)
+        for r in radii:
+            star = forward_star((r, 0, r))
+            edges = edge_count(shape, star)
+            row = {"case": "2d", "n": n, "radius": r, "offsets": star.size, "edges": edges}
+            cpu = None
+            if n * n * star.size <= cpu_limit:
+                dijkstra(slowness[:8, :, :8], spacing, star, [0], [0.0])  # compile
+                start = time.perf_counter()
+                cpu, _ = dijkstra(slowness, spacing, star, *seeds[0])
+                row["cpu_s"] = time.perf_counter() - start
+            for name, solve in solvers().items():
+                stats = {}
+                first, best, (times, _) = best_time(
+                    partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
+                )
+                row[f"{name}_s"] = best
+                row[f"{name}_first_s"] = first
+                row[f"{name}_gteps"] = edges / best / 1e9
+                if cpu is not None:
+                    row[f"{name}_speedup"] = row["cpu_s"] / best
+                    row[f"{name}_max_rel_diff"] = float(
+                        np.max(np.abs(times[0] - cpu) / np.maximum(cpu, 1e-30))
+                    )
+                if "tiles_relaxed" in stats and info["peaks"]:
+                    block = (16, 1, 16) if r <= 16 else (r, 1, r)
+                    moved = stats["tiles_relaxed"] * tile_bytes(block, (r, 0, r), 1, 8)
+                    row[f"{name}_bandwidth_fraction"] = moved / best / info["peaks"]["bandwidth"]
+                    row[f"{name}_passes"] = stats["passes"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def study_3d(n, radii, repeat, cpu_limit) -> list[dict]:
+    rows = []
+    shape = (n, n, n)
+    slowness = gradient_slowness(shape)
+    spacing = np.array([10.0, 10.0, 10.0])
+    seeds = top_centre(shape)
+    for r in radii:
+        star = forward_star((r, r, r))
+        edges = edge_count(shape, star)
+        row = {"case": "3d", "n": n, "radius": r, "offsets": star.size, "edges": edges}
+        if n**3 * star.size <= cpu_limit:
+            start = time.perf_counter()
+            dijkstra(slowness, spacing, star, *seeds[0])
+            row["cpu_s"] = time.perf_counter() - start
+        for name, solve in solvers().items():
+            first, best, _ = best_time(partial(solve, slowness, spacing, star, seeds), repeat)
+            row[f"{name}_s"] = best
+            row[f"{name}_first_s"] = first
+            row[f"{name}_gteps"] = edges / best / 1e9
+            if "cpu_s" in row:
+                row[f"{name}_speedup"] = row["cpu_s"] / best
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    shape = (n, 1, n)
+    slowness = gradient_slowness(shape)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star((radius, 0, radius))
+    xs = np.linspace(0, n - 1, n_sources).astype(int)
+    seeds = [(np.array([x]), np.array([0.0])) for x in xs]
+    rows = []
+    for batch in batches:
+        try:
+            first, best, _ = best_time(
+                partial(solve_pull, slowness, spacing, star, seeds, batch=batch, dtype=np.float32),
+                repeat,
+            )
+        except ValueError as error:  # shared memory too small for this batch
+            rows.append({"case": "survey", "batch": batch, "error": str(error)})
+            continue
+        row = {
+            "case": "survey",
+            "n": n,
+            "radius": radius,
+            "sources": n_sources,
+            "batch": batch,
+            "precision": "float32",
+            "seconds": best,
+            "sources_per_s": n_sources / best,
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="write results as JSON")
+    parser.add_argument(
+        "--cpu-limit",
+        type=float,
+        default=4.2e8,
+        help="skip the CPU Dijkstra above this many node-offsets (time)",
+    )
+    args = parser.parse_args(argv)
+
+    import numba
+    from numba import cuda
+
+    if not cuda.is_available():
+        sys.exit("no CUDA device: this benchmark needs a GPU")
+    info = device_info()
+    print(json.dumps({"device": info}), flush=True)
+
+    if args.quick:
+        sizes, radii, n3, radii3, survey_n, sources = [128, 256], [1, 3, 5], 48, [2], 128, 8
+    else:
+        sizes = [128, 256, 512, 1024, 1601]
+        radii, n3, radii3, survey_n, sources = [1, 2, 3, 4, 5, 6], 256, [2, 3], 401, 64
+    results = {
+        "device": info,
+        "host": {
+            "cpu": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "numba": numba.__version__,
+            "numpy": np.__version__,
+        },
+        "date": time.strftime("%Y-%m-%d"),
+        "2d": study_2d(sizes, radii, args.repeat, args.cpu_limit, info),
+        "3d": study_3d(n3, radii3, args.repeat, args.cpu_limit),
+        "survey": study_survey(survey_n, 4, [1, 2, 4, 8, 16], sources, args.repeat),
+    }
+    target = {
+        "2d_1601_r5_le_50ms": None,
+        "3d_256_r2_le_1s": None,
+        "speedup_ge_50x_r3plus_1600": None,
+    }
+    for row in results["2d"]:
+        if row["n"] == 1601 and row["radius"] == 5:
+            target["2d_1601_r5_le_50ms"] = row.get("pull_s", np.inf) <= 0.05
+        if row["n"] == 1601 and row["radius"] >= 3 and "pull_speedup" in row:
+            ok = row["pull_speedup"] >= 50
+            previous = target["speedup_ge_50x_r3plus_1600"]
+            target["speedup_ge_50x_r3plus_1600"] = ok if previous is None else previous and ok
+    for row in results["3d"]:
+        if row["n"] == 256 and row["radius"] == 2:
+            target["3d_256_r2_le_1s"] = row.get("pull_s", np.inf) <= 1.0
+    results["targets"] = target
+    print(json.dumps({"targets": target}), flush=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()
