@@ -187,7 +187,7 @@ def near_far_kernels(rule: int, precomputed: bool, dtype_name: str):
             control[REMAIN + (n + 2) % 3] = 0
         if n_near > 0:
             # --- Relax: one thread per (frontier node, offset) pair, pushing t(u) + w(u, v)
-            # into v by atomic min (Davidson et al. 2014, section 4.3).
+            # into v by atomic min (Davidson et al. 2014, Near-Far pile).
             if tid == 0:
                 control[EPOCH + (n + 1) % 3] = epoch
                 control[RELAX_STEPS] += 1

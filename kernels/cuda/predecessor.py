@@ -19,7 +19,7 @@ from ..star import Star
 from .device import mean_slowness_time_gpu, segment_time_gpu
 from .layout import PaddedLayout
 
-__all__ = ["recover_predecessors", "predecessor_kernel"]
+__all__ = ["recover_predecessors", "predecessor_kernel", "star_tables"]
 
 
 @cache
@@ -176,14 +176,14 @@ def recover_predecessors(
         if np.dtype(weights.dtype) != dtype:
             raise ValueError(f"weights are {weights.dtype}, times {dtype}: use one precision")
         weights_arg = _device(weights)
+    if isinstance(slowness_padded, np.ndarray):
+        slowness_padded = np.ascontiguousarray(slowness_padded, dtype=np.float64)
     offsets, steps, half, is_forward = star_tables(star, layout)
     predecessor = cuda.device_array(n_nodes, dtype=star.predecessor_dtype)
     kernel = predecessor_kernel(int(rule), weights is not None, dtype.name)
     kernel[-(-n_nodes // threads), threads](
         times_padded.reshape(n_nodes),
-        _device(np.ascontiguousarray(slowness_padded, dtype=np.float64))
-        if isinstance(slowness_padded, np.ndarray)
-        else slowness_padded,
+        _device(slowness_padded),
         cuda.to_device(np.asarray(spacing, dtype=np.float64)),
         offsets,
         steps,
