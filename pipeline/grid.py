@@ -7,7 +7,7 @@ only a 3D slowness array in s/m and a spacing in m (DESIGN.md section 3).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -46,8 +46,13 @@ class Grid:
     length_unit : str
         Unit of the coordinates (``"m"`` or ``"km"``, ...).
     metres_per_unit : float
-    slowness : numpy.ndarray, shape (nz, ny, nx), float64
-        Slowness in s/m, always 3D (``ny == 1`` for 2D models).
+    slowness : numpy.ndarray, shape (nz, ny, nx), float64, or None
+        Slowness in s/m, always 3D (``ny == 1`` for 2D models); ``None`` for a grid
+        validated without loading its values (``grid_from_velocity(..., load=False)``).
+    velocity : xarray.DataArray
+        The model in canonical dim order, as given (possibly lazy).
+    speed_factor : float
+        m/s per unit of the velocity values.
     """
 
     dims: tuple[str, ...]
@@ -56,12 +61,27 @@ class Grid:
     spacing: tuple[float, ...]
     length_unit: str
     metres_per_unit: float
-    slowness: np.ndarray
+    slowness: np.ndarray | None
+    velocity: xr.DataArray
+    speed_factor: float
 
     @property
     def shape(self) -> tuple[int, ...]:
         """Number of nodes along each dim."""
         return tuple(len(self.coords[d]) for d in self.dims)
+
+    @property
+    def shape3(self) -> tuple[int, int, int]:
+        """Kernel grid shape ``(nz, ny, nx)`` (``ny == 1`` for 2D models)."""
+        n = dict(zip(self.dims, self.shape))
+        return (n["z"], n.get("y", 1), n["x"])
+
+    def slowness_of(self, values: np.ndarray) -> np.ndarray:
+        """Kernel slowness (s/m, 3D) of velocity values cut from this model."""
+        slowness = 1.0 / (np.asarray(values, dtype=np.float64) * self.speed_factor)
+        if len(self.dims) == 2:
+            slowness = slowness[:, np.newaxis, :]
+        return np.ascontiguousarray(slowness)
 
     @property
     def spacing3(self) -> np.ndarray:
@@ -144,7 +164,7 @@ class Grid:
 
     def flat(self, node3: np.ndarray) -> np.ndarray:
         """Flat kernel index of integer node indices, shape (..., 3)."""
-        nz, ny, nx = self.slowness.shape
+        nz, ny, nx = self.shape3
         node3 = np.asarray(node3, dtype=np.int64)
         return (node3[..., 0] * ny + node3[..., 1]) * nx + node3[..., 2]
 
@@ -184,7 +204,23 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
     return values, float(values[0]), h, unit
 
 
-def grid_from_velocity(velocity: xr.DataArray) -> Grid:
+def _check_values(velocity: xr.DataArray, axes: dict, order: tuple[str, ...]) -> None:
+    """Every velocity finite and positive; lazy arrays are checked where they live."""
+    values = velocity.data
+    bad = ~np.isfinite(values) | (values <= 0)
+    count = int(bad.sum())  # one number back from the workers for a dask array
+    if count == 0:
+        return
+    first = np.unravel_index(int(bad.reshape(-1).argmax()), velocity.shape)
+    value = float(np.asarray(values[first]))
+    where = ", ".join(f"{d}={axes[d][0][i]:g}" for d, i in zip(order, first))
+    raise InputError(
+        f"velocity must be finite and positive: {count} bad value(s) "
+        f"(NaN, inf, zero or negative); the first is {value!r} at {where}"
+    )
+
+
+def grid_from_velocity(velocity: xr.DataArray, *, load: bool = True) -> Grid:
     """Validate a velocity model and convert it to a :class:`Grid`.
 
     Parameters
@@ -193,6 +229,10 @@ def grid_from_velocity(velocity: xr.DataArray) -> Grid:
         Dims ``("z", "x")`` or ``("z", "y", "x")`` in any order, uniform increasing
         coordinates with a length ``units`` attribute, data with a speed ``units`` attribute,
         every value finite and positive.
+    load : bool, default True
+        Load the slowness into memory. With ``False`` a dask-backed model is validated by
+        reductions on the workers (one number comes back) and ``Grid.slowness`` is ``None``;
+        tiled solves read their tiles from ``Grid.velocity``.
 
     Raises
     ------
@@ -228,26 +268,19 @@ def grid_from_velocity(velocity: xr.DataArray) -> Grid:
             + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
             + "; give every axis the same length unit"
         )
-
-    values = np.asarray(velocity.values, dtype=np.float64)
-    bad = ~np.isfinite(values) | (values <= 0)
-    if bad.any():
-        first = np.argwhere(bad)[0]
-        where = ", ".join(f"{d}={axes[d][0][i]:g}" for d, i in zip(order, first))
-        raise InputError(
-            f"velocity must be finite and positive: {int(bad.sum())} bad value(s) "
-            f"(NaN, inf, zero or negative); the first is {float(values[tuple(first)])!r} at {where}"
-        )
-    slowness = 1.0 / (values * SPEED_UNITS[speed_unit])
-    if len(order) == 2:
-        slowness = slowness[:, np.newaxis, :]
+    _check_values(velocity, axes, order)
     unit = axes[order[0]][3]
-    return Grid(
+    grid = Grid(
         dims=order,
         coords={d: axes[d][0] for d in order},
         origin=tuple(axes[d][1] for d in order),
         spacing=tuple(axes[d][2] for d in order),
         length_unit=unit,
         metres_per_unit=LENGTH_UNITS[unit],
-        slowness=np.ascontiguousarray(slowness),
+        slowness=None,
+        velocity=velocity,
+        speed_factor=SPEED_UNITS[speed_unit],
     )
+    if load:
+        grid = replace(grid, slowness=grid.slowness_of(velocity.values))
+    return grid

@@ -98,7 +98,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     if on_node:
         end = receiver3.astype(np.int64)
     else:
-        box = point_box(receiver3, radius, grid.slowness.shape)
+        box = point_box(receiver3, radius, grid.shape3)
         last_legs = point_leg_times(grid.slowness, grid.spacing3, receiver3, box)
         end = box[np.argmin(times[grid.flat(box)] + last_legs)]
     if not np.isfinite(times[grid.flat(end)]):

@@ -126,7 +126,7 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     if np.all(source3 == np.round(source3)):
         node = source3.astype(np.int64)
         return grid.flat(node)[np.newaxis], np.zeros(1)
-    nodes = point_box(source3, star.radius, grid.slowness.shape)
+    nodes = point_box(source3, star.radius, grid.shape3)
     times = point_leg_times(grid.slowness, grid.spacing3, source3, nodes)
     return grid.flat(nodes), times
 
