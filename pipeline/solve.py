@@ -17,7 +17,6 @@ from ..kernels import (
     dijkstra,
     forward_star,
     point_box,
-    point_leg_times,
     precompute_weights,
 )
 from .errors import InputError
@@ -116,22 +115,21 @@ def check_options(
 
 
 def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seed nodes and times for a source at fractional node index ``source3``.
+    """Seed nodes (global ``(k, 3)`` indices) and times for a source at ``source3``.
 
     A source on a node seeds that node with time 0. A source between nodes seeds every node
     of the forward-star box around the cell that holds it with the exact straight-segment
-    time from the source (:func:`raygrid.kernels.point_leg_times`): the source behaves like
-    an extra node joined to its neighbourhood by the same kind of edges as every other node.
+    time from the source (:meth:`Grid.leg_times`): the source behaves like an extra node
+    joined to its neighbourhood by the same kind of edges as every other node.
     """
     if np.all(source3 == np.round(source3)):
-        node = source3.astype(np.int64)
-        return grid.flat(node)[np.newaxis], np.zeros(1)
+        return source3.astype(np.int64)[np.newaxis], np.zeros(1)
     nodes = point_box(source3, star.radius, grid.shape3)
-    times = point_leg_times(grid.slowness, grid.spacing3, source3, nodes)
-    return grid.flat(nodes), times
+    return nodes, grid.leg_times(source3, nodes)
 
 
-def _attrs(grid: Grid, star: Star, options: Options) -> dict:
+def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
+    """Attributes recording how a field was computed."""
     radius = dict(zip(("z", "y", "x"), star.radius))
     attrs = {
         "long_name": "first-arrival traveltime",
@@ -271,9 +269,12 @@ def traveltimes(
         raise InputError("no sources given")
     positions = [grid.to_index(point, "source") for point in points]  # all checked first
 
-    seeds = [source_seeds(grid, star, position) for position in positions]
+    seeds = []
+    for position in positions:
+        nodes, times = source_seeds(grid, star, position)
+        seeds.append((grid.flat(nodes), times))
     times, predecessor = solve_seeds(grid, star, options, seeds, threads)
-    attrs = _attrs(grid, star, options)
+    attrs = solver_attrs(grid, star, options)
     coords = {d: velocity.coords[d] for d in grid.dims}
     coords.update({f"source_{d}": ("source", [float(p[d]) for p in points]) for d in grid.dims})
     dims = ("source", *grid.dims)
@@ -286,10 +287,11 @@ def traveltimes(
     )
     if not predecessors:
         return field
-    return _with_predecessors(field, predecessor.reshape(field.shape), star, velocity, grid)
+    return with_predecessors(field, predecessor.reshape(field.shape), star, velocity, grid)
 
 
-def _with_predecessors(field, predecessor, star, velocity, grid) -> xr.Dataset:
+def with_predecessors(field, predecessor, star, velocity, grid) -> xr.Dataset:
+    """The Dataset returned with ``predecessors=True``: times, predecessors, star, model."""
     return xr.Dataset(
         {
             "traveltime": field,
@@ -321,6 +323,8 @@ def traveltime(
     precision: str = "float64",
     predecessors: bool = False,
     algorithm: str | None = None,
+    tiles: Mapping[str, int] | None = None,
+    client: Any = None,
 ) -> xr.DataArray | xr.Dataset:
     """First-arrival traveltimes from one source to every node of a velocity model.
 
@@ -346,14 +350,22 @@ def traveltime(
         Also return each node's predecessor, for :func:`raygrid.pipeline.raypath`.
     algorithm : {None, "dijkstra", "pull", "near-far"}
         ``None``: the backend's default (``dijkstra`` on the CPU, ``pull`` on CUDA).
+    tiles : mapping, optional
+        Solve by domain decomposition on Dask workers, with tiles of this many nodes per dim
+        (``{"z": 256, "x": 256}``; dims left out are not cut). The model may be dask-backed
+        or a lazily opened Zarr array: each worker reads only its tiles.
+    client : distributed.Client, optional
+        Where a tiled solve runs; by default the current client, else a ``LocalCluster``
+        that raygrid starts (printing its dashboard link) and closes after the solve.
 
     Returns
     -------
     xarray.DataArray or xarray.Dataset
-        ``traveltime`` (s) on the velocity's grid; with ``predecessors=True`` a Dataset with
-        ``traveltime``, ``predecessor`` (index into ``star_offset``, -1 at seeds),
-        ``star_offset`` and the ``velocity``. Attributes record the method, radius, weight
-        rule, precision, backend, source and package version.
+        ``traveltime`` (s) on the velocity's grid (with ``tiles`` and a ``client``: lazy,
+        chunked by tile interiors and held by the workers, ready for ``to_zarr``); with
+        ``predecessors=True`` a Dataset with ``traveltime``, ``predecessor`` (index into
+        ``star_offset``, -1 at seeds), ``star_offset`` and the ``velocity``. Attributes
+        record the method, radius, weight rule, precision, backend, source and version.
 
     Raises
     ------
@@ -374,6 +386,14 @@ def traveltime(
     --------
     traveltimes : many sources at once.
     """
+    if tiles is not None:
+        from .tiled import traveltime_tiled  # Dask only when asked for
+
+        return traveltime_tiled(
+            velocity, source, tiles=tiles, client=client, radius=radius,
+            options=check_options(weights, backend, precision, algorithm),
+            predecessors=predecessors,
+        )  # fmt: skip
     result = traveltimes(
         velocity, [source], radius=radius, weights=weights, backend=backend,
         precision=precision, predecessors=predecessors, algorithm=algorithm,
