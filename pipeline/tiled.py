@@ -1,0 +1,99 @@
+"""``traveltime(..., tiles=...)``: one source solved by domain decomposition on Dask."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from ..kernels import forward_star
+from .decompose import solve_tiled
+from .errors import InputError
+from .grid import grid_from_velocity
+from .solve import Options, solver_attrs, source_seeds, with_predecessors
+from .tiles import tile_grid
+
+__all__ = ["traveltime_tiled", "cluster_client"]
+
+
+@contextlib.contextmanager
+def cluster_client(client: Any = None):
+    """The given client, the current one, or a LocalCluster started (and closed) here."""
+    from distributed import Client, LocalCluster, get_client
+
+    if client is not None:
+        yield client, False
+        return
+    with contextlib.suppress(ValueError):
+        yield get_client(), False
+        return
+    with (
+        LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as own,
+    ):
+        print(f"raygrid started a Dask cluster; dashboard: {own.dashboard_link}", flush=True)
+        yield own, True
+
+
+def traveltime_tiled(
+    velocity: xr.DataArray,
+    source: Mapping[str, float],
+    *,
+    tiles: Mapping[str, int],
+    client: Any,
+    radius: int | Mapping[str, int],
+    options: Options,
+    predecessors: bool,
+) -> xr.DataArray | xr.Dataset:
+    """See :func:`raygrid.pipeline.traveltime`; the model is never gathered to the client."""
+    if options.backend != "cpu":
+        raise InputError(
+            "tiled solves run the CPU tile solver in this version; use backend='cpu' "
+            "(the CUDA tile solver is not wired into the decomposition yet)"
+        )
+    grid = grid_from_velocity(velocity, load=False)
+    star = forward_star(grid.radius3(radius))
+    geometry = tile_grid(tiles, grid.dims, grid.shape3, star.radius)
+    seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
+    data = grid.velocity.data
+    factor = grid.speed_factor
+
+    def slowness_tiles(index):
+        box = geometry.extended(index)
+        values = data[box if len(grid.dims) == 3 else (box[0], box[2])]
+        if not isinstance(values, da.Array):
+            values = da.from_array(np.ascontiguousarray(values), chunks=-1)
+        slowness = 1.0 / (values.astype(np.float64) * factor)
+        return slowness if len(grid.dims) == 3 else slowness[:, np.newaxis, :]
+
+    stats: dict = {}
+    with cluster_client(client) as (active, owned):
+        times, predecessor = solve_tiled(
+            active, geometry, slowness_tiles, star, grid.spacing3, options.rule,
+            options.dtype, seed_nodes, seed_times.astype(options.dtype), stats=stats,
+        )  # fmt: skip
+        if len(grid.dims) == 2:
+            times, predecessor = times[:, 0, :], predecessor[:, 0, :]
+        if owned:  # the cluster closes with this block: bring the result home first
+            times, predecessor = active.compute([times, predecessor], sync=True)
+
+    attrs = solver_attrs(grid, star, options)
+    attrs.update({f"source_{d}": float(source[d]) for d in grid.dims})
+    attrs.update(
+        {f"tiles_{d}": t for d, t in zip(("z", "y", "x"), geometry.tile) if d in grid.dims}
+    )
+    attrs.update(rounds=stats["rounds"], strip_bytes=stats["bytes"])
+    field = xr.DataArray(
+        times,
+        dims=grid.dims,
+        coords={d: velocity.coords[d] for d in grid.dims},
+        name="traveltime",
+        attrs=attrs,
+    )
+    if not predecessors:
+        return field
+    return with_predecessors(field, predecessor, star, velocity, grid)
