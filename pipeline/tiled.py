@@ -50,10 +50,10 @@ def traveltime_tiled(
     predecessors: bool,
 ) -> xr.DataArray | xr.Dataset:
     """See :func:`raygrid.pipeline.traveltime`; the model is never gathered to the client."""
-    if options.backend != "cpu":
+    if options.algorithm == "near-far":
         raise InputError(
-            "tiled solves run the CPU tile solver in this version; use backend='cpu' "
-            "(the CUDA tile solver is not wired into the decomposition yet)"
+            "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
+            "single-domain only"
         )
     grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
@@ -75,6 +75,7 @@ def traveltime_tiled(
         times, predecessor = solve_tiled(
             active, geometry, slowness_tiles, star, grid.spacing3, options.rule,
             options.dtype, seed_nodes, seed_times.astype(options.dtype), stats=stats,
+            backend=options.backend,
         )  # fmt: skip
         if len(grid.dims) == 2:
             times, predecessor = times[:, 0, :], predecessor[:, 0, :]

@@ -184,8 +184,22 @@ def test_raygrid_starts_its_own_cluster_when_none_is_given(tmp_path):
     assert "dashboard: http://" in run.stdout and "ok" in run.stdout
 
 
-def test_cuda_backend_with_tiles_is_a_clear_error(client, model_2d):
-    with pytest.raises(rg.InputError, match="tiled solves run the CPU tile solver"):
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="CUDA simulator")
+def test_cuda_tile_solver_equals_single_domain(client, monkeypatch):
+    # Workers inherit the simulator setting from this process's environment.
+    velocity = rg.checkerboard(rg.gradient_model({"z": 8, "x": 9}, 10.0, 900.0, 2500.0), 30.0)
+    source = {"z": 0.0, "x": 40.0}
+    expected = rg.traveltime(velocity, source, radius=2)
+    tiled = rg.traveltime(
+        velocity, source, radius=2, tiles={"z": 4, "x": 5}, client=client, backend="cuda"
+    )
+    np.testing.assert_array_equal(tiled.values, expected.values)
+    assert tiled.attrs["backend"] == "cuda"
+
+
+def test_near_far_with_tiles_is_a_clear_error(client, model_2d):
+    with pytest.raises(rg.InputError, match="algorithm='near-far' runs single-domain only"):
         rg.traveltime(
-            model_2d, {"z": 0.0, "x": 0.0}, radius=2, tiles={"z": 8}, client=client, backend="cuda"
-        )
+            model_2d, {"z": 0.0, "x": 0.0}, radius=2, tiles={"z": 8}, client=client,
+            backend="cuda", algorithm="near-far",
+        )  # fmt: skip

@@ -229,6 +229,8 @@ def solve_pull(
     batch: int = 1,
     max_inner: int = MAX_INNER,
     stats: dict | None = None,
+    times: np.ndarray | None = None,
+    predecessor: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Traveltimes of several sources by tiled pull relaxation on the GPU.
 
@@ -253,6 +255,11 @@ def solve_pull(
         Sources relaxed together by one block: each weight computed is used ``batch`` times.
     max_inner : int
         Bound on the in-block iterations per pass.
+    times, predecessor : numpy.ndarray, optional
+        ``(n_sources, nz * ny * nx)`` starting upper bounds and their predecessors (a
+        domain-decomposition tile's state); only the seeds' tiles start active, so the
+        bounds must already be consistent away from the seeds, as a previous solve leaves
+        them.
     stats : dict, optional
         Filled with ``passes``, ``host_reads`` (counter reads), ``tiles`` and
         ``tiles_relaxed`` (tile relaxations launched, summed over passes and batches).
@@ -300,16 +307,23 @@ def solve_pull(
     relaxed = cuda.to_device(np.zeros(1, dtype=np.int64))
     for first in range(0, n_sources, batch):
         group = seeds[first : first + batch]
-        times = np.full((batch, n_nodes), np.inf, dtype=dtype)
+        start = np.full((batch, n_nodes), np.inf, dtype=dtype)
+        start_predecessor = np.full((batch, n_nodes), -1, dtype=star.predecessor_dtype)
+        if times is not None:
+            start[: len(group)] = times[first : first + batch]
+        if predecessor is not None:
+            start_predecessor[: len(group)] = predecessor[first : first + batch]
         stamps = np.full(layout.blocks, -1, dtype=np.int32)
         for s, (nodes, values) in enumerate(group):
             nodes = np.asarray(nodes, dtype=np.int64)
             # Several seeds on one node keep the smallest time, as in the CPU solver.
-            np.minimum.at(times[s], nodes, np.asarray(values, dtype=dtype))
+            improved = np.asarray(values, dtype=dtype) < start[s, nodes]
+            start_predecessor[s, nodes[improved]] = -1
+            np.minimum.at(start[s], nodes, np.asarray(values, dtype=dtype))
             stamps.reshape(-1)[layout.block_of(nodes)] = 0  # seed tiles start "changed"
-        times_device = cuda.to_device(layout.pad(times.reshape((batch, *slowness.shape)), np.inf))
+        times_device = cuda.to_device(layout.pad(start.reshape((batch, *slowness.shape)), np.inf))
         predecessor_device = cuda.to_device(
-            np.full((batch, *layout.padded), -1, dtype=star.predecessor_dtype)
+            layout.pad(start_predecessor.reshape((batch, *slowness.shape)), -1)
         )
         stamps_device = cuda.to_device(stamps)
         active = cuda.to_device(np.zeros((2, layout.n_blocks), dtype=np.int32))
