@@ -5,21 +5,23 @@ Arrays and numbers in, arrays out. Grids are 3D ``(nz, ny, nx)``; a 2D model is 
 """
 
 from .cpu import (
-    EXACT,
-    MEAN,
-    WEIGHT_RULES,
     dijkstra,
     mean_slowness_time_cpu,
     precompute_weights,
     segment_time_cpu,
 )
+from .crossings import Crossings, star_crossings
+from .layout import PaddedLayout
 from .legs import point_box, point_leg_times
+from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
 from .star import Star, forward_star, star_offsets
 
 __all__ = [
+    "Crossings",
     "EXACT",
     "MEAN",
+    "PaddedLayout",
     "WEIGHT_RULES",
     "Star",
     "dijkstra",
@@ -31,5 +33,6 @@ __all__ = [
     "precompute_weights",
     "segment_time",
     "segment_time_cpu",
+    "star_crossings",
     "star_offsets",
 ]

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
-from .heap import heap_new, heap_pop, heap_push
+from .crossings import star_crossings
+from .heap import heap_grow, heap_new, heap_pop, heap_push
+from .layout import PaddedLayout
+from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
 from .star import Star
 
@@ -23,11 +28,6 @@ __all__ = [
     "precompute_weights",
     "dijkstra",
 ]
-
-#: Weight rule codes shared by every backend.
-EXACT = 0
-MEAN = 1
-WEIGHT_RULES = {"exact": EXACT, "mean": MEAN}
 
 # The plain functions of .segment compiled for the CPU. fastmath stays off: the exact
 # equality between solvers needs every backend to round the same way.
@@ -99,82 +99,115 @@ def precompute_weights(
     return weights
 
 
+def round_like(value, times):
+    """``value`` rounded to the dtype of ``times`` (resolved when Numba compiles)."""
+    return times.dtype.type(value)
+
+
+@overload(round_like, inline="always")
+def _round_like(value, times):
+    # Chosen per dtype at compile time: a no-op in float64, one rounding in float32, so the
+    # hot loop pays nothing for supporting both precisions.
+    if times.dtype == types.float32:
+        return lambda value, times: np.float32(value)
+    return lambda value, times: value
+
+
+@numba.njit(cache=True, nogil=True)
+def _settle(
+    slowness, step, half, is_forward, cross_start, cross_step, cross_fraction, cross_length,
+    weights, unpadded, settled, wanted, remaining, times, predecessor, keys, nodes, size,
+):  # fmt: skip
+    """Settle nodes until the heap is empty (returns 0), might overflow before the next node
+    is relaxed (returns the size: the caller grows the heap and calls again), or every wanted
+    node is settled (returns -1).
+
+    The heap arrays are never reassigned in here, so the compiled loop keeps them in
+    registers; growing them inside the loop made it almost twice as slow.
+    """
+    # Everything is on the padded grid (flat): dummy nodes around the model are pre-settled,
+    # so the loop over the star needs no bounds checks.
+    n_offsets = step.shape[0]
+    precomputed = weights.shape[0] > 0
+    capacity = keys.shape[0]
+    while size > 0:
+        if size + n_offsets > capacity:
+            return size  # a node pushes at most one entry per offset
+        tu, u, size = heap_pop(keys, nodes, size)
+        if settled[u] or tu > times[u]:
+            continue  # a stale entry left by lazy deletion
+        settled[u] = 1
+        if remaining[0] > 0 and wanted[u]:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                return -1  # every requested receiver is final
+        for k in range(n_offsets):
+            v = u + step[k]
+            if settled[v]:
+                continue  # saves computing a weight that cannot help (dummies too)
+            j = half[k]
+            low = u if is_forward[k] else v  # weights are computed from the lower node
+            if precomputed:
+                w = weights[unpadded[low], j]
+            else:
+                total = 0.0
+                for e in range(cross_start[j], cross_start[j + 1]):
+                    total += slowness[low + cross_step[e]] * cross_fraction[e]
+                # Computed in float64 and rounded once to the solve's precision.
+                w = round_like(total * cross_length[j], times)
+            t = tu + w
+            if t < times[v]:
+                times[v] = t
+                predecessor[v] = k
+                size = heap_push(keys, nodes, size, t, v)
+    return 0
+
+
 # nogil: many-source runs solve sources on threads.
 @numba.njit(cache=True, nogil=True)
 def _dijkstra(
     slowness,
-    spacing,
-    offsets,
+    step,
     half,
     is_forward,
-    rule,
+    cross_start,
+    cross_step,
+    cross_fraction,
+    cross_length,
     weights,
+    unpadded,
+    settled,
     seed_nodes,
     seed_times,
     target_nodes,
     times,
     predecessor,
 ):
-    nz, ny, nx = slowness.shape
-    n_nodes = nz * ny * nx
-    hz, hy, hx = spacing[0], spacing[1], spacing[2]
-    n_offsets = offsets.shape[0]
-    # Flat-index step of each offset; valid once the per-axis bounds check has passed.
-    step = np.empty(n_offsets, dtype=np.int64)
-    for k in range(n_offsets):
-        step[k] = (offsets[k, 0] * ny + offsets[k, 1]) * nx + offsets[k, 2]
-    precomputed = weights.shape[0] > 0
-    # Weights are computed in float64 and rounded once to the solve's precision here.
-    rounded = np.empty(1, dtype=times.dtype)
-
-    settled = np.zeros(n_nodes, dtype=np.uint8)
-    wanted = np.zeros(n_nodes if target_nodes.shape[0] > 0 else 0, dtype=np.uint8)
-    remaining = 0
+    wanted = np.zeros(times.shape[0] if target_nodes.shape[0] > 0 else 0, dtype=np.uint8)
+    remaining = np.zeros(1, dtype=np.int64)
     for i in range(target_nodes.shape[0]):
         if wanted[target_nodes[i]] == 0:
             wanted[target_nodes[i]] = 1
-            remaining += 1
+            remaining[0] += 1
 
-    keys, nodes = heap_new(max(n_nodes // 8, 1024), times)
+    keys, nodes = heap_new(max(times.shape[0] // 8, 4 * step.shape[0] + 1024), times)
     size = 0
     for i in range(seed_nodes.shape[0]):
         s = seed_nodes[i]
         if seed_times[i] < times[s]:
             times[s] = seed_times[i]
             predecessor[s] = -1
-            keys, nodes, size = heap_push(keys, nodes, size, times[s], s)
-
+            if size == keys.shape[0]:
+                keys, nodes = heap_grow(keys, nodes)
+            size = heap_push(keys, nodes, size, times[s], s)
     while size > 0:
-        tu, u, size = heap_pop(keys, nodes, size)
-        if settled[u] or tu > times[u]:
-            continue  # a stale entry left by lazy deletion
-        settled[u] = 1
-        if remaining > 0 and wanted[u]:
-            remaining -= 1
-            if remaining == 0:
-                break  # every requested receiver is final
-        uz = u // (ny * nx)
-        uy = (u // nx) % ny
-        ux = u % nx
-        for k in range(n_offsets):
-            vz = uz + offsets[k, 0]
-            vy = uy + offsets[k, 1]
-            vx = ux + offsets[k, 2]
-            if vz < 0 or vz >= nz or vy < 0 or vy >= ny or vx < 0 or vx >= nx:
-                continue
-            v = u + step[k]
-            if settled[v]:
-                continue  # saves computing a weight that cannot help
-            if precomputed:
-                w = weights[u, half[k]] if is_forward[k] else weights[v, half[k]]
-            else:
-                rounded[0] = _edge_weight(slowness, rule, uz, uy, ux, vz, vy, vx, hz, hy, hx)
-                w = rounded[0]
-            t = tu + w
-            if t < times[v]:
-                times[v] = t
-                predecessor[v] = k
-                keys, nodes, size = heap_push(keys, nodes, size, t, v)
+        size = _settle(
+            slowness, step, half, is_forward, cross_start, cross_step, cross_fraction,
+            cross_length, weights, unpadded, settled, wanted, remaining, times, predecessor,
+            keys, nodes, size,
+        )  # fmt: skip
+        if size > 0:
+            keys, nodes = heap_grow(keys, nodes)
 
 
 def dijkstra(
@@ -233,29 +266,53 @@ def dijkstra(
     left-to-right float sum of the edge weights from a seed; IEEE addition is monotone, so
     any other correct solver using the same weights returns the same floats
     (DESIGN.md section 1). Neighbours already settled are skipped before their weight is
-    computed, so each undirected edge's weight is computed about once.
+    computed, so each undirected edge's weight is computed about once, from the crossing
+    table of its offset (:mod:`raygrid.kernels.crossings`), which sums the same floats as
+    :func:`raygrid.kernels.segment.segment_time`. The grid is padded by the radius with
+    settled dummy nodes so the inner loop has no bounds checks.
     """
     n_nodes = slowness.size
     if times is None:
         times = np.full(n_nodes, np.inf, dtype=dtype)
     if predecessor is None:
         predecessor = np.full(n_nodes, -1, dtype=star.predecessor_dtype)
+    layout = PaddedLayout.unblocked(slowness.shape, star.radius)
+    padded = layout.padded
+    interior = layout.padded_flat(np.arange(n_nodes))
+    slowness_padded = layout.pad(np.asarray(slowness, dtype=np.float64), np.inf).reshape(-1)
+    times_padded = np.full(slowness_padded.size, np.inf, dtype=times.dtype)
+    times_padded[interior] = times
+    predecessor_padded = np.full(slowness_padded.size, -1, dtype=predecessor.dtype)
+    predecessor_padded[interior] = predecessor
+    settled = np.ones(slowness_padded.size, dtype=np.uint8)
+    settled[interior] = 0
+    crossings = star_crossings(star, spacing, rule, padded)
+    step = (star.offsets[:, 0] * padded[1] + star.offsets[:, 1]) * padded[2] + star.offsets[:, 2]
     if weights is None:
         weights = np.empty((0, 0), dtype=times.dtype)
-    if target_nodes is None:
-        target_nodes = np.empty(0, dtype=np.int64)
+        unpadded = np.empty(0, dtype=np.int64)
+    else:
+        unpadded = np.full(slowness_padded.size, -1, dtype=np.int64)
+        unpadded[interior] = np.arange(n_nodes)
+    targets = np.empty(0, dtype=np.int64) if target_nodes is None else interior[target_nodes]
     _dijkstra(
-        np.ascontiguousarray(slowness, dtype=np.float64),
-        np.asarray(spacing, dtype=np.float64),
-        star.offsets,
+        slowness_padded,
+        step,
         star.half,
         star.is_forward,
-        int(rule),
+        crossings.start,
+        crossings.step,
+        crossings.fraction,
+        crossings.length,
         weights,
-        np.asarray(seed_nodes, dtype=np.int64),
+        unpadded,
+        settled,
+        interior[np.asarray(seed_nodes, dtype=np.int64)],
         np.asarray(seed_times, dtype=times.dtype),
-        np.asarray(target_nodes, dtype=np.int64),
-        times,
-        predecessor,
+        targets,
+        times_padded,
+        predecessor_padded,
     )
+    times[:] = times_padded[interior]
+    predecessor[:] = predecessor_padded[interior]
     return times, predecessor

@@ -5,7 +5,7 @@ launch (no eager signatures), for the block shape, radius, batch and precision a
 Under ``NUMBA_ENABLE_CUDASIM=1`` they run in Numba's CUDA simulator.
 """
 
+from ..layout import PaddedLayout
 from .device import cuda_usable, simulating
-from .layout import PaddedLayout
 
 __all__ = ["PaddedLayout", "cuda_usable", "simulating"]

@@ -17,10 +17,10 @@ from functools import cache
 import numpy as np
 from numba import cuda, float32, float64, int32, uint64
 
-from ..cpu import EXACT
+from ..layout import PaddedLayout
+from ..rules import EXACT
 from ..star import Star
 from .device import mean_slowness_time_gpu, segment_time_gpu, simulating
-from .layout import PaddedLayout
 from .predecessor import recover_predecessors, star_tables
 from .weights import precompute_weights_gpu
 

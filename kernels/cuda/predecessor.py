@@ -14,10 +14,10 @@ from functools import cache
 import numpy as np
 from numba import cuda, float32, float64
 
-from ..cpu import EXACT
+from ..layout import PaddedLayout
+from ..rules import EXACT
 from ..star import Star
 from .device import mean_slowness_time_gpu, segment_time_gpu
-from .layout import PaddedLayout
 
 __all__ = ["recover_predecessors", "predecessor_kernel", "star_tables"]
 

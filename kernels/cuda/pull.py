@@ -17,10 +17,10 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ..cpu import EXACT
+from ..layout import PaddedLayout
+from ..rules import EXACT
 from ..star import Star
 from .device import mean_slowness_time_gpu, segment_time_gpu
-from .layout import PaddedLayout
 from .weights import precompute_weights_gpu
 
 __all__ = ["solve_pull", "pull_kernel", "compact_kernel", "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D"]

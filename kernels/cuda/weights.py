@@ -7,7 +7,7 @@ from functools import cache
 import numpy as np
 from numba import cuda
 
-from ..cpu import EXACT
+from ..rules import EXACT
 from .device import mean_slowness_time_gpu, segment_time_gpu
 
 __all__ = ["precompute_weights_gpu", "weight_kernel"]

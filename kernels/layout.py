@@ -1,6 +1,7 @@
-"""Geometry of a grid padded for GPU thread blocks: tiles, halos and dummy nodes.
+"""Geometry of a grid padded by the radius with dummy nodes (and cut into GPU tiles).
 
-Pure NumPy, so it is tested without a GPU.
+Shared by the CPU Dijkstra (padding only: no bounds checks in its inner loop) and the CUDA
+kernels (padding plus tiles and halos). Pure NumPy, so it is tested without a GPU.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ class PaddedLayout:
     def unpad(self, padded: np.ndarray) -> np.ndarray:
         """The real grid of a padded array (..., Pz, Py, Px)."""
         return padded[(...,) + self.interior()]
+
+    @classmethod
+    def unblocked(cls, shape: tuple[int, int, int], radius: tuple[int, int, int]):
+        """Padding only, one tile: the layout of the CPU solver."""
+        return cls(tuple(shape), tuple(radius), tuple(max(n, 1) for n in shape))
 
     def padded_flat(self, flat: np.ndarray) -> np.ndarray:
         """Padded flat indices of real flat indices."""

@@ -1,0 +1,125 @@
+"""Benchmark: one solve by domain decomposition on 2 Dask workers vs single domain on 1.
+
+Issue 4, point 7. In one process run, for each case:
+
+- single domain: ``traveltime(...)`` in this process, one core (the CPU Dijkstra is
+  single-threaded);
+- tiled: ``traveltime(..., tiles=..., client=...)`` on a 2-worker ``LocalCluster`` (one
+  thread each), the model scattered from this process (in-memory NumPy model);
+
+and prints wall times, rounds, tile tasks, bytes moved in boundary strips and whether the
+two fields are bitwise equal. Cases: 2D 1601^2 radius 5 with 2x2 tiles, 3D 161^3 radius 2
+with 2x2x1 tiles (source at the top centre, gradient 0.5 -> 4 km/s).
+
+Targets: the 2-worker tiled solve is no slower than the 1-worker single-domain solve, and
+rounds stay within 3x the number of tiles along the longest axis.
+
+Run from the repository root::
+
+    python benchmarks/tiled_decomposition.py [--quick] [--out benchmarks/results/tiled.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(memory, 1),
+            "python": platform.python_version()}  # fmt: skip
+
+
+def warm(velocity, source, radius) -> None:
+    """Compile (or load from Numba's cache) the kernels in this process."""
+    import raygrid.pipeline as rg
+
+    rg.traveltime(velocity, source, radius=radius)
+
+
+def run_case(client, name, shape, radius, tiles) -> dict:
+    import raygrid.pipeline as rg
+
+    velocity = rg.gradient_model(shape, 10.0, 500.0, 4000.0)
+    source = {d: 0.0 if d == "z" else 10.0 * (n // 2) for d, n in shape.items()}
+    # Compile once outside the timings, here and on the workers.
+    small = velocity.isel({d: slice(0, 12) for d in shape})
+    origin = {d: 0.0 for d in shape}
+    warm(small, origin, radius)
+    client.run(warm, small, origin, radius)
+
+    start = time.perf_counter()
+    single = rg.traveltime(velocity, source, radius=radius)
+    single_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    tiled = rg.traveltime(velocity, source, radius=radius, tiles=tiles, client=client)
+    values = tiled.values  # gather: the timing includes bringing the field home
+    tiled_s = time.perf_counter() - start
+
+    counts = [-(-shape[d] // tiles.get(d, shape[d])) for d in shape]
+    row = {
+        "case": name,
+        "shape": shape,
+        "radius": radius,
+        "tiles": tiles,
+        "single_domain_1_worker_s": round(single_s, 3),
+        "tiled_2_workers_s": round(tiled_s, 3),
+        "speedup": round(single_s / tiled_s, 3),
+        "rounds": tiled.attrs["rounds"],
+        "round_limit": 3 * max(counts),
+        "strip_bytes": tiled.attrs["strip_bytes"],
+        "bitwise_equal": bool(np.array_equal(values, single.values)),
+    }
+    row["targets"] = {
+        "no_slower": tiled_s <= single_s,
+        "rounds_within_3x": row["rounds"] <= row["round_limit"],
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    from distributed import Client, LocalCluster
+
+    cases = [
+        ("2d", {"z": 1601, "x": 1601}, 5, {"z": 801, "x": 801}),
+        ("3d", {"z": 161, "y": 161, "x": 161}, 2, {"z": 161, "y": 81, "x": 81}),
+    ]
+    if args.quick:
+        cases = [
+            ("2d", {"z": 201, "x": 201}, 5, {"z": 101, "x": 101}),
+            ("3d", {"z": 41, "y": 41, "x": 41}, 2, {"z": 41, "y": 21, "x": 21}),
+        ]
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                     host="127.0.0.1") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        rows = [run_case(client, *case) for case in cases]
+    result = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "cases": rows}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
