@@ -145,6 +145,18 @@ def test_pipeline_cuda_backend_equals_cpu():
 
 
 @simulator_only
+def test_pipeline_near_far_and_precomputed_pull_equal_cpu():
+    velocity = rg.checkerboard(rg.gradient_model({"z": 7, "x": 9}, 10.0, 1000.0, 3000.0), 30.0)
+    sources = [{"z": 0.0, "x": 40.0}, {"z": 51.0, "x": 13.0}]
+    cpu = rg.traveltimes(velocity, sources, radius=2)
+    near_far = rg.traveltimes(velocity, sources, radius=2, backend="cuda", algorithm="near-far")
+    np.testing.assert_array_equal(near_far.values, cpu.values)
+    assert near_far.attrs["algorithm"] == "near-far" and "Near-Far" in near_far.attrs["method"]
+    pull = rg.traveltimes(velocity, sources, radius=2, backend="cuda", precompute=True, batch=2)
+    np.testing.assert_array_equal(pull.values, cpu.values)
+
+
+@simulator_only
 def test_auto_never_picks_the_simulator():
     velocity = rg.constant_model({"z": 4, "x": 4}, 10.0, 2000.0)
     assert (
