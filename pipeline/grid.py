@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..kernels import point_leg_times
 from .errors import InputError
 
 __all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity"]
@@ -82,6 +83,24 @@ class Grid:
         if len(self.dims) == 2:
             slowness = slowness[:, np.newaxis, :]
         return np.ascontiguousarray(slowness)
+
+    def leg_times(self, point3: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Straight-segment times from a point to nodes (first and last legs of rays).
+
+        Computed on the sub-block spanning the point and the nodes, shifted to its corner,
+        so the same floats come out whether or not the model is in memory (tiled solves
+        read only that block), and every caller sums the same floats.
+        """
+        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
+        low = np.minimum(nodes.min(axis=0), np.floor(point3).astype(np.int64))
+        high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
+        box = tuple(slice(a, b) for a, b in zip(low, high))
+        if self.slowness is not None:
+            block = self.slowness[box]
+        else:
+            model_box = box if len(self.dims) == 3 else (box[0], box[2])
+            block = self.slowness_of(self.velocity.data[model_box])
+        return point_leg_times(block, self.spacing3, point3 - low, nodes - low)
 
     @property
     def spacing3(self) -> np.ndarray:

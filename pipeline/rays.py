@@ -12,7 +12,6 @@ from ..kernels import (
     WEIGHT_RULES,
     mean_slowness_time_cpu,
     point_box,
-    point_leg_times,
     segment_time_cpu,
 )
 from .errors import InputError
@@ -44,7 +43,10 @@ def _node_path(grid: Grid, predecessor: np.ndarray, offsets: np.ndarray, end: np
 def _leg(grid: Grid, rule: int, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
     """Time of one straight leg, by the rule the solver used for it."""
     h = grid.spacing3
-    if between_nodes and rule != EXACT:
+    if not between_nodes:  # a first or last leg: one end is a node, the other a point
+        node, point = (a, b) if np.all(a == np.round(a)) else (b, a)
+        return float(grid.leg_times(point, node.astype(np.int64))[0])
+    if rule != EXACT:
         return mean_slowness_time_cpu(grid.slowness, *a.astype(np.int64), *b.astype(np.int64), *h)
     return segment_time_cpu(grid.slowness, *map(float, a), *map(float, b), *h)
 
@@ -99,7 +101,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
         end = receiver3.astype(np.int64)
     else:
         box = point_box(receiver3, radius, grid.shape3)
-        last_legs = point_leg_times(grid.slowness, grid.spacing3, receiver3, box)
+        last_legs = grid.leg_times(receiver3, box)
         end = box[np.argmin(times[grid.flat(box)] + last_legs)]
     if not np.isfinite(times[grid.flat(end)]):
         raise InputError(f"receiver {dict(receiver)} was not reached from the source")
