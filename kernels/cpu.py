@@ -35,31 +35,22 @@ segment_time_cpu = numba.njit(cache=True)(segment_time)
 mean_slowness_time_cpu = numba.njit(cache=True)(mean_slowness_time)
 
 
-@numba.njit(cache=True)
-def _edge_weight(slowness, rule, uz, uy, ux, vz, vy, vx, hz, hy, hx):
-    if rule == EXACT:
-        return segment_time_cpu(
-            slowness, float(uz), float(uy), float(ux), float(vz), float(vy), float(vx), hz, hy, hx
-        )
-    return mean_slowness_time_cpu(slowness, uz, uy, ux, vz, vy, vx, hz, hy, hx)
-
-
 @numba.njit(parallel=True, cache=True)
-def _precompute(slowness, spacing, forward, rule, weights):
-    nz, ny, nx = slowness.shape
-    hz, hy, hx = spacing[0], spacing[1], spacing[2]
-    for u in numba.prange(nz * ny * nx):
-        uz = u // (ny * nx)
-        uy = (u // nx) % ny
-        ux = u % nx
-        for j in range(forward.shape[0]):
-            vz = uz + forward[j, 0]
-            vy = uy + forward[j, 1]
-            vx = ux + forward[j, 2]
-            if 0 <= vz < nz and 0 <= vy < ny and 0 <= vx < nx:
-                weights[u, j] = _edge_weight(slowness, rule, uz, uy, ux, vz, vy, vx, hz, hy, hx)
-            else:
-                weights[u, j] = np.inf
+def _precompute(
+    slowness, interior, dummy, forward_step, cross_start, cross_step, cross_fraction,
+    cross_length, weights,
+):  # fmt: skip
+    # On the padded grid, like the solver: an edge to a dummy node has no weight (inf).
+    for i in numba.prange(interior.shape[0]):
+        u = interior[i]
+        for j in range(forward_step.shape[0]):
+            if dummy[u + forward_step[j]]:
+                weights[i, j] = np.inf
+                continue
+            total = 0.0
+            for e in range(cross_start[j], cross_start[j + 1]):
+                total += slowness[u + cross_step[e]] * cross_fraction[e]
+            weights[i, j] = total * cross_length[j]
 
 
 def precompute_weights(
@@ -94,8 +85,20 @@ def precompute_weights(
     (:func:`raygrid.kernels.segment.segment_time`). Worth it when the same model is solved
     for many sources (DESIGN.md section 1, "Weights: precomputed or on the fly").
     """
-    weights = np.empty((slowness.size, star.forward.shape[0]), dtype=dtype)
-    _precompute(slowness, spacing, star.forward, rule, weights)
+    layout = PaddedLayout.unblocked(slowness.shape, star.radius)
+    padded = layout.padded
+    slowness_padded = layout.pad(np.asarray(slowness, dtype=np.float64), np.inf).reshape(-1)
+    interior = layout.padded_flat(np.arange(slowness.size))
+    dummy = np.ones(slowness_padded.size, dtype=np.uint8)
+    dummy[interior] = 0
+    crossings = star_crossings(star, spacing, rule, padded)
+    forward = star.forward
+    forward_step = (forward[:, 0] * padded[1] + forward[:, 1]) * padded[2] + forward[:, 2]
+    weights = np.empty((slowness.size, forward.shape[0]), dtype=dtype)
+    _precompute(
+        slowness_padded, interior, dummy, forward_step, crossings.start, crossings.step,
+        crossings.fraction, crossings.length, weights,
+    )  # fmt: skip
     return weights
 
 
