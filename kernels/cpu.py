@@ -116,6 +116,28 @@ def _round_like(value, times):
     return lambda value, times: value
 
 
+@numba.njit(cache=True, inline="always")
+def _table_weight(slowness, low, j, cross_start, cross_step, cross_fraction, cross_length, times):
+    """Weight of forward offset ``j`` from lower node ``low``, summed in the walk's order,
+    computed in float64 and rounded once to the solve's precision."""
+    total = 0.0
+    for e in range(cross_start[j], cross_start[j + 1]):
+        total += slowness[low + cross_step[e]] * cross_fraction[e]
+    return round_like(total * cross_length[j], times)
+
+
+# Not inline="always": Numba's IR inliner miscompiled this helper (two returns, itself
+# calling an inlined function) into a loop that relaxed nothing; LLVM inlines it anyway.
+@numba.njit(cache=True)
+def _relax(times, predecessor, keys, nodes, size, t, v, k):
+    """Lower ``v`` to ``t`` through edge ``k`` if that is better; returns the heap size."""
+    if t < times[v]:
+        times[v] = t
+        predecessor[v] = k
+        return heap_push(keys, nodes, size, t, v)
+    return size
+
+
 @numba.njit(cache=True, nogil=True)
 def _settle(
     slowness, step, half, is_forward, cross_start, cross_step, cross_fraction, cross_length,
@@ -133,6 +155,7 @@ def _settle(
     n_offsets = step.shape[0]
     precomputed = weights.shape[0] > 0
     capacity = keys.shape[0]
+    half_size = n_offsets // 2
     while size > 0:
         if size + n_offsets > capacity:
             return size  # a node pushes at most one entry per offset
@@ -144,25 +167,29 @@ def _settle(
             remaining[0] -= 1
             if remaining[0] == 0:
                 return -1  # every requested receiver is final
-        for k in range(n_offsets):
+        if precomputed:
+            for k in range(n_offsets):
+                v = u + step[k]
+                if not settled[v]:
+                    low = v if k < half_size else u
+                    w = weights[unpadded[low], half[k]]
+                    size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
+            continue
+        # The star is sorted, so its first half points backward (the edge's lower node, from
+        # which its weight is computed, is v) and its second half forward (it is u): two
+        # loops without a branch. Settled neighbours, dummies included, need no weight.
+        for k in range(half_size):
             v = u + step[k]
-            if settled[v]:
-                continue  # saves computing a weight that cannot help (dummies too)
-            j = half[k]
-            low = u if is_forward[k] else v  # weights are computed from the lower node
-            if precomputed:
-                w = weights[unpadded[low], j]
-            else:
-                total = 0.0
-                for e in range(cross_start[j], cross_start[j + 1]):
-                    total += slowness[low + cross_step[e]] * cross_fraction[e]
-                # Computed in float64 and rounded once to the solve's precision.
-                w = round_like(total * cross_length[j], times)
-            t = tu + w
-            if t < times[v]:
-                times[v] = t
-                predecessor[v] = k
-                size = heap_push(keys, nodes, size, t, v)
+            if not settled[v]:
+                w = _table_weight(slowness, v, half[k], cross_start, cross_step,
+                                  cross_fraction, cross_length, times)  # fmt: skip
+                size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
+        for k in range(half_size, n_offsets):
+            v = u + step[k]
+            if not settled[v]:
+                w = _table_weight(slowness, u, k - half_size, cross_start, cross_step,
+                                  cross_fraction, cross_length, times)  # fmt: skip
+                size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
     return 0
 
 
