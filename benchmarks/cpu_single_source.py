@@ -128,6 +128,9 @@ class Memory:
     method: str = ""
 
 
+_LIBC = ctypes.CDLL(None)  # the C library this process already uses (glibc on Linux)
+
+
 def fixed_mmap_threshold() -> bool:
     """Make glibc return every large block to the kernel when it is freed.
 
@@ -136,11 +139,7 @@ def fixed_mmap_threshold() -> bool:
     read as zero. Fixing the threshold at 128 KiB (``mallopt(M_MMAP_THRESHOLD)``) keeps
     every array over that size in its own mapping, so each call's peak is its own.
     """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(-3, 128 * 1024))  # -3 = M_MMAP_THRESHOLD
-    except OSError:
-        return False
+    return bool(_LIBC.mallopt(-3, 128 * 1024))  # -3 = M_MMAP_THRESHOLD
 
 
 def _status_kib(key: str) -> int:
@@ -157,6 +156,9 @@ def peak_memory() -> Iterator[Memory]:
     before the block ends; tracemalloc would miss Numba's and the C++ peers' allocations.
     """
     gc.collect()
+    # Hand memory freed by earlier solvers (e.g. ttcrpy's millions of small C++ nodes) back
+    # to the kernel, or this block would reuse it without its RSS growing.
+    _LIBC.malloc_trim(0)
     result = Memory()
     try:
         Path("/proc/self/clear_refs").write_text("5")

@@ -169,6 +169,24 @@ def _key(prefix: str, round_: int, index: Index) -> str:
     return f"raygrid-{prefix}-r{round_}-{index[0]}.{index[1]}.{index[2]}-{time.monotonic_ns()}"
 
 
+def _deferred(incoming: dict[Index, list[tuple[Index, object]]]) -> set[Index]:
+    """Tiles to leave for a later round: reached only through corners or edges while a face
+    neighbour is being solved.
+
+    Such a tile would be solved from a few corner nodes and then almost wholly again once the
+    face neighbour's strip arrives; waiting costs nothing (its strips stay pending and are
+    merged with ``minimum``) and saves that solve, which also balances the round.
+    """
+
+    def face(a: Index, b: Index) -> bool:
+        return sum(x != y for x, y in zip(a, b)) == 1
+
+    face_driven = {t for t, strips in incoming.items() if any(face(t, s) for s, _ in strips)}
+    return {
+        t for t in incoming if t not in face_driven and any(face(t, other) for other in face_driven)
+    }
+
+
 def _owners(geometry: TileGrid, workers: list[str]) -> dict[Index, str]:
     """Contiguous runs of tiles per worker, so most strips stay on one worker."""
     tiles = list(geometry)
@@ -231,15 +249,19 @@ def solve_tiled(
         seeds[index][1].append(value)
     seeds = {k: (np.array(v[0]), np.array(v[1])) for k, v in seeds.items()}
 
+    # Pending strips per tile, each with the tile it came from.
     incoming: dict[Index, list] = {index: [] for index in seeds}
     round_, tasks, moved = 0, 0, 0
     while incoming:
         started = time.perf_counter()
+        waiting = _deferred(incoming)
         solved = {}
         for index, strips in incoming.items():
+            if index in waiting:
+                continue
             solved[index] = client.submit(
                 solve_tile, states[index], geometry, star, spacing, rule, backend,
-                seeds.get(index) if round_ == 0 else None, *strips,
+                seeds.get(index) if round_ == 0 else None, *(f for _, f in strips),
                 key=_key("solve-tile", round_, index),
                 workers=[owner[index]], allow_other_workers=True,
             )  # fmt: skip
@@ -252,29 +274,26 @@ def solve_tiled(
                 for i, f in solved.items()
             ]
         )
-        incoming = defaultdict(list)
+        incoming = defaultdict(list, {index: incoming[index] for index in waiting})
         changed = 0
         round_bytes = 0
         for (index, future), summary in zip(solved.items(), summaries):
             round_bytes += summary["bytes"]
+            if not summary["changed"]:
+                continue
+            outgoing = client.submit(operator.getitem, future, 1, key=_key("strips", round_, index))
             for neighbour in summary["changed"]:
                 changed += 1
-                outgoing = client.submit(
-                    operator.getitem, future, 1, key=_key("strips", round_, index)
+                strip = client.submit(
+                    operator.getitem, outgoing, neighbour, key=_key("strip", round_, index)
                 )
-                incoming[neighbour].append(
-                    client.submit(
-                        operator.getitem,
-                        outgoing,
-                        neighbour,
-                        key=_key("strip", round_, index),
-                    )  # fmt: skip
-                )
+                incoming[neighbour].append((index, strip))
         tasks += len(solved)
         moved += round_bytes
         log.info(
-            "round %d: %d active tiles, %d strips changed, %.3g MB moved, %.2f s",
-            round_, len(solved), changed, round_bytes / 1e6, time.perf_counter() - started,
+            "round %d: %d active tiles (%d waiting), %d strips changed, %.3g MB moved, %.2f s",
+            round_, len(solved), len(waiting), changed, round_bytes / 1e6,
+            time.perf_counter() - started,
         )  # fmt: skip
         incoming = dict(incoming)
         round_ += 1
