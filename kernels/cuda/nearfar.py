@@ -20,7 +20,7 @@ from numba import cuda, float32, float64, int32, uint64
 from ..layout import PaddedLayout
 from ..rules import EXACT
 from ..star import Star
-from .device import mean_slowness_time_gpu, segment_time_gpu, simulating
+from .device import edge_weight_gpu, simulating
 from .predecessor import recover_predecessors, star_tables
 from .weights import precompute_weights_gpu
 
@@ -212,21 +212,12 @@ def near_far_kernels(rule: int, precomputed: bool, dtype_name: str):
                     vx = ux + offsets[k, 2]
                     if not slowness[vz, vy, vx] < np.inf:
                         continue  # a dummy node: the padding is one radius wide
-                    if rule == EXACT:
-                        w = to_time(
-                            segment_time_gpu(
-                                slowness, float64(uz), float64(uy), float64(ux),
-                                float64(vz), float64(vy), float64(vx),
-                                spacing[0], spacing[1], spacing[2],
-                            )
-                        )  # fmt: skip
-                    else:
-                        w = to_time(
-                            mean_slowness_time_gpu(
-                                slowness, uz, uy, ux, vz, vy, vx,
-                                spacing[0], spacing[1], spacing[2],
-                            )
-                        )  # fmt: skip
+                    w = to_time(
+                        edge_weight_gpu(
+                            slowness, rule, uz, uy, ux, vz, vy, vx,
+                            spacing[0], spacing[1], spacing[2],
+                        )
+                    )  # fmt: skip
                 t = load_time(times, u) + w
                 # A plain read first: most pushes do not improve, and then no atomic is spent.
                 if not t < load_time(times, v):

@@ -17,7 +17,7 @@ from numba import cuda, float32, float64
 from ..layout import PaddedLayout
 from ..rules import EXACT
 from ..star import Star
-from .device import mean_slowness_time_gpu, segment_time_gpu
+from .device import edge_weight_gpu
 
 __all__ = ["recover_predecessors", "predecessor_kernel", "star_tables"]
 
@@ -73,18 +73,10 @@ def predecessor_kernel(rule: int, precomputed: bool, dtype_name: str):
             if precomputed:
                 # The edge u -> v has offset o_k: its weight lives at the lower node.
                 w = weights[u, half[k]] if is_forward[k] else weights[v, half[k]]
-            elif rule == EXACT:
-                w = to_time(
-                    segment_time_gpu(
-                        slowness, float64(uz), float64(uy), float64(ux),
-                        float64(vz), float64(vy), float64(vx),
-                        spacing[0], spacing[1], spacing[2],
-                    )
-                )  # fmt: skip
             else:
                 w = to_time(
-                    mean_slowness_time_gpu(
-                        slowness, uz, uy, ux, vz, vy, vx, spacing[0], spacing[1], spacing[2]
+                    edge_weight_gpu(
+                        slowness, rule, uz, uy, ux, vz, vy, vx, spacing[0], spacing[1], spacing[2]
                     )
                 )
             if tu + w == tv:

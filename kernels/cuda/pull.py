@@ -20,7 +20,7 @@ from numba import cuda
 from ..layout import PaddedLayout
 from ..rules import EXACT
 from ..star import Star
-from .device import mean_slowness_time_gpu, segment_time_gpu
+from .device import edge_weight_gpu
 from .weights import precompute_weights_gpu
 
 __all__ = ["solve_pull", "pull_kernel", "compact_kernel", "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D"]
@@ -144,15 +144,9 @@ def pull_kernel(
                                 else:
                                     node = ((oz + mz) * py + oy + my) * px + ox + mx
                                 w = weights[node, half[k]]
-                            elif rule == EXACT:
-                                w = segment_time_gpu(
-                                    s_tile, float(uz), float(uy), float(ux),
-                                    float(mz), float(my), float(mx),
-                                    spacing[0], spacing[1], spacing[2],
-                                )  # fmt: skip
                             else:
-                                w = mean_slowness_time_gpu(
-                                    s_tile, uz, uy, ux, mz, my, mx,
+                                w = edge_weight_gpu(
+                                    s_tile, rule, uz, uy, ux, mz, my, mx,
                                     spacing[0], spacing[1], spacing[2],
                                 )  # fmt: skip
                         candidate = tu + cast(w)  # rounded once to the precision, as on the CPU

@@ -7,8 +7,7 @@ from functools import cache
 import numpy as np
 from numba import cuda
 
-from ..rules import EXACT
-from .device import mean_slowness_time_gpu, segment_time_gpu
+from .device import edge_weight_gpu
 
 __all__ = ["precompute_weights_gpu", "weight_kernel"]
 
@@ -38,16 +37,9 @@ def weight_kernel(rule: int):
             w = np.inf
             if 0 <= vz < pz and 0 <= vy < py and 0 <= vx < px:
                 if slowness[uz, uy, ux] < np.inf and slowness[vz, vy, vx] < np.inf:
-                    if rule == EXACT:
-                        w = segment_time_gpu(
-                            slowness, float(uz), float(uy), float(ux),
-                            float(vz), float(vy), float(vx),
-                            spacing[0], spacing[1], spacing[2],
-                        )  # fmt: skip
-                    else:
-                        w = mean_slowness_time_gpu(
-                            slowness, uz, uy, ux, vz, vy, vx, spacing[0], spacing[1], spacing[2]
-                        )
+                    w = edge_weight_gpu(
+                        slowness, rule, uz, uy, ux, vz, vy, vx, spacing[0], spacing[1], spacing[2]
+                    )
             weights[u, j] = w
 
     return cuda.jit(fill)
