@@ -1,9 +1,11 @@
-"""The ``raygrid`` command line."""
+"""The ``raygrid`` command line: run, validate, submit, plot, info."""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
 
 import click
@@ -14,6 +16,20 @@ from .version import __version__
 __all__ = ["main"]
 
 
+def _input_errors(command: Callable) -> Callable:
+    """Print an :class:`InputError` as ``error: ...`` and exit with status 2."""
+
+    @wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except InputError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
 @click.group()
 @click.version_option(__version__, prog_name="raygrid")
 def main() -> None:
@@ -22,39 +38,141 @@ def main() -> None:
 
 @main.command()
 @click.argument("workflow", type=click.Path(path_type=Path))
-@click.option("--overwrite", is_flag=True, help="Replace an existing output store.")
-def run(workflow: Path, overwrite: bool) -> None:
-    """Run a WORKFLOW file: solve its sources, write the Zarr store and plot."""
+@click.option(
+    "--cluster",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Cluster file (configs/*.yaml); overrides the workflow's compute.cluster. "
+    "Default: a LocalCluster on this machine.",
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace an existing output store instead of resuming it."
+)
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar (stderr).")
+@_input_errors
+def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -> None:
+    """Run a WORKFLOW file into its Zarr store (resuming it if it exists), then plot.
+
+    Sources fan out over the Dask cluster in batches; each finished source is recorded in
+    the store, so after a crash the same command carries on where it stopped.
+    """
     from .workflow import read_workflow, run_workflow
 
-    try:
-        spec = read_workflow(workflow)
-        click.echo(f"raygrid {__version__}: running {workflow}")
-        start = time.perf_counter()
-        dataset = run_workflow(spec, overwrite=overwrite)
-    except InputError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(2)
+    spec = read_workflow(workflow)
+    click.echo(f"raygrid {__version__}: running {workflow}")
+    start = time.perf_counter()
+    dataset = run_workflow(
+        spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
+    )
     elapsed = time.perf_counter() - start
     shape = " x ".join(str(n) for n in dataset["velocity"].shape)
     click.echo(
-        f"solved {dataset.sizes['source']} source(s) on {shape} nodes in {elapsed:.2f} s "
+        f"done: {dataset.sizes['source']} source(s) on {shape} nodes in {elapsed:.2f} s "
         f"(radius {spec.grid.radius}, {dataset.attrs['star_offsets']} star offsets)"
     )
     click.echo(f"store: {spec.outputs.store}")
-    if spec.outputs.plot is not None:
-        click.echo(f"plot:  {spec.outputs.plot}")
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--check-model/--no-check-model",
+    default=True,
+    help="Also build the model and check every source and receiver against it.",
+)
+@_input_errors
+def validate(files: tuple[Path, ...], check_model: bool) -> None:
+    """Check workflow and cluster FILES without running anything.
+
+    A file whose top level has a ``cluster`` key is a cluster file; any other is a workflow.
+    """
+    import yaml
+
+    from .cluster import read_cluster
+    from .workflow import prepare_workflow, read_workflow
+
+    failed = False
+    for path in files:
+        try:
+            data = yaml.safe_load(path.read_text()) if path.is_file() else None
+            if isinstance(data, dict) and "cluster" in data:
+                config = read_cluster(path)
+                click.echo(f"{path}: valid cluster file ({config.cluster})")
+                continue
+            spec = read_workflow(path)
+            if check_model:
+                prepared = prepare_workflow(spec)
+                click.echo(
+                    f"{path}: valid workflow: {len(prepared.sources)} source(s), "
+                    f"{len(prepared.receivers)} receiver(s), model "
+                    + " x ".join(map(str, prepared.grid.shape))
+                )
+            else:
+                click.echo(f"{path}: valid workflow (schema only)")
+        except (InputError, yaml.YAMLError) as error:
+            click.echo(f"error: {error}", err=True)
+            failed = True
+    if failed:
+        sys.exit(2)
 
 
 @main.command()
 @click.argument("workflow", type=click.Path(path_type=Path))
-def validate(workflow: Path) -> None:
-    """Check a WORKFLOW file without running it."""
-    from .workflow import read_workflow
+@click.option(
+    "--cluster",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A slurm or pbs cluster file (configs/slurm-gpu.yaml, configs/pbs-gpu.yaml).",
+)
+@click.option("--dry-run", is_flag=True, help="Write the batch script, do not submit it.")
+@click.option("--overwrite", is_flag=True, help="The job replaces an existing store.")
+@_input_errors
+def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> None:
+    """Write a batch script that runs WORKFLOW on an allocation, and submit it.
 
-    try:
-        read_workflow(workflow)
-    except InputError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(2)
-    click.echo(f"{workflow}: valid")
+    The job starts a Dask scheduler, one worker per batch task (one GPU each on GPU nodes)
+    and `raygrid run` on the allocation; the store is resumable like any run.
+    """
+    from .submit import submit_workflow
+
+    job = submit_workflow(workflow, cluster, dry_run=dry_run, overwrite=overwrite)
+    click.echo(f"batch script: {job.script}")
+    if job.job_id is None:
+        click.echo(f"dry run: submit it with `{job.submit_command}`")
+    else:
+        click.echo(f"submitted job {job.job_id} ({job.submit_command}); logs in {job.directory}")
+
+
+@main.command()
+@click.argument("store", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder for the PNGs (default: beside the store).",
+)
+@click.option(
+    "--source", "sources", type=int, multiple=True, help="Source index to draw (repeatable)."
+)
+@_input_errors
+def plot(store: Path, out: Path | None, sources: tuple[int, ...]) -> None:
+    """Write PNGs of a STORE: traveltime contours with rays, and receiver gathers."""
+    from .inspect import plot_directory
+
+    for path in plot_directory(store, out, list(sources)):
+        click.echo(f"wrote {path}")
+
+
+@main.command()
+@click.argument("store", type=click.Path(path_type=Path))
+@click.option("--workflow", "show_workflow", is_flag=True, help="Print the stored workflow.")
+@_input_errors
+def info(store: Path, show_workflow: bool) -> None:
+    """Summarise a STORE: the workflow, sources done, sizes."""
+    from .inspect import describe
+
+    click.echo(describe(store, workflow=show_workflow))
+
+
+if __name__ == "__main__":  # python -m raygrid.pipeline.cli (used by batch scripts)
+    main()

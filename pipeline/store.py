@@ -1,16 +1,63 @@
-"""Writing results to Zarr without ever leaving a half-written store behind."""
+"""The survey store: one Zarr (v3) store that many tasks fill at once and a rerun resumes.
+
+Layout (``n`` sources, ``m`` receivers, model dims ``(z, [y,] x)``)::
+
+    velocity(z, x)                      the model
+    traveltime(source, z, x)            chunks (1, z, x): one source per chunk
+    receiver_traveltime(source, receiver)   chunks (1, m)
+    source_done(source)                 uint8, chunks (1,): the completion records
+    source_z(source), source_x(source), receiver_z(receiver), receiver_x(receiver)
+    ray_start(source, receiver), ray_count(source, receiver)    ragged raypaths:
+    ray_z(ray_point), ray_x(ray_point), ray_time(ray_point)     points + offsets
+    ray_parts/<source>                  while running: each source's rays (removed at the end)
+
+How concurrent writers never collide: every array a task writes is chunked 1 along
+``source``, so the task solving source ``i`` is the only writer of chunk ``i`` (no sharding,
+so no shard is shared either). Raypaths have a length nobody knows in advance, so each
+task writes its source's points into its own array ``ray_parts/<i>``; once every source is
+done, the client concatenates them in source order into the ragged arrays (a deterministic
+step, redone from the parts if it is interrupted) and removes the parts.
+
+Nothing lost on a crash: the metadata is written first, under a temporary name renamed into
+place, so a store either exists whole or not at all; a task writes ``source_done[i] = 1``
+only after source ``i``'s data, so a rerun redoes exactly the unfinished sources, rewriting
+their chunks with the same bytes (the solvers are deterministic). The root attributes hold
+the workflow, its fingerprint (a rerun of a *different* workflow is refused) and the package
+version; ``complete`` turns true after the final step.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+import dask.array as da
+import numpy as np
 import xarray as xr
+import zarr
 
 from .errors import InputError
+from .version import __version__
 
-__all__ = ["write_store"]
+__all__ = [
+    "SourceResult",
+    "StoreState",
+    "create_store",
+    "done_sources",
+    "finish_store",
+    "open_store",
+    "prepare_store",
+    "write_source",
+    "write_store",
+]
+
+#: Bytes of one traveltime chunk above which a field is cut along the model dims too.
+CHUNK_BYTES = 64 * 2**20
+RAY_PARTS = "ray_parts"
 
 
 def write_store(dataset: xr.Dataset, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -28,13 +75,321 @@ def write_store(dataset: xr.Dataset, path: str | Path, *, overwrite: bool = Fals
     if path.exists() and not overwrite:
         raise InputError(f"{path} already exists; choose another store or pass overwrite")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+    partial = _partial_name(path)
     try:
         dataset.to_zarr(partial, mode="w", zarr_format=3, consolidated=False)
-        if path.exists():
-            shutil.rmtree(path)
-        partial.rename(path)
+        _replace(partial, path)
     finally:
         if partial.exists():
             shutil.rmtree(partial)
     return path
+
+
+def _partial_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+
+
+def _replace(partial: Path, path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    partial.rename(path)
+
+
+def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int] | None,
+                 dims: tuple[str, ...]) -> tuple[int, ...]:  # fmt: skip
+    """Chunks of ``traveltime(source, *dims)``: 1 source, then tiles or the whole field.
+
+    With tiles, chunks follow them (a tiled solve's pieces map to whole chunks); otherwise the
+    field is one chunk, halved along ``z`` until a chunk holds at most :data:`CHUNK_BYTES`.
+    """
+    if tiles:
+        return (1, *(min(int(tiles.get(d, n)), n) for d, n in zip(dims, shape)))
+    chunks = list(shape)
+    while chunks[0] > 1 and np.prod(chunks) * itemsize > CHUNK_BYTES:
+        chunks[0] = (chunks[0] + 1) // 2
+    return (1, *chunks)
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """What a survey store holds: enough for the client to create it and tasks to fill it."""
+
+    path: Path
+    n_sources: int
+    n_receivers: int
+    dims: tuple[str, ...]
+    fields: bool
+    receiver_table: bool
+    rays: bool
+    dtype: str
+
+
+def create_store(
+    spec: StoreSpec,
+    velocity: xr.DataArray,
+    sources: list[dict[str, float]],
+    receivers: list[dict[str, float]],
+    attrs: dict,
+    chunks: tuple[int, ...],
+) -> None:
+    """Write the store's metadata, coordinates and model, atomically (temp name, rename).
+
+    Data variables are dask placeholders written with ``compute=False``: only their
+    metadata lands; the tasks fill the chunks.
+    """
+    dims = spec.dims
+    n, m = spec.n_sources, spec.n_receivers
+    velocity = velocity.transpose(*dims)
+    coords = {d: velocity.coords[d] for d in dims}
+    template = xr.Dataset(coords=coords, attrs=attrs)
+    template["velocity"] = velocity.drop_vars([c for c in velocity.coords if c not in dims])
+    for d in dims:
+        template[f"source_{d}"] = ("source", np.array([p[d] for p in sources], dtype=np.float64))
+        if m:
+            template[f"receiver_{d}"] = (
+                "receiver",
+                np.array([p[d] for p in receivers], dtype=np.float64),
+            )
+    template = template.set_coords([name for name in template.data_vars if name != "velocity"])
+    encoding = {}
+    if spec.fields:
+        shape = (n, *velocity.shape)
+        template["traveltime"] = (
+            ("source", *dims),
+            da.empty(shape, chunks=chunks, dtype=spec.dtype),
+            {"units": "s", "long_name": "first-arrival traveltime"},
+        )
+        encoding["traveltime"] = {"chunks": chunks, "fill_value": np.nan}
+    if spec.receiver_table and m:
+        template["receiver_traveltime"] = (
+            ("source", "receiver"),
+            da.empty((n, m), chunks=(1, m), dtype=spec.dtype),
+            {"units": "s", "long_name": "first-arrival traveltime at each receiver"},
+        )
+        encoding["receiver_traveltime"] = {"chunks": (1, m), "fill_value": np.nan}
+    template["source_done"] = (
+        "source",
+        da.zeros(n, chunks=1, dtype=np.uint8),
+        {"long_name": "completion record: 1 once the source's results are all written"},
+    )
+    encoding["source_done"] = {"chunks": (1,), "fill_value": 0}
+
+    spec.path.parent.mkdir(parents=True, exist_ok=True)
+    partial = _partial_name(spec.path)
+    try:
+        template.to_zarr(
+            partial,
+            mode="w",
+            compute=False,
+            zarr_format=3,
+            consolidated=False,
+            encoding=encoding,
+        )
+        if isinstance(velocity.data, da.Array):  # a lazy model: copied chunk by chunk
+            template[["velocity"]].to_zarr(
+                partial, mode="r+", region={d: slice(None) for d in dims}, consolidated=False
+            )
+        if spec.rays and m:
+            zarr.open_group(partial, mode="r+").create_group(RAY_PARTS)
+        _replace(partial, spec.path)
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial)
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """An existing store as found: its fingerprint, workflow and which sources are done."""
+
+    path: Path
+    fingerprint: str | None
+    workflow: str | None
+    version: str | None
+    complete: bool
+    done: np.ndarray  # bool, (n_sources,)
+
+
+def open_store(path: str | Path) -> StoreState:
+    """Read a store's attributes and completion records.
+
+    Raises
+    ------
+    InputError
+        If ``path`` does not exist or is not a raygrid survey store.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"store {path} does not exist")
+    try:
+        group = zarr.open_group(path, mode="r")
+    except Exception as error:  # zarr raises several kinds for "not a store"
+        raise InputError(f"{path} is not a Zarr store ({type(error).__name__}: {error})") from None
+    attrs = dict(group.attrs)
+    if "source_done" not in group:
+        raise InputError(f"{path} is a Zarr store but not a raygrid survey store")
+    return StoreState(
+        path=path,
+        fingerprint=attrs.get("workflow_sha256"),
+        workflow=attrs.get("workflow"),
+        version=attrs.get("raygrid_version"),
+        complete=bool(attrs.get("complete", False)),
+        done=np.asarray(group["source_done"][:]) == 1,
+    )
+
+
+def prepare_store(
+    spec: StoreSpec,
+    fingerprint: str,
+    *,
+    overwrite: bool,
+    create: callable,
+) -> StoreState:
+    """Open the store to resume it, or create it; never silently replace another survey's.
+
+    ``create()`` writes a fresh store (called when none exists, or with ``overwrite``).
+
+    Raises
+    ------
+    InputError
+        If the path holds something else: a store from a different workflow (fingerprints
+        differ), a store of a different shape, or anything that is not a raygrid store.
+    """
+    path = spec.path
+    if path.exists() and overwrite:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if not path.exists():
+        create()
+        return open_store(path)
+    try:
+        state = open_store(path)
+    except InputError as error:
+        raise InputError(f"{error}; it is left untouched (use --overwrite to replace it)") from None
+    if state.fingerprint != fingerprint:
+        raise InputError(
+            f"{path} holds the results of a different workflow (stored fingerprint "
+            f"{str(state.fingerprint)[:12]}, this workflow {fingerprint[:12]}); it is left "
+            "untouched: choose another outputs.store, or pass --overwrite to replace it"
+        )
+    if state.done.size != spec.n_sources:
+        raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
+    sweep_partials(path)
+    return state
+
+
+def sweep_partials(path: Path) -> int:
+    """Remove the temporary files of writes cut short by a crash (``*.partial``).
+
+    zarr writes every chunk under a temporary name and renames it into place, so a killed
+    writer leaves only such files, never a torn chunk. Returns how many were removed.
+    """
+    removed = 0
+    for leftover in path.rglob("*.partial"):
+        leftover.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def done_sources(path: str | Path) -> np.ndarray:
+    """Which sources have their completion record (bool per source)."""
+    return np.asarray(zarr.open_array(store=str(path), path="source_done", mode="r")[:]) == 1
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """One source's results, as a task writes them."""
+
+    index: int
+    field: np.ndarray | None  # model-shaped times, or None if fields are not kept
+    receiver_times: np.ndarray | None  # (n_receivers,)
+    ray_points: np.ndarray | None  # (n_points, 1 + ndim): time, then coordinates per dim
+    ray_counts: list[int] | None  # points per receiver, in receiver order
+
+
+def write_source(path: str | Path, result: SourceResult) -> None:
+    """Write one source's results into its own chunks, then its completion record.
+
+    Called on the worker that solved the source. The order is what makes a crash harmless:
+    the record is written last, so a source with a record has all its data.
+    """
+    store = str(path)
+    i = result.index
+    if result.field is not None:
+        zarr.open_array(store=store, path="traveltime", mode="r+")[i] = result.field
+    if result.receiver_times is not None:
+        zarr.open_array(store=store, path="receiver_traveltime", mode="r+")[i] = (
+            result.receiver_times
+        )
+    if result.ray_points is not None:
+        points = np.asarray(result.ray_points, dtype=np.float64)
+        zarr.create_array(
+            store,
+            name=f"{RAY_PARTS}/{i:07d}",
+            data=points,
+            chunks=(max(points.shape[0], 1), points.shape[1]),
+            attributes={"counts": [int(c) for c in result.ray_counts]},
+            overwrite=True,
+        )
+    zarr.open_array(store=store, path="source_done", mode="r+")[i] = 1
+
+
+def finish_store(spec: StoreSpec) -> None:
+    """Assemble the ragged raypaths from the per-source parts and mark the store complete.
+
+    Deterministic and safe to repeat: if it is interrupted, the parts are still there (they
+    are removed only after the assembled arrays and the ``rays_assembled`` mark are written).
+    """
+    path = spec.path
+    group = zarr.open_group(path, mode="r+")
+    if spec.rays and spec.n_receivers and not group.attrs.get("rays_assembled", False):
+        _assemble_rays(spec, group)
+        group.attrs["rays_assembled"] = True
+    if (path / RAY_PARTS).exists():
+        shutil.rmtree(path / RAY_PARTS)
+    sweep_partials(path)
+    group.attrs["complete"] = True
+
+
+def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
+    parts = group[RAY_PARTS]
+    n, m = spec.n_sources, spec.n_receivers
+    counts = np.zeros((n, m), dtype=np.int64)
+    pieces = []
+    for i in range(n):
+        part = parts[f"{i:07d}"]
+        counts[i] = part.attrs["counts"]
+        pieces.append(np.asarray(part[:]))
+    points = np.concatenate(pieces) if pieces else np.zeros((0, 1 + len(spec.dims)))
+    starts = np.concatenate([[0], np.cumsum(counts.reshape(-1))[:-1]]).reshape(n, m)
+    unit = dict(group["velocity"].attrs).get("units")  # the model's coords share one unit
+    length_unit = dict(group[spec.dims[0]].attrs).get("units", unit)
+    rays = xr.Dataset(
+        {
+            "ray_start": (
+                ("source", "receiver"),
+                starts,
+                {"long_name": "first point of the ray in the ray_* arrays"},
+            ),
+            "ray_count": (("source", "receiver"), counts, {"long_name": "points on the ray"}),
+            "ray_time": (
+                "ray_point",
+                points[:, 0].astype(spec.dtype),
+                {"units": "s", "long_name": "traveltime along the ray"},
+            ),
+        }
+    )
+    for k, d in enumerate(spec.dims, start=1):
+        rays[f"ray_{d}"] = ("ray_point", points[:, k], {"units": length_unit})
+    encoding = {name: {"chunks": rays[name].shape} for name in rays.data_vars}
+    if points.shape[0] == 0:
+        encoding = {name: {"chunks": (1,) * rays[name].ndim} for name in rays.data_vars}
+    rays.to_zarr(spec.path, mode="a", zarr_format=3, consolidated=False, encoding=encoding)
+
+
+def workflow_of(state: StoreState) -> dict:
+    """The workflow stored in a store's attributes, as a dict (empty if none)."""
+    return json.loads(state.workflow) if state.workflow else {}
+
+
+def version_attrs() -> dict:
+    """Attributes every store carries."""
+    return {"raygrid_version": __version__}

@@ -1,31 +1,51 @@
-"""Workflow files: the YAML schema (pydantic, unknown keys rejected) and running one.
+"""Workflow files: the YAML schema (pydantic, unknown keys rejected), reading and checking.
 
-This is the small first version behind ``raygrid run``: one model, a list of sources solved
-one after another on the CPU, a Zarr store and a PNG. Fan-out over a Dask cluster, receiver
-tables and resumable stores come with the survey workflows.
+A workflow names the model, the sources and receivers, what to keep and where to run::
+
+    model:    {synthetic: gradient, shape: {z: 201, x: 401}, spacing: 10.0}  # or {path: m.zarr}
+    grid:     {radius: 4, weights: exact, precision: float64}
+    sources:  [{z: 0.0, x: 2000.0}]          # or {csv: FILE}, {line: ...}, {grid: ...}
+    receivers: {line: {start: {z: 0, x: 0}, stop: {z: 0, x: 4000}, count: 41}}
+    outputs:  {store: out/survey.zarr, fields: true, receiver_table: true, rays: true}
+    compute:  {backend: cpu, batch: 4, cluster: configs/local.yaml}
+
+:func:`read_workflow` validates the file (errors name the file, the key path and the line);
+:func:`prepare_workflow` then builds the model and checks every source and receiver against
+it, before anything is started or written. Running is :func:`raygrid.pipeline.survey.run_survey`.
+Relative paths in a workflow are relative to the directory raygrid runs in.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import xarray as xr
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
+from ..kernels import Star, forward_star
 from .errors import InputError
-from .grid import grid_from_velocity
+from .grid import Grid, grid_from_velocity
 from .io import load_velocity
 from .models import constant_model, gradient_model, layered_model
-from .rays import raypath
-from .solve import traveltime
-from .store import write_store
+from .positions import Points, resolve_points
+from .solve import Options, check_options
+from .yamlfile import YamlDocument, format_problems, load_yaml, validate_yaml
 
-__all__ = ["Workflow", "read_workflow", "run_workflow"]
+__all__ = [
+    "Workflow",
+    "PreparedWorkflow",
+    "read_workflow",
+    "prepare_workflow",
+    "run_workflow",
+]
 
-Point = dict[str, float]
+PositiveInt = Annotated[int, Field(ge=1)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):
@@ -33,16 +53,16 @@ class _Strict(BaseModel):
 
 
 class SyntheticModel(_Strict):
-    """A synthetic model (m, m/s)."""
+    """A synthetic model, coordinates in m from 0, velocities in m/s."""
 
     synthetic: Literal["constant", "gradient", "layered"]
     shape: dict[str, Annotated[int, Field(ge=2)]]
-    spacing: Annotated[float, Field(gt=0)] | dict[str, Annotated[float, Field(gt=0)]] = 10.0
-    velocity: Annotated[float, Field(gt=0)] = 2000.0
-    top: Annotated[float, Field(gt=0)] = 500.0
-    bottom: Annotated[float, Field(gt=0)] = 4000.0
+    spacing: PositiveFloat | dict[str, PositiveFloat] = 10.0
+    velocity: PositiveFloat = 2000.0
+    top: PositiveFloat = 500.0
+    bottom: PositiveFloat = 4000.0
     interfaces: list[float] = []
-    velocities: list[Annotated[float, Field(gt=0)]] = []
+    velocities: list[PositiveFloat] = []
 
     def build(self) -> xr.DataArray:
         if self.synthetic == "constant":
@@ -63,34 +83,60 @@ class FileModel(_Strict):
         return load_velocity(self.path, self.variable, units=self.units)
 
 
+def _model_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "model-synthetic" if "synthetic" in value else "model-file"
+    return "model-synthetic" if isinstance(value, SyntheticModel) else "model-file"
+
+
+Model = Annotated[
+    Annotated[SyntheticModel, Tag("model-synthetic")] | Annotated[FileModel, Tag("model-file")],
+    Discriminator(_model_kind),
+]
+
+
 class GridOptions(_Strict):
-    radius: Annotated[int, Field(ge=1)] | dict[str, Annotated[int, Field(ge=1)]] = 4
+    """The graph: forward-star radius, edge weight rule, float precision."""
+
+    radius: PositiveInt | dict[str, PositiveInt] = 4
     weights: Literal["exact", "mean"] = "exact"
     precision: Literal["float64", "float32"] = "float64"
 
 
 class Outputs(_Strict):
+    """What to keep, and where."""
+
     store: Path
-    plot: Path | None = None
+    fields: bool = True  # traveltime(source, *model dims)
+    receiver_table: bool = True  # receiver_traveltime(source, receiver)
+    rays: bool = True  # raypaths from every source to every receiver
+    plot: Path | None = None  # a PNG of one source's field with its rays (and a gather)
+    plot_source: Annotated[int, Field(ge=0)] = 0
 
 
 class Compute(_Strict):
+    """Where and how to solve."""
+
     backend: Literal["cpu", "cuda", "auto"] = "cpu"
+    algorithm: Literal["dijkstra", "pull", "near-far"] | None = None
+    batch: PositiveInt = 4  # sources per Dask task
+    cuda_batch: PositiveInt = 1  # CUDA pull: sources relaxed together by each block
+    precompute: bool = False  # edge weights computed once and sent to every worker
+    threads: PositiveInt = 1  # CPU threads per task (sources of a batch solved at once)
+    tiles: dict[str, PositiveInt] | None = None  # domain decomposition (tiled solves)
+    cluster: Path | None = None  # a cluster file; default: a LocalCluster on this machine
 
 
 class Workflow(_Strict):
-    """A workflow file. Paths are relative to the current directory."""
+    """A workflow file (see the module docstring). Paths are relative to the working dir."""
 
-    model: SyntheticModel | FileModel
+    model: Model
     grid: GridOptions = GridOptions()
-    sources: Annotated[list[Point], Field(min_length=1)]
-    receivers: list[Point] = []
+    sources: Points
+    receivers: Points = []
     outputs: Outputs
     compute: Compute = Compute()
-
-
-def _key_path(location: tuple) -> str:
-    return ".".join(str(part) for part in location) or "(top level)"
+    _document: YamlDocument | None = PrivateAttr(default=None)  # the file, for error lines
 
 
 def read_workflow(path: str | Path) -> Workflow:
@@ -99,90 +145,182 @@ def read_workflow(path: str | Path) -> Workflow:
     Raises
     ------
     InputError
-        Naming the file and each bad key path (unknown keys are errors).
+        Naming the file, and each problem's key path and line (unknown keys are errors).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"workflow file {path} does not exist")
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise InputError(f"{path}: not valid YAML: {error}") from None
-    if not isinstance(document, dict):
-        raise InputError(f"{path}: a workflow is a mapping of sections (model, sources, ...)")
-    try:
-        return Workflow.model_validate(document)
-    except ValidationError as error:
-        problems = "\n".join(
-            f"  {_key_path(e['loc'])}: {e['msg']}" for e in error.errors(include_url=False)
+    document = load_yaml(path, "workflow")
+    workflow = validate_yaml(document, Workflow, "workflow")
+    problems = _cross_checks(workflow)
+    if problems:
+        raise InputError(
+            f"{document.path}: invalid workflow\n{format_problems(document, problems)}"
         )
-        raise InputError(f"{path}: invalid workflow\n{problems}") from None
+    workflow._document = document  # for errors found later (model file, points)
+    return workflow
 
 
-def run_workflow(workflow: Workflow, *, overwrite: bool = False) -> xr.Dataset:
-    """Solve every source of a workflow, write the store (and plot) and return the dataset.
+def _cross_checks(workflow: Workflow) -> list[tuple[tuple, str]]:
+    problems = []
+    outputs, compute = workflow.outputs, workflow.compute
+    if not outputs.fields and not workflow.receivers:
+        problems.append(
+            (("outputs", "fields"), "nothing to store: fields is false and there are no receivers")
+        )
+    if compute.algorithm is not None:
+        cpu = compute.algorithm == "dijkstra"
+        if (compute.backend == "cpu" and not cpu) or (compute.backend == "cuda" and cpu):
+            problems.append(
+                (("compute", "algorithm"), f"{compute.algorithm} does not run on {compute.backend}")
+            )
+    if compute.tiles is not None and set(compute.tiles) - {"z", "y", "x"}:
+        problems.append((("compute", "tiles"), "tile sizes are keyed by z, y, x"))
+    return problems
 
-    Every input is validated, and every source solved, before the store is written, so a
-    bad source or receiver never leaves a partial store behind.
+
+@dataclass(frozen=True)
+class PreparedWorkflow:
+    """A workflow checked against its model: everything a run needs, nothing started."""
+
+    workflow: Workflow
+    velocity: xr.DataArray
+    grid: Grid
+    star: Star
+    options: Options
+    sources: list[dict[str, float]]
+    receivers: list[dict[str, float]]
+    source_index: np.ndarray  # (n_sources, 3) fractional node indices
+    receiver_index: np.ndarray  # (n_receivers, 3)
+    fingerprint: str
+
+    @property
+    def workflow_json(self) -> str:
+        return self.workflow.model_dump_json()
+
+
+def _located(workflow: Workflow, location: tuple, error: InputError) -> InputError:
+    document = workflow._document
+    if document is None:
+        return error
+    return InputError(document.problem(location, str(error)))
+
+
+def prepare_workflow(workflow: Workflow) -> PreparedWorkflow:
+    """Build the model and check every option, source and receiver against it.
+
+    Raises
+    ------
+    InputError
+        For a missing or bad model file, bad units or values, a radius the model cannot
+        hold, a source or receiver outside the model (naming which one and its line), or an
+        option the machine cannot honour (``backend: cuda`` without a GPU).
     """
-    velocity = workflow.model.build()
-    grid = grid_from_velocity(velocity)
-    for point in workflow.sources:  # every position checked before any work is done
-        grid.to_index(point, "source")
-    for point in workflow.receivers:
-        grid.to_index(point, "receiver")
-    options = workflow.grid
-    results = [
-        traveltime(
-            velocity,
-            source,
-            radius=options.radius,
-            weights=options.weights,
-            precision=options.precision,
-            backend=workflow.compute.backend,
-            predecessors=True,
+    try:
+        velocity = workflow.model.build()
+    except InputError as error:
+        raise _located(workflow, ("model",), error) from None
+    lazy = workflow.compute.tiles is not None
+    grid = grid_from_velocity(velocity, load=not lazy)
+    try:
+        star = forward_star(grid.radius3(workflow.grid.radius))
+    except InputError as error:
+        raise _located(workflow, ("grid", "radius"), error) from None
+    compute = workflow.compute
+    try:
+        options = check_options(
+            workflow.grid.weights,
+            compute.backend,
+            workflow.grid.precision,
+            compute.algorithm,
+            compute.cuda_batch,
+            compute.precompute,
         )
-        for source in workflow.sources
-    ]
-    rays = [[raypath(result, receiver) for receiver in workflow.receivers] for result in results]
-    dataset = _assemble(velocity, results, rays, workflow)
-    write_store(dataset, workflow.outputs.store, overwrite=overwrite)
-    if workflow.outputs.plot is not None:
-        from .plot import plot_store  # matplotlib only when a plot is asked for
-
-        plot_store(dataset, workflow.outputs.plot)
-    return dataset
-
-
-def _assemble(velocity, results, rays, workflow: Workflow) -> xr.Dataset:
-    """One dataset: fields along ``source``, rays as ragged arrays (points + offsets)."""
-    dims = results[0]["traveltime"].dims
-    fields = xr.concat([r["traveltime"] for r in results], dim="source", combine_attrs="drop")
-    attrs = {k: v for k, v in results[0].attrs.items() if not k.startswith("source_")}
-    dataset = xr.Dataset(
-        {
-            "traveltime": fields.assign_attrs(units="s", long_name="first-arrival traveltime"),
-            "velocity": velocity.transpose(*dims),
-        },
-        attrs=attrs | {"workflow": workflow.model_dump_json()},
+    except InputError as error:
+        raise _located(workflow, ("compute", "backend"), error) from None
+    points = {}
+    indices = {}
+    for key, what in (("sources", "source"), ("receivers", "receiver")):
+        try:
+            points[key] = resolve_points(getattr(workflow, key), what)
+        except InputError as error:
+            raise _located(workflow, (key,), error) from None
+        located = []
+        for i, point in enumerate(points[key]):
+            try:
+                located.append(grid.to_index(point, what))
+            except InputError as error:
+                where = (key, i) if isinstance(getattr(workflow, key), list) else (key,)
+                raise _located(workflow, where, InputError(f"{what} {i}: {error}")) from None
+        indices[key] = np.array(located, dtype=np.float64).reshape(-1, 3)
+    if not points["sources"]:
+        raise _located(workflow, ("sources",), InputError("no sources"))
+    if compute.tiles is not None:
+        unknown = set(compute.tiles) - set(grid.dims)
+        if unknown:
+            raise _located(
+                workflow,
+                ("compute", "tiles"),
+                InputError(f"tiles name {sorted(unknown)}, which the model has not"),
+            )
+    fingerprint = _fingerprint(workflow, grid, options, points)
+    return PreparedWorkflow(
+        workflow=workflow,
+        velocity=velocity,
+        grid=grid,
+        star=star,
+        options=options,
+        sources=points["sources"],
+        receivers=points["receivers"],
+        source_index=indices["sources"],
+        receiver_index=indices["receivers"],
+        fingerprint=fingerprint,
     )
-    for d in dims:
-        dataset[f"source_{d}"] = ("source", [float(s[d]) for s in workflow.sources])
-        if workflow.receivers:
-            dataset[f"receiver_{d}"] = ("receiver", [float(r[d]) for r in workflow.receivers])
-    if workflow.receivers:
-        flat = [ray for per_source in rays for ray in per_source]
-        counts = np.array([ray.sizes["point"] for ray in flat])
-        dataset["ray_start"] = ("ray", np.concatenate([[0], np.cumsum(counts)[:-1]]))
-        dataset["ray_count"] = ("ray", counts)
-        dataset["ray_source"] = ("ray", np.repeat(np.arange(len(rays)), len(workflow.receivers)))
-        dataset["ray_receiver"] = ("ray", np.tile(np.arange(len(workflow.receivers)), len(rays)))
-        for name in (*dims, "time"):
-            values = np.concatenate([ray[name].values for ray in flat])
-            dataset[f"ray_{name}"] = ("ray_point", values, flat[0][name].attrs)
-        dataset["receiver_traveltime"] = (
-            ("source", "receiver"),
-            np.array([[ray.attrs["traveltime"] for ray in per_source] for per_source in rays]),
-            {"units": "s"},
-        )
-    return dataset
+
+
+def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict) -> str:
+    """SHA-256 of everything that decides what the store holds.
+
+    The model's values and coordinates, the graph options, the resolved points (so an edited
+    CSV file counts) and the output choices; not the batch size, the cluster or the plot,
+    which change how a store is filled, not what it holds. The resolved backend counts: CPU
+    and GPU times may differ in the last bits (FMA contraction).
+    """
+    recipe = {
+        "grid": workflow.grid.model_dump(mode="json"),
+        "sources": points["sources"],
+        "receivers": points["receivers"],
+        "outputs": workflow.outputs.model_dump(
+            mode="json", include={"fields", "receiver_table", "rays"}
+        ),
+        "backend": options.backend,
+        "algorithm": options.algorithm,
+        "dims": list(grid.dims),
+        "origin": list(grid.origin),
+        "spacing": list(grid.spacing),
+        "shape": list(grid.shape),
+        "length_unit": grid.length_unit,
+    }
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
+    if grid.slowness is not None:
+        digest.update(np.ascontiguousarray(grid.slowness).tobytes())
+    else:  # a lazy model (tiled solves): hashed chunk by chunk, never loaded whole
+        digest.update(repr(workflow.model.model_dump(mode="json")).encode())
+    return digest.hexdigest()
+
+
+def run_workflow(
+    workflow: Workflow,
+    *,
+    overwrite: bool = False,
+    client: Any = None,
+    cluster: str | Path | None = None,
+    progress: bool = False,
+    echo: Any = None,
+) -> xr.Dataset:
+    """Run a workflow into its store (resuming a partial one) and return the store, opened.
+
+    See :func:`raygrid.pipeline.survey.run_survey` for the parameters.
+    """
+    from .survey import run_survey
+
+    return run_survey(
+        workflow, overwrite=overwrite, client=client, cluster=cluster, progress=progress, echo=echo
+    )

@@ -1,0 +1,366 @@
+"""Cluster files: where a workflow runs, validated, and the Dask client that goes with each.
+
+A cluster file is a YAML mapping whose ``cluster`` key picks the kind (``configs/`` holds one
+of each):
+
+- ``local``: :class:`distributed.LocalCluster` on this machine (the default);
+- ``local-cuda``: :class:`dask_cuda.LocalCUDACluster`, one worker per GPU (imported only
+  when used; without a GPU it fails with a clear message);
+- ``slurm`` / ``pbs``: dask-jobqueue submits worker jobs from where raygrid runs (a login
+  node); ``raygrid submit`` instead writes one batch job that runs everything on its
+  allocation (:mod:`raygrid.pipeline.submit`);
+- ``scheduler``: an existing scheduler, by address or scheduler file.
+
+Unknown keys are errors, reported with the file, key path and line.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from .errors import InputError
+from .yamlfile import load_yaml, validate_yaml
+
+__all__ = [
+    "ClusterConfig",
+    "LocalConfig",
+    "LocalCUDAConfig",
+    "JobQueueConfig",
+    "SchedulerConfig",
+    "read_cluster",
+    "connect",
+]
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LocalConfig(_Strict):
+    """``distributed.LocalCluster``: worker processes on this machine."""
+
+    cluster: Literal["local"]
+    n_workers: PositiveInt | None = None  # default: one per core
+    threads_per_worker: PositiveInt = 1
+    processes: bool = True
+    memory_limit: str | None = "auto"
+    host: str | None = "127.0.0.1"
+    dashboard_address: str | None = ":8787"  # ":0" picks a free port; null: no dashboard
+
+
+class LocalCUDAConfig(_Strict):
+    """``dask_cuda.LocalCUDACluster``: one worker process per GPU of this machine."""
+
+    cluster: Literal["local-cuda"]
+    CUDA_VISIBLE_DEVICES: str | list[int] | None = None  # default: every GPU
+    threads_per_worker: PositiveInt = 1
+    rmm_pool_size: str | None = None  # e.g. "24GB": an RMM memory pool per GPU
+    host: str | None = "127.0.0.1"
+    dashboard_address: str | None = ":8787"
+
+
+class JobQueueConfig(_Strict):
+    """A batch system (SLURM or PBS): Dask workers run as, or inside, batch jobs.
+
+    The same file serves two ways of running:
+
+    - ``raygrid run WORKFLOW --cluster FILE`` (from a login node): dask-jobqueue submits
+      ``workers / workers_per_node`` jobs, each running ``workers_per_node`` workers; the
+      scheduler and the client stay where raygrid runs.
+    - ``raygrid submit WORKFLOW --cluster FILE``: one batch job of
+      ``workers / workers_per_node`` nodes runs the scheduler, the workers (one batch task
+      each, ``gpus_per_worker`` GPUs each) and ``raygrid run`` itself.
+    """
+
+    cluster: Literal["slurm", "pbs"]
+    workers: PositiveInt = 1  # Dask workers in all (one per GPU on GPU nodes)
+    workers_per_node: PositiveInt = 1
+    cores_per_worker: PositiveInt = 1
+    memory_per_worker: str = "4GB"
+    gpus_per_worker: Annotated[int, Field(ge=0)] = 0
+    queue: str | None = None  # SLURM partition / PBS queue
+    account: str | None = None
+    walltime: str = "01:00:00"
+    job_name: str = "raygrid"
+    job_directives: list[str] = []  # extra lines for the job header, without the prefix
+    prologue: list[str] = []  # shell lines run first in every job (modules, venv)
+    interface: str | None = None  # network interface for the scheduler/workers (e.g. ib0)
+    python: str | None = None  # interpreter on the nodes; default: the one running raygrid
+    log_directory: Path = Path("raygrid-jobs")  # job scripts, logs, scheduler files
+    local_directory: str | None = None  # worker scratch (e.g. $TMPDIR)
+    dashboard_address: str | None = ":8787"
+    wait_timeout: Annotated[float, Field(gt=0)] = 600.0  # s to wait for the first worker
+
+    @model_validator(mode="after")
+    def _whole_nodes(self) -> JobQueueConfig:
+        if self.workers % self.workers_per_node:
+            raise ValueError(
+                f"workers ({self.workers}) must be a multiple of workers_per_node "
+                f"({self.workers_per_node})"
+            )
+        return self
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.workers / self.workers_per_node)
+
+
+class SchedulerConfig(_Strict):
+    """An existing Dask scheduler, by address or by scheduler file."""
+
+    cluster: Literal["scheduler"]
+    address: str | None = None  # e.g. tcp://10.0.0.5:8786
+    scheduler_file: Path | None = None  # written by `dask scheduler --scheduler-file`
+    wait_for_workers: Annotated[int, Field(ge=0)] = 1
+    timeout: Annotated[float, Field(gt=0)] = 120.0  # s to wait for the scheduler and workers
+
+    @model_validator(mode="after")
+    def _one_way(self) -> SchedulerConfig:
+        if (self.address is None) == (self.scheduler_file is None):
+            raise ValueError("give exactly one of address and scheduler_file")
+        return self
+
+
+def _kind(value: Any) -> str | None:
+    kind = value.get("cluster") if isinstance(value, dict) else getattr(value, "cluster", None)
+    return {
+        "local": "cluster-local",
+        "local-cuda": "cluster-local-cuda",
+        "slurm": "cluster-jobqueue",
+        "pbs": "cluster-jobqueue",
+        "scheduler": "cluster-scheduler",
+    }.get(kind)
+
+
+ClusterConfig = Annotated[
+    Annotated[LocalConfig, Tag("cluster-local")]
+    | Annotated[LocalCUDAConfig, Tag("cluster-local-cuda")]
+    | Annotated[JobQueueConfig, Tag("cluster-jobqueue")]
+    | Annotated[SchedulerConfig, Tag("cluster-scheduler")],
+    Discriminator(
+        _kind,
+        custom_error_type="cluster_kind",
+        custom_error_message="cluster must be one of local, local-cuda, slurm, pbs, scheduler",
+        custom_error_context={},
+    ),
+]
+
+
+DEFAULT = LocalConfig(cluster="local")
+
+
+AnyConfig = LocalConfig | LocalCUDAConfig | JobQueueConfig | SchedulerConfig
+
+
+def read_cluster(path: str | Path | None) -> AnyConfig:
+    """Read and validate a cluster file; ``None`` gives the default local cluster.
+
+    Raises
+    ------
+    InputError
+        Naming the file, and each problem's key path and line.
+    """
+    if path is None:
+        return DEFAULT
+    return validate_yaml(load_yaml(path, "cluster"), ClusterConfig, "cluster file")
+
+
+Echo = Callable[[str], None]
+
+
+@contextmanager
+def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
+    """Start (or join) the cluster a config describes; yield a connected ``Client``.
+
+    Prints the dashboard URL through ``echo`` when there is one. Everything raygrid started
+    is closed on exit.
+
+    Raises
+    ------
+    InputError
+        When the cluster cannot be had: dask-cuda or dask-jobqueue missing, no GPU for
+        ``local-cuda``, no scheduler at the address, no worker within the timeout.
+    """
+    from distributed import Client
+
+    echo = echo or (lambda message: print(message, file=sys.stderr))
+    with ExitStack() as stack:
+        if isinstance(config, SchedulerConfig):
+            client = stack.enter_context(_scheduler_client(config))
+        else:
+            cluster = stack.enter_context(_start(config))
+            client = stack.enter_context(Client(cluster))
+            if isinstance(config, JobQueueConfig):
+                echo(f"submitted {config.nodes} {config.cluster} worker job(s)")
+                _wait(client, 1, config.wait_timeout, "the first worker job")
+        link = client.dashboard_link if _has_dashboard(client) else None
+        if link:
+            echo(f"dashboard: {link}")
+        yield client
+
+
+def _has_dashboard(client) -> bool:
+    try:
+        return bool(client.scheduler_info().get("services", {}).get("dashboard"))
+    except Exception:
+        return False
+
+
+def _wait(client, n: int, timeout: float, what: str) -> None:
+    if n <= 0:
+        return
+    try:
+        client.wait_for_workers(n, timeout=timeout)
+    except TimeoutError:
+        raise InputError(f"no Dask worker arrived within {timeout:g} s ({what})") from None
+
+
+@contextmanager
+def _scheduler_client(config: SchedulerConfig):
+    from distributed import Client
+
+    try:
+        if config.scheduler_file is not None:
+            if not config.scheduler_file.exists():
+                _wait_for_file(config.scheduler_file, config.timeout)
+            client = Client(scheduler_file=str(config.scheduler_file), timeout=config.timeout)
+        else:
+            client = Client(config.address, timeout=config.timeout)
+    except (OSError, TimeoutError) as error:
+        where = config.address or config.scheduler_file
+        raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
+    with client:
+        _wait(client, config.wait_for_workers, config.timeout, "at the existing scheduler")
+        yield client
+
+
+def _wait_for_file(path: Path, timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise InputError(f"scheduler file {path} did not appear within {timeout:g} s")
+        time.sleep(0.2)
+
+
+@contextmanager
+def _start(config):
+    if isinstance(config, LocalConfig):
+        from distributed import LocalCluster
+
+        with LocalCluster(
+            n_workers=config.n_workers,
+            threads_per_worker=config.threads_per_worker,
+            processes=config.processes,
+            memory_limit=config.memory_limit,
+            host=config.host,
+            dashboard_address=config.dashboard_address,
+        ) as cluster:
+            yield cluster
+    elif isinstance(config, LocalCUDAConfig):
+        with _local_cuda(config) as cluster:
+            yield cluster
+    else:
+        with _jobqueue(config) as cluster:
+            yield cluster
+
+
+@contextmanager
+def _local_cuda(config: LocalCUDAConfig):
+    from ..kernels.cuda import cuda_usable
+
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError:
+        raise InputError(
+            "cluster local-cuda needs dask-cuda, which is not installed: "
+            'pip install "raygrid[cuda]" (on a machine with an NVIDIA GPU)'
+        ) from None
+    if not cuda_usable():
+        raise InputError(
+            "cluster local-cuda starts one worker per NVIDIA GPU, but no usable GPU and driver "
+            "were found here; use configs/local.yaml (CPU workers) or run on a GPU node"
+        )
+    devices = config.CUDA_VISIBLE_DEVICES
+    if isinstance(devices, list):
+        devices = ",".join(str(d) for d in devices)
+    with LocalCUDACluster(
+        CUDA_VISIBLE_DEVICES=devices,
+        threads_per_worker=config.threads_per_worker,
+        rmm_pool_size=config.rmm_pool_size,
+        host=config.host,
+        dashboard_address=config.dashboard_address,
+    ) as cluster:
+        yield cluster
+
+
+def jobqueue_kwargs(config: JobQueueConfig) -> dict:
+    """Keyword arguments of dask-jobqueue's ``SLURMCluster``/``PBSCluster`` for a config."""
+    per_job = config.workers_per_node
+    directives = list(config.job_directives)
+    gpus = config.gpus_per_worker * per_job
+    if gpus and config.cluster == "slurm":
+        directives.insert(0, f"--gres=gpu:{gpus}")
+    kwargs = {
+        "cores": config.cores_per_worker * per_job,
+        "processes": per_job,
+        "memory": _scale_memory(config.memory_per_worker, per_job),
+        "queue": config.queue,
+        "account": config.account,
+        "walltime": config.walltime,
+        "job_name": config.job_name,
+        "job_extra_directives": directives,
+        "job_script_prologue": list(config.prologue),
+        "log_directory": str(config.log_directory),
+        "local_directory": config.local_directory,
+        "scheduler_options": {"dashboard_address": config.dashboard_address},
+    }
+    if config.cluster == "pbs" and gpus:
+        kwargs["resource_spec"] = (
+            f"select=1:ncpus={kwargs['cores']}:ngpus={gpus}:mem={kwargs['memory']}"
+        )
+    if config.interface:
+        kwargs["interface"] = config.interface
+    if config.python:
+        kwargs["python"] = config.python
+    return kwargs
+
+
+def _scale_memory(memory: str, factor: int) -> str:
+    from dask.utils import parse_bytes
+
+    try:
+        return f"{parse_bytes(memory) * factor}B"  # dask-jobqueue parses plain bytes
+    except ValueError:
+        raise InputError(f"memory_per_worker {memory!r} is not a size such as 16GB") from None
+
+
+@contextmanager
+def _jobqueue(config: JobQueueConfig):
+    if config.gpus_per_worker and config.workers_per_node > 1:
+        raise InputError(
+            "with dask-jobqueue every worker of a job sees all the job's GPUs; for GPU workers "
+            "set workers_per_node: 1 (one GPU job per worker), or use `raygrid submit`, which "
+            "gives each worker its own GPU"
+        )
+    try:
+        import dask_jobqueue
+    except ImportError:
+        raise InputError(
+            f'cluster {config.cluster} needs dask-jobqueue: pip install "raygrid[hpc]"'
+        ) from None
+    kind = dask_jobqueue.SLURMCluster if config.cluster == "slurm" else dask_jobqueue.PBSCluster
+    config.log_directory.mkdir(parents=True, exist_ok=True)
+    with kind(**jobqueue_kwargs(config)) as cluster:
+        cluster.scale(jobs=config.nodes)
+        yield cluster

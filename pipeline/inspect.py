@@ -1,0 +1,116 @@
+"""Looking into a survey store: a summary for ``raygrid info``, pictures for ``raygrid plot``."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from .errors import InputError
+from .store import open_store
+
+__all__ = ["describe", "open_survey", "plot_directory"]
+
+
+def open_survey(path: str | Path) -> xr.Dataset:
+    """Open a survey store lazily.
+
+    Raises
+    ------
+    InputError
+        If it does not exist or is not a raygrid survey store.
+    """
+    open_store(path)  # the clear errors
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata: normal
+        return xr.open_zarr(path, consolidated=False)
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"  # unreachable
+
+
+def describe(path: str | Path, *, workflow: bool = False) -> str:
+    """A text summary of a store: workflow, method, sources done, variables and sizes."""
+    path = Path(path)
+    state = open_store(path)
+    dataset = open_survey(path)
+    attrs = dataset.attrs
+    done = int(state.done.sum())
+    total = state.done.size
+    if state.complete:
+        status = "complete"
+    elif done == total:
+        status = "all sources done, not finalised: rerun the workflow to finish it"
+    else:
+        status = "partial: rerun the workflow to resume it"
+    model = " x ".join(f"{d}={n}" for d, n in dataset["velocity"].sizes.items())
+    radius = ", ".join(f"{k[7:]}={v}" for k, v in attrs.items() if k.startswith("radius_"))
+    lines = [
+        f"store: {path} ({_bytes(_size(path))} on disk)",
+        f"status: {status}",
+        f"sources done: {done} / {total}",
+        f"receivers: {dataset.sizes.get('receiver', 0)}",
+        f"model: {model} ({dataset['velocity'].attrs.get('units', '?')})",
+        f"method: {attrs.get('method', '?')}",
+        f"radius: {radius} ({attrs.get('star_offsets', '?')} star offsets), weights "
+        f"{attrs.get('weights', '?')}, {attrs.get('precision', '?')}, backend "
+        f"{attrs.get('backend', '?')}",
+        f"raygrid version: {state.version}",
+        f"workflow sha256: {state.fingerprint}",
+        "variables:",
+    ]
+    for name, variable in sorted(dataset.data_vars.items()):
+        dims = ", ".join(f"{d}={n}" for d, n in variable.sizes.items())
+        chunks = variable.encoding.get("chunks")
+        lines.append(
+            f"  {name}({dims}) {variable.dtype}, {_bytes(variable.nbytes)} uncompressed"
+            + (f", chunks {tuple(chunks)}" if chunks else "")
+        )
+    if "ray_count" in dataset and done == total:
+        counts = dataset["ray_count"].values
+        lines.append(f"rays: {counts.size}, {int(counts.sum())} points")
+    if not state.done.all():
+        missing = np.flatnonzero(~state.done)
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if missing.size > 10 else "")
+        lines.append(f"sources not done: {shown}")
+    if workflow and state.workflow:
+        lines += ["workflow:", json.dumps(json.loads(state.workflow), indent=2)]
+    return "\n".join(lines)
+
+
+def plot_directory(path: str | Path, out: str | Path | None, sources: list[int]) -> list[Path]:
+    """PNGs of a store: one field-and-rays picture per chosen source (default: the first,
+    middle and last source), and the receiver gathers; written to ``out`` (default: beside
+    the store)."""
+    from .plot import plot_field, plot_gathers
+
+    path = Path(path)
+    dataset = open_survey(path)
+    state = open_store(path)
+    n = dataset.sizes["source"]
+    if not sources:
+        sources = sorted({0, n // 2, n - 1})
+    bad = [s for s in sources if not 0 <= s < n]
+    if bad:
+        raise InputError(f"source index {bad} out of range: {path} has {n} sources (0..{n - 1})")
+    not_done = [s for s in sources if not state.done[s]]
+    if not_done:
+        raise InputError(f"sources {not_done} are not done yet in {path}: rerun the workflow")
+    out = Path(out) if out is not None else path.parent
+    stem = path.name.removesuffix(".zarr")
+    written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]
+    if "receiver_traveltime" in dataset and state.done.all():
+        written.append(plot_gathers(dataset, out / f"{stem}-gathers.png"))
+    return written

@@ -1,0 +1,271 @@
+"""``raygrid submit``: one batch job that runs a workflow on its own allocation.
+
+The job script (SLURM or PBS) starts, on the allocation:
+
+1. a Dask scheduler on the first node, writing a scheduler file into the job's folder;
+2. ``workers`` Dask workers, one per batch task (SLURM: ``srun`` with ``--gpus-per-task``, so
+   each worker sees only its GPUs; PBS: ``pbsdsh`` runs a node script on every node that
+   starts ``workers_per_node`` workers with their own ``CUDA_VISIBLE_DEVICES``);
+3. ``raygrid run WORKFLOW`` against that scheduler (a ``cluster: scheduler`` file written
+   beside the script), which waits for every worker, fills the store and exits; the script
+   then stops the workers and the scheduler.
+
+The store is resumable like any run: resubmitting after a job hit its walltime carries on.
+Everything goes into ``<log_directory>/<workflow>-<time>/``: the script, the node script
+(PBS), the scheduler file and the logs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .cluster import JobQueueConfig, read_cluster
+from .errors import InputError
+from .workflow import FileModel, read_workflow
+
+__all__ = ["Job", "batch_script", "submit_workflow"]
+
+SUBMIT = {"slurm": "sbatch", "pbs": "qsub"}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A written (and possibly submitted) batch job."""
+
+    script: Path
+    directory: Path
+    submit_command: str
+    job_id: str | None
+
+
+def _python(config: JobQueueConfig) -> str:
+    return config.python or sys.executable
+
+
+def _memory_mb(memory: str, factor: int = 1) -> int:
+    from dask.utils import parse_bytes
+
+    try:
+        return max(1, int(parse_bytes(memory) * factor // 2**20))
+    except ValueError:
+        raise InputError(f"memory_per_worker {memory!r} is not a size such as 16GB") from None
+
+
+def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
+    threads = 1 if config.gpus_per_worker else config.cores_per_worker
+    command = [
+        _python(config), "-m", "distributed.cli.dask_worker",
+        "--scheduler-file", str(scheduler_file),
+        "--nthreads", str(threads),
+        "--memory-limit", f"{_memory_mb(config.memory_per_worker)}MiB",
+        "--no-dashboard",
+    ]  # fmt: skip
+    if config.interface:
+        command += ["--interface", config.interface]
+    if config.local_directory:
+        command += ["--local-directory", config.local_directory]
+    return command
+
+
+def _scheduler_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
+    command = [
+        _python(config), "-m", "distributed.cli.dask_scheduler",
+        "--scheduler-file", str(scheduler_file),
+        "--port", "0",  # any free port: the scheduler file tells the workers which
+    ]  # fmt: skip
+    if config.dashboard_address:
+        command += ["--dashboard-address", config.dashboard_address]
+    else:
+        command += ["--no-dashboard"]
+    if config.interface:
+        command += ["--interface", config.interface]
+    return command
+
+
+def _join(command: list[str]) -> str:
+    # $-variables stay unquoted-expandable: they are only ever whole words here.
+    return " ".join(word if word.startswith('"$') else shlex.quote(word) for word in command)
+
+
+def _slurm_header(config: JobQueueConfig, directory: Path) -> list[str]:
+    lines = [
+        f"--job-name={config.job_name}",
+        f"--nodes={config.nodes}",
+        f"--ntasks={config.workers}",
+        f"--ntasks-per-node={config.workers_per_node}",
+        f"--cpus-per-task={config.cores_per_worker}",
+        f"--mem={_memory_mb(config.memory_per_worker, config.workers_per_node)}M",
+        f"--time={config.walltime}",
+        f"--output={directory / 'job-%j.out'}",
+    ]
+    if config.gpus_per_worker:
+        lines.append(f"--gpus-per-task={config.gpus_per_worker}")
+    if config.queue:
+        lines.append(f"--partition={config.queue}")
+    if config.account:
+        lines.append(f"--account={config.account}")
+    lines += config.job_directives
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def _pbs_header(config: JobQueueConfig, directory: Path) -> list[str]:
+    per_node = config.workers_per_node
+    select = (
+        f"select={config.nodes}:ncpus={config.cores_per_worker * per_node}"
+        f":mpiprocs={per_node}"
+        f":mem={_memory_mb(config.memory_per_worker, per_node)}mb"
+    )
+    if config.gpus_per_worker:
+        select += f":ngpus={config.gpus_per_worker * per_node}"
+    lines = [
+        f"-N {config.job_name}",
+        f"-l {select}",
+        f"-l walltime={config.walltime}",
+        "-j oe",
+        f"-o {directory / 'job.out'}",
+    ]
+    if config.queue:
+        lines.append(f"-q {config.queue}")
+    if config.account:
+        lines.append(f"-A {config.account}")
+    lines += config.job_directives
+    return [f"#PBS {line}" for line in lines]
+
+
+def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
+    """PBS: the script ``pbsdsh`` runs once on every node: its share of the workers."""
+    worker = _join(_worker_command(config, directory / "scheduler.json"))
+    gpus = config.gpus_per_worker
+    lines = ["#!/usr/bin/env bash", "# raygrid: the Dask workers of one node", "set -eu"]
+    lines += config.prologue
+    lines += [f"cd {shlex.quote(str(workdir))}"]
+    lines += [f"for k in $(seq 0 {config.workers_per_node - 1}); do"]
+    if gpus:
+        lines += [
+            f"  first=$((k * {gpus})); last=$((first + {gpus} - 1))",
+            '  CUDA_VISIBLE_DEVICES=$(seq -s, "$first" "$last") \\',
+            f"    {worker} > {shlex.quote(str(directory))}/worker-$(hostname)-$k.log 2>&1 &",
+        ]
+    else:
+        lines += [f"  {worker} > {shlex.quote(str(directory))}/worker-$(hostname)-$k.log 2>&1 &"]
+    lines += ["done", "wait", ""]
+    return "\n".join(lines)
+
+
+def batch_script(
+    workflow: Path, config: JobQueueConfig, directory: Path, *, workdir: Path, overwrite: bool
+) -> str:
+    """The batch script running ``workflow`` on an allocation described by ``config``.
+
+    ``directory`` holds the job's files; ``workdir`` is where ``raygrid run`` runs (the
+    workflow's relative paths are relative to it).
+    """
+    scheduler_file = directory / "scheduler.json"
+    header = (_slurm_header if config.cluster == "slurm" else _pbs_header)(config, directory)
+    run = [
+        _python(config), "-m", "raygrid.pipeline.cli", "run", str(workflow),
+        "--cluster", str(directory / "scheduler.yaml"), "--no-progress",
+    ]  # fmt: skip
+    if overwrite:
+        run.append("--overwrite")
+    quoted_dir = shlex.quote(str(directory))
+    lines = ["#!/usr/bin/env bash", *header, ""]
+    lines += [
+        f"# Written by raygrid submit: runs {workflow} on this job's allocation.",
+        "# A Dask scheduler here, one worker per batch task, then `raygrid run`.",
+        "set -euo pipefail",
+        *config.prologue,
+        f"cd {shlex.quote(str(workdir))}",
+        f"rm -f {shlex.quote(str(scheduler_file))}",
+        f"{_join(_scheduler_command(config, scheduler_file))} > {quoted_dir}/scheduler.log 2>&1 &",
+        "scheduler=$!",
+    ]
+    if config.cluster == "slurm":
+        worker = _join(_worker_command(config, scheduler_file))
+        lines += [
+            'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" \\',
+            f"  {worker} > {quoted_dir}/workers.log 2>&1 &",
+        ]
+    else:
+        lines += [f"pbsdsh -u -- bash {quoted_dir}/node.sh > {quoted_dir}/workers.log 2>&1 &"]
+    lines += [
+        "workers=$!",
+        "# The workers and the scheduler end with the run, whatever its outcome.",
+        'trap \'kill "$workers" "$scheduler" 2>/dev/null || true; wait\' EXIT',
+        _join(run),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def submit_workflow(
+    workflow: str | Path,
+    cluster: str | Path,
+    *,
+    dry_run: bool = False,
+    overwrite: bool = False,
+    workdir: str | Path | None = None,
+) -> Job:
+    """Write the job's files and, unless ``dry_run``, submit it (``sbatch`` or ``qsub``).
+
+    Raises
+    ------
+    InputError
+        For a bad workflow or cluster file, a cluster file that is not ``slurm``/``pbs``, a
+        missing model file, a missing ``sbatch``/``qsub``, or a refused submission.
+    """
+    workflow = Path(workflow)
+    spec = read_workflow(workflow)
+    if isinstance(spec.model, FileModel) and not spec.model.path.exists():
+        raise InputError(f"{workflow}: model file {spec.model.path} does not exist")
+    config = read_cluster(cluster)
+    if not isinstance(config, JobQueueConfig):
+        raise InputError(
+            f"{cluster}: raygrid submit needs a slurm or pbs cluster file, got "
+            f"cluster: {config.cluster} (use raygrid run for that)"
+        )
+    workdir = Path(workdir or Path.cwd()).resolve()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    directory = (workdir / config.log_directory / f"{workflow.stem}-{stamp}").resolve()
+    directory.mkdir(parents=True)
+    (directory / "scheduler.yaml").write_text(
+        "# Written by raygrid submit: the job's own scheduler.\n"
+        + yaml.safe_dump(
+            {
+                "cluster": "scheduler",
+                "scheduler_file": str(directory / "scheduler.json"),
+                "wait_for_workers": config.workers,
+                "timeout": config.wait_timeout,
+            },
+            sort_keys=False,
+        )
+    )
+    if config.cluster == "pbs":
+        node = directory / "node.sh"
+        node.write_text(_node_script(config, directory, workdir))
+        node.chmod(0o755)
+    script = directory / "job.sh"
+    script.write_text(
+        batch_script(workflow.resolve(), config, directory, workdir=workdir, overwrite=overwrite)
+    )
+    script.chmod(0o755)
+    tool = SUBMIT[config.cluster]
+    command = [tool, "--parsable", str(script)] if tool == "sbatch" else [tool, str(script)]
+    shown = " ".join(shlex.quote(word) for word in command)
+    if dry_run:
+        return Job(script, directory, shown, None)
+    if shutil.which(tool) is None:
+        raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
+    done = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+    if done.returncode != 0:
+        raise InputError(f"{shown} failed ({done.returncode}): {done.stderr.strip()}")
+    job_id = done.stdout.strip().split(";")[0].strip()
+    return Job(script, directory, shown, job_id)

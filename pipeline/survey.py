@@ -1,0 +1,411 @@
+"""Surveys: many sources fanned out over a Dask cluster into one resumable Zarr store.
+
+The client prepares everything (model, options, every source and receiver checked), creates
+or reopens the store (:mod:`raygrid.pipeline.store`), sends the model (and precomputed edge
+weights) to every worker once with ``Client.scatter(..., broadcast=True)``, and submits the
+unfinished sources in batches. Each task solves its batch with the backend's solver (the
+same :func:`raygrid.pipeline.solve.solve_seeds` dispatch as :func:`traveltimes`: the Dask
+layer ships the kernels, it never re-implements them), writes each source's chunks and then
+its completion record, and returns a small summary. A worker that dies mid-task loses only
+that task, which the scheduler runs again elsewhere: its writes are idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..kernels import Star, dijkstra, point_box, precompute_weights
+from .cluster import connect, read_cluster
+from .errors import InputError
+from .grid import Grid
+from .rays import raypath
+from .solve import Options, solve_seeds, solver_attrs, source_seeds, with_predecessors
+from .store import (
+    SourceResult,
+    StoreSpec,
+    create_store,
+    field_chunks,
+    finish_store,
+    prepare_store,
+    version_attrs,
+    write_source,
+)
+from .workflow import PreparedWorkflow, Workflow, prepare_workflow
+
+__all__ = ["run_survey", "solve_batch", "SurveyTask"]
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SurveyTask:
+    """What every worker needs, sent once per worker: the model and the survey's geometry."""
+
+    grid: Grid
+    star: Star
+    options: Options
+    source_index: np.ndarray  # (n, 3) fractional node indices
+    receivers: list[dict[str, float]]
+    receiver_index: np.ndarray  # (m, 3)
+    store: StoreSpec
+    threads: int
+    attrs: dict
+
+
+def _solve_times(task: SurveyTask, weights: np.ndarray | None, seeds: list) -> tuple:
+    """Times and predecessors ``(k, n_nodes)`` of the seeds, by the configured backend."""
+    if weights is None:
+        return solve_seeds(task.grid, task.star, task.options, seeds, task.threads)
+    # CPU with the weights this worker received once: the same kernel call solve_seeds
+    # makes, minus recomputing the weights for every batch.
+    grid, star, options = task.grid, task.star, task.options
+
+    def solve_one(seed):
+        return dijkstra(
+            grid.slowness, grid.spacing3, star, seed[0], seed[1], rule=options.rule,
+            weights=weights, dtype=options.dtype,
+        )  # fmt: skip
+
+    if task.threads == 1 or len(seeds) == 1:
+        solved = [solve_one(seed) for seed in seeds]
+    else:
+        with ThreadPoolExecutor(min(task.threads, len(seeds))) as pool:
+            solved = list(pool.map(solve_one, seeds))
+    return np.stack([t for t, _ in solved]), np.stack([p for _, p in solved])
+
+
+def receiver_times(
+    grid: Grid, star: Star, times: np.ndarray, receiver_index: np.ndarray, dtype: Any
+) -> np.ndarray:
+    """First-arrival time at each receiver from one source's flat field ``times``.
+
+    A receiver on a node reads its node; one between nodes takes the node ``n`` of the
+    forward-star box around its cell minimising ``t(n) + leg(n, receiver)`` and adds that
+    leg in the solve's precision: the same choice and the same floats as
+    :func:`raygrid.pipeline.raypath`'s last leg.
+    """
+    dtype = np.dtype(dtype)
+    out = np.empty(len(receiver_index), dtype=dtype)
+    for k, receiver3 in enumerate(receiver_index):
+        if np.all(receiver3 == np.round(receiver3)):
+            out[k] = times[grid.flat(receiver3.astype(np.int64))]
+            continue
+        box = point_box(receiver3, star.radius, grid.shape3)
+        legs = grid.leg_times(receiver3, box)
+        best = int(np.argmin(times[grid.flat(box)] + legs))
+        out[k] = dtype.type(times[grid.flat(box[best])]) + dtype.type(legs[best])
+    return out
+
+
+def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarray):
+    """Raypaths from source ``index`` to every receiver: points (time, *dims) and counts."""
+    grid = task.grid
+    source3 = task.source_index[index]
+    source = grid.to_coords(source3)
+    field = xr.DataArray(
+        times.reshape(grid.shape),
+        dims=grid.dims,
+        coords={d: grid.velocity.coords[d] for d in grid.dims},
+        attrs=task.attrs | {f"source_{d}": float(source[d]) for d in grid.dims},
+    )
+    result = with_predecessors(
+        field, predecessor.reshape(grid.shape), task.star, grid.velocity, grid
+    )
+    pieces, counts = [], []
+    for receiver in task.receivers:
+        ray = raypath(result, receiver)
+        columns = [ray["time"].values.astype(np.float64)]
+        columns += [ray[d].values.astype(np.float64) for d in grid.dims]
+        pieces.append(np.stack(columns, axis=1))
+        counts.append(ray.sizes["point"])
+    return np.concatenate(pieces), counts
+
+
+def solve_batch(task: SurveyTask, weights: np.ndarray | None, indices: list[int]) -> dict:
+    """Solve sources ``indices``, write their results and completion records (a Dask task).
+
+    Returns a small summary: the sources written, the seconds spent and where.
+    """
+    start = time.perf_counter()
+    grid, spec = task.grid, task.store
+    seeds = []
+    for i in indices:
+        nodes, seed_times = source_seeds(grid, task.star, task.source_index[i])
+        seeds.append((grid.flat(nodes), seed_times))
+    times, predecessor = _solve_times(task, weights, seeds)
+    for k, i in enumerate(indices):
+        field = times[k]
+        table = points = counts = None
+        if spec.n_receivers and spec.receiver_table:
+            table = receiver_times(grid, task.star, field, task.receiver_index, spec.dtype)
+        if spec.n_receivers and spec.rays:
+            points, counts = _rays(task, i, field, predecessor[k])
+        write_source(
+            spec.path,
+            SourceResult(
+                index=int(i),
+                field=field.reshape(grid.shape) if spec.fields else None,
+                receiver_times=table,
+                ray_points=points,
+                ray_counts=counts,
+            ),
+        )
+    return {
+        "sources": [int(i) for i in indices],
+        "seconds": time.perf_counter() - start,
+        "pid": os.getpid(),
+    }
+
+
+class Progress:
+    """A progress bar on a terminal; a line every few seconds otherwise (logs, batch jobs)."""
+
+    def __init__(self, total: int, done: int, enabled: bool, stream=None, every: float = 5.0):
+        self.total, self.done, self.enabled = total, done, enabled
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self.first = done
+        self.every = every
+        self.last = -np.inf
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if not self.enabled or (not self.tty and now - self.last < self.every and
+                                self.done < self.total):  # fmt: skip
+            return
+        self.last = now
+        elapsed = now - self.start
+        solved = self.done - self.first
+        rate = solved / elapsed if elapsed > 0 else 0.0
+        remaining = (self.total - self.done) / rate if rate > 0 else float("nan")
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        bar = "#" * filled + "." * (width - filled)
+        line = (
+            f"[{bar}] {self.done}/{self.total} sources  {elapsed:6.1f} s  "
+            f"{rate:6.2f} sources/s  ETA {remaining:5.0f} s"
+        )
+        end = "\n" if not self.tty or self.done >= self.total else ""
+        print(("\r" if self.tty else "") + line, end=end, file=self.stream, flush=True)
+
+
+def _store_spec(prepared: PreparedWorkflow) -> StoreSpec:
+    outputs = prepared.workflow.outputs
+    return StoreSpec(
+        path=Path(outputs.store),
+        n_sources=len(prepared.sources),
+        n_receivers=len(prepared.receivers),
+        dims=prepared.grid.dims,
+        fields=outputs.fields,
+        receiver_table=outputs.receiver_table,
+        rays=outputs.rays,
+        dtype=prepared.options.precision,
+    )
+
+
+def _store_attrs(prepared: PreparedWorkflow) -> dict:
+    attrs = solver_attrs(prepared.grid, prepared.star, prepared.options)
+    for key in ("long_name", "units"):
+        attrs.pop(key, None)
+    attrs |= version_attrs()
+    attrs |= {
+        "title": "raygrid survey: first-arrival traveltimes by shortest-path ray tracing",
+        "workflow": prepared.workflow_json,
+        "workflow_sha256": prepared.fingerprint,
+        "complete": False,
+    }
+    return attrs
+
+
+def run_survey(
+    workflow: Workflow,
+    *,
+    overwrite: bool = False,
+    client: Any = None,
+    cluster: str | Path | None = None,
+    progress: bool = False,
+    echo: Echo | None = None,
+) -> xr.Dataset:
+    """Run a workflow into its store, resuming it if it exists, and return it (opened lazily).
+
+    Parameters
+    ----------
+    workflow : Workflow
+        From :func:`raygrid.pipeline.workflow.read_workflow`.
+    overwrite : bool
+        Replace an existing store instead of resuming it.
+    client : distributed.Client, optional
+        Run on this client; by default the cluster file decides (``cluster``, else the
+        workflow's ``compute.cluster``, else a LocalCluster), started and closed here.
+    cluster : path, optional
+        A cluster file overriding the workflow's ``compute.cluster``.
+    progress : bool
+        Show a progress bar (stderr).
+    echo : callable, optional
+        Where status lines go (the dashboard URL among them); default: nowhere.
+
+    Returns
+    -------
+    xarray.Dataset
+        The store, opened with :func:`xarray.open_zarr`.
+
+    Raises
+    ------
+    InputError
+        For a bad workflow, model, source, receiver or cluster file (before any store is
+        created or touched), or a store at ``outputs.store`` that belongs to another workflow.
+    """
+    echo = echo or (lambda message: None)
+    prepared = prepare_workflow(workflow)
+    compute = workflow.compute
+    config = read_cluster(cluster if cluster is not None else compute.cluster)
+    spec = _store_spec(prepared)
+    attrs = _store_attrs(prepared)
+    chunks = field_chunks(
+        prepared.grid.shape, np.dtype(spec.dtype).itemsize, compute.tiles, prepared.grid.dims
+    )
+
+    def create() -> None:
+        create_store(spec, prepared.velocity, prepared.sources, prepared.receivers, attrs, chunks)
+
+    state = prepare_store(spec, prepared.fingerprint, overwrite=overwrite, create=create)
+    pending = np.flatnonzero(~state.done)
+    n = spec.n_sources
+    if pending.size < n:
+        echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
+    if pending.size:
+        if client is not None:
+            _solve_pending(client, prepared, spec, pending, progress)
+        else:
+            with connect(config, echo=echo) as own:
+                _solve_pending(own, prepared, spec, pending, progress)
+    finish_store(spec)
+    dataset = xr.open_zarr(spec.path, consolidated=False)
+    if workflow.outputs.plot is not None:
+        from .plot import plot_store  # matplotlib only when a plot is asked for
+
+        for written in plot_store(dataset, workflow.outputs.plot, workflow.outputs.plot_source):
+            echo(f"plot: {written}")
+    return dataset
+
+
+def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress):
+    compute = prepared.workflow.compute
+    bar = Progress(spec.n_sources, spec.n_sources - len(pending), progress)
+    if compute.tiles is not None:
+        _solve_tiled(client, prepared, spec, pending, bar)
+        return
+    grid = prepared.grid
+    if grid.velocity.chunks is not None:  # a lazily opened file: workers get it in memory
+        grid = replace(grid, velocity=grid.velocity.compute())
+    options = prepared.options
+    weights = None
+    if options.precompute and options.backend == "cpu":
+        weights = precompute_weights(
+            grid.slowness, grid.spacing3, prepared.star, options.rule, dtype=options.dtype
+        )
+    task = SurveyTask(
+        grid=grid,
+        star=prepared.star,
+        options=options,
+        source_index=prepared.source_index,
+        receivers=prepared.receivers,
+        receiver_index=prepared.receiver_index,
+        store=replace(spec, path=spec.path.resolve()),
+        threads=compute.threads,
+        attrs=solver_attrs(grid, prepared.star, options),
+    )
+    # Once per worker, not once per task: the model (and weights) are the large inputs.
+    shared = client.scatter(task, broadcast=True, hash=False)
+    shared_weights = None
+    if weights is not None:
+        shared_weights = client.scatter(weights, broadcast=True, hash=False)
+    run = uuid.uuid4().hex[:8]
+    batches = [pending[k : k + compute.batch] for k in range(0, len(pending), compute.batch)]
+    futures = [
+        client.submit(
+            solve_batch,
+            shared,
+            shared_weights,
+            [int(i) for i in batch],
+            key=f"raygrid-sources-{int(batch[0])}-{int(batch[-1])}-{run}",
+            pure=False,
+        )
+        for batch in batches
+    ]
+    _collect(client, futures, bar)
+
+
+def _collect(client, futures, bar: Progress) -> None:
+    from distributed import as_completed
+
+    try:
+        for future in as_completed(futures):
+            if future.status == "error":
+                error = future.exception()
+                raise (
+                    error
+                    if isinstance(error, InputError)
+                    else RuntimeError(f"a survey task failed: {type(error).__name__}: {error}")
+                ) from error
+            bar.update(len(future.result()["sources"]))
+    finally:
+        client.cancel([f for f in futures if not f.done()])
+
+
+def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, bar) -> None:
+    """Sources one after another, each by domain decomposition over the cluster's workers."""
+    from .solve import traveltime
+
+    workflow = prepared.workflow
+    grid = prepared.grid
+    for i in pending:
+        i = int(i)
+        need_rays = spec.rays and spec.n_receivers
+        result = traveltime(
+            prepared.velocity,
+            prepared.sources[i],
+            radius=workflow.grid.radius,
+            weights=workflow.grid.weights,
+            backend=prepared.options.backend,
+            precision=workflow.grid.precision,
+            predecessors=bool(need_rays),
+            algorithm=prepared.options.algorithm,
+            tiles=workflow.compute.tiles,
+            client=client,
+        )
+        field = result["traveltime"] if need_rays else result
+        times = np.asarray(field.transpose(*grid.dims).values)
+        table = points = counts = None
+        if spec.n_receivers and spec.receiver_table:
+            table = receiver_times(
+                grid, prepared.star, times.reshape(-1), prepared.receiver_index, spec.dtype
+            )
+        if need_rays:
+            loaded = result.load()
+            pieces, counts = [], []
+            for receiver in prepared.receivers:
+                ray = raypath(loaded, receiver)
+                columns = [ray["time"].values.astype(np.float64)]
+                columns += [ray[d].values.astype(np.float64) for d in grid.dims]
+                pieces.append(np.stack(columns, axis=1))
+                counts.append(ray.sizes["point"])
+            points = np.concatenate(pieces)
+        write_source(
+            spec.path,
+            SourceResult(i, times if spec.fields else None, table, points, counts),
+        )
+        bar.update(1)

@@ -1,0 +1,165 @@
+"""YAML files validated by pydantic, with errors that name the file, the key path and the line.
+
+Workflow files and cluster files share this: the document is parsed twice from the same
+text, once into plain Python objects (for pydantic) and once into YAML nodes (``yaml.compose``),
+which remember where each key and item starts. A pydantic error location such as
+``("grid", "radius")`` is walked down both trees at once to find the line of the offending
+key; location parts that are not keys of the document (union tags, validator names) are
+dropped from the path shown to the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from .errors import InputError
+
+__all__ = ["YamlDocument", "load_yaml", "validate_yaml"]
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """A YAML file: its path, the parsed objects and the node tree with line numbers."""
+
+    path: Path
+    data: Any
+    node: yaml.Node | None
+
+    def locate(self, location: Sequence[Any]) -> tuple[str, int | None]:
+        """The user-facing key path and 1-based line of a pydantic error location.
+
+        Parts of ``location`` that do not index the document (pydantic union tags, function
+        validator names) are skipped unless they are the last part (a missing or extra key,
+        which is named at the line of its parent).
+        """
+        data, node = self.data, self.node
+        parts: list[str] = []
+        line = _line(node)
+        for position, part in enumerate(location):
+            last = position == len(location) - 1
+            if _is_tag(part):
+                continue
+            child = _child(data, node, part)
+            if child is not None:
+                data, node, key_line = child
+                parts.append(f"[{part}]" if isinstance(part, int) else str(part))
+                line = key_line if key_line is not None else line
+            elif last and isinstance(data, dict) and not _is_label(part):
+                parts.append(str(part))  # a missing or misplaced key
+        path = "".join(p if p.startswith("[") else f".{p}" for p in parts).lstrip(".")
+        return path or "(top level)", line
+
+    def problem(self, location: Sequence[Any], message: str) -> str:
+        """One line: ``file:line: key.path: message``."""
+        path, line = self.locate(location)
+        where = f"{self.path}:{line}" if line is not None else f"{self.path}"
+        return f"{where}: {path}: {message}"
+
+
+# Location parts pydantic adds for unions and validators (not keys of the document).
+# Union tags in raygrid's schemas all contain "-" (no key does), e.g. "points-csv".
+_LABELS = {"int", "float", "str", "bool", "list", "dict", "none"}
+
+
+def _is_label(part: Any) -> bool:
+    return not isinstance(part, str) or part in _LABELS or _is_tag(part)
+
+
+def _is_tag(part: Any) -> bool:
+    return isinstance(part, str) and any(c in part for c in "[],-")
+
+
+def _line(node: yaml.Node | None) -> int | None:
+    return None if node is None else node.start_mark.line + 1
+
+
+def _child(data: Any, node: yaml.Node | None, part: Any):
+    """``(child data, child node, line of its key or item)``, or None if ``part`` is no key."""
+    if isinstance(data, dict) and not isinstance(part, bool) and part in data:
+        child_node, key_line = None, None
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if getattr(key_node, "value", None) == str(part):
+                    child_node, key_line = value_node, _line(key_node)
+        return data[part], child_node, key_line
+    if isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+        child_node = None
+        if isinstance(node, yaml.SequenceNode) and part < len(node.value):
+            child_node = node.value[part]
+        return data[part], child_node, _line(child_node)
+    return None
+
+
+def load_yaml(path: str | Path, what: str) -> YamlDocument:
+    """Read a YAML mapping from ``path``.
+
+    Raises
+    ------
+    InputError
+        If the file does not exist, is not valid YAML (with the line), or is not a mapping.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{what} file {path} does not exist")
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}{line}: not valid YAML: {error.problem}") from None
+    except yaml.YAMLError as error:
+        raise InputError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a {what} file is a YAML mapping of keys to values")
+    return YamlDocument(path=path, data=data, node=node)
+
+
+def format_problems(document: YamlDocument, problems: Iterable[tuple[Sequence[Any], str]]) -> str:
+    """The message of an :class:`InputError` listing several problems, one per line.
+
+    Problems at the same key (the alternatives of a union) are merged into one line.
+    """
+    merged: dict[tuple[str, int | None], list[str]] = {}
+    for loc, message in problems:
+        messages = merged.setdefault(document.locate(loc), [])
+        if message not in messages:
+            messages.append(message)
+    lines = []
+    for (path, line), messages in merged.items():
+        where = f"{document.path}:{line}" if line is not None else f"{document.path}"
+        lines.append(f"  {where}: {path}: {'; or '.join(messages)}")
+    return "\n".join(lines)
+
+
+def validate_yaml(document: YamlDocument, model: Any, what: str) -> Any:
+    """Validate a document against a pydantic model (or any type pydantic validates).
+
+    Raises
+    ------
+    InputError
+        Listing every problem as ``file:line: key.path: message``.
+    """
+    try:
+        return TypeAdapter(model).validate_python(document.data)
+    except ValidationError as error:
+        problems = [(e["loc"], _message(e)) for e in error.errors(include_url=False)]
+        raise InputError(
+            f"{document.path}: invalid {what}\n{format_problems(document, problems)}"
+        ) from None
+
+
+def _message(error: dict) -> str:
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        return f"{message} (unknown key)"
+    if error["type"] == "missing":
+        return f"{message} (missing key)"
+    return message

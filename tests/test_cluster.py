@@ -1,0 +1,108 @@
+"""Cluster files: every shipped one validates, errors have lines, clusters start and close."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raygrid.pipeline.cluster import (
+    JobQueueConfig,
+    LocalConfig,
+    SchedulerConfig,
+    connect,
+    jobqueue_kwargs,
+    read_cluster,
+)
+from raygrid.pipeline.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+
+
+def test_configs_are_all_there():
+    names = {p.name for p in CONFIGS}
+    assert {"local.yaml", "local-cuda.yaml", "slurm-gpu.yaml", "pbs-gpu.yaml",
+            "scheduler.yaml"} <= names  # fmt: skip
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_validates(path):
+    config = read_cluster(path)
+    assert config.cluster in ("local", "local-cuda", "slurm", "pbs", "scheduler")
+
+
+def test_default_is_a_local_cluster():
+    assert isinstance(read_cluster(None), LocalConfig)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cluster: local\nn_worker: 2\n", ":2: n_worker: Extra inputs are not permitted"),
+        ("cluster: local\nn_workers: two\n", ":2: n_workers: Input should be a valid integer"),
+        ("cluster: kubernetes\n", ":1: (top level): cluster must be one of local, local-cuda"),
+        ("cluster: slurm\nworkers: 3\nworkers_per_node: 2\n", "must be a multiple of"),
+        ("cluster: scheduler\n", "give exactly one of address and scheduler_file"),
+        ("- local\n", "a cluster file is a YAML mapping"),
+    ],
+)
+def test_bad_cluster_files(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as error:
+        read_cluster(path)
+    assert message in str(error.value)
+    assert str(path) in str(error.value)
+
+
+def test_jobqueue_arguments():
+    config = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
+    assert isinstance(config, JobQueueConfig) and config.nodes == 2
+    kwargs = jobqueue_kwargs(config)
+    assert kwargs["processes"] == 4 and kwargs["cores"] == 32
+    assert kwargs["job_extra_directives"][0] == "--gres=gpu:4"
+    assert kwargs["memory"] == "240000000000B"
+    pbs = jobqueue_kwargs(read_cluster(ROOT / "configs" / "pbs-gpu.yaml"))
+    assert pbs["resource_spec"] == "select=1:ncpus=32:ngpus=4:mem=240000000000B"
+
+
+def test_jobqueue_gpu_workers_sharing_a_job_is_refused():
+    config = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
+    with pytest.raises(InputError, match="workers_per_node: 1"), connect(config):
+        pass
+
+
+def test_local_cluster_prints_its_dashboard_and_closes():
+    lines = []
+    config = LocalConfig(cluster="local", n_workers=1, dashboard_address=":0")
+    with connect(config, echo=lines.append) as client:
+        assert client.submit(lambda x: x + 1, 1).result() == 2
+        assert len(client.scheduler_info()["workers"]) == 1
+    assert lines and lines[0].startswith("dashboard: http://127.0.0.1:")
+    assert client.status == "closed"
+
+
+def test_existing_scheduler_by_address_and_file(tmp_path):
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, dashboard_address=None, host="127.0.0.1"
+    ) as cluster:
+        with connect(SchedulerConfig(cluster="scheduler", address=cluster.scheduler_address),
+                     echo=lambda line: None) as client:  # fmt: skip
+            assert client.submit(sum, [1, 2]).result() == 3
+        scheduler_file = tmp_path / "scheduler.json"
+        scheduler_file.write_text(
+            json.dumps({"address": cluster.scheduler_address, "type": "Scheduler"})
+        )
+        config = SchedulerConfig(cluster="scheduler", scheduler_file=scheduler_file)
+        with connect(config, echo=lambda line: None) as client:
+            assert client.submit(sum, [2, 2]).result() == 4
+    with pytest.raises(InputError, match="did not appear"):
+        config = SchedulerConfig(
+            cluster="scheduler", scheduler_file=tmp_path / "none.json", timeout=0.3
+        )
+        with connect(config):
+            pass

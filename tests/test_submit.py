@@ -1,0 +1,186 @@
+"""`raygrid submit`: the batch scripts, and real runs on a local SLURM (marker ``slurm``).
+
+The SLURM tests need a running cluster: ``bash ../shared/slurm/start-local-slurm.sh`` (CI's
+``.ci/run`` starts it before the tests and stops it after); without one they are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+
+import raygrid.pipeline as rg
+from raygrid.pipeline.errors import InputError
+from raygrid.pipeline.submit import submit_workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKFLOW = {
+    "model": {"synthetic": "gradient", "shape": {"z": 41, "x": 61}, "spacing": 10.0},
+    "grid": {"radius": 3},
+    "sources": {"line": {"start": {"z": 0.0, "x": 0.0}, "stop": {"z": 0.0, "x": 600.0},
+                         "count": 6}},
+    "receivers": [{"z": 400.0, "x": 100.0}, {"z": 400.0, "x": 555.0}],
+    "outputs": {"store": "out/survey.zarr"},
+    "compute": {"batch": 2},
+}  # fmt: skip
+
+
+def _slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        answer = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return answer.returncode == 0 and any(s in answer.stdout for s in ("idle", "mix", "alloc"))
+
+
+# CI starts SLURM and sets RAYGRID_REQUIRE_SLURM=1: there a missing cluster is a failure,
+# not a silent skip.
+_REQUIRED = os.environ.get("RAYGRID_REQUIRE_SLURM") == "1"
+needs_slurm = pytest.mark.skipif(
+    not _REQUIRED and not _slurm_up(),
+    reason="no SLURM cluster (run ../shared/slurm/start-local-slurm.sh)",
+)
+
+
+def setup(tmp_path: Path, kind: str = "slurm", **config) -> tuple[Path, Path]:
+    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(WORKFLOW))
+    cluster = {
+        "cluster": kind,
+        "workers": 2,
+        "workers_per_node": 2,
+        "cores_per_worker": 1,
+        "memory_per_worker": "1GB",
+        "queue": "debug",
+        "walltime": "00:10:00",
+        "interface": "lo",
+        "dashboard_address": ":0",
+        "log_directory": "jobs",
+        "wait_timeout": 90,
+    } | config
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    return tmp_path / "survey.yaml", tmp_path / "cluster.yaml"
+
+
+def test_slurm_script(tmp_path):
+    workflow, cluster = setup(tmp_path, gpus_per_worker=1, account="geo",
+                              job_directives=["--constraint=h100"],
+                              prologue=["module load cuda"])  # fmt: skip
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert job.job_id is None and job.submit_command.startswith("sbatch --parsable ")
+    text = job.script.read_text()
+    for line in (
+        "#SBATCH --nodes=1", "#SBATCH --ntasks=2", "#SBATCH --ntasks-per-node=2",
+        "#SBATCH --cpus-per-task=1", "#SBATCH --gpus-per-task=1", "#SBATCH --partition=debug",
+        "#SBATCH --account=geo", "#SBATCH --time=00:10:00", "#SBATCH --constraint=h100",
+        "module load cuda", f"cd {tmp_path}", "distributed.cli.dask_scheduler",
+        'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS"', "distributed.cli.dask_worker",
+        f"raygrid.pipeline.cli run {workflow}", "trap ",
+    ):  # fmt: skip
+        assert line in text, line
+    assert text.index("module load cuda") < text.index("dask_scheduler") < text.index("srun")
+    assert subprocess.run(["bash", "-n", str(job.script)]).returncode == 0
+    scheduler = yaml.safe_load((job.directory / "scheduler.yaml").read_text())
+    assert scheduler["cluster"] == "scheduler" and scheduler["wait_for_workers"] == 2
+    assert rg.workflow.read_workflow(workflow)  # the job's inputs are untouched
+
+
+def test_pbs_script(tmp_path):
+    workflow, cluster = setup(tmp_path, "pbs", workers=4, workers_per_node=2,
+                              gpus_per_worker=2, queue="gpu")  # fmt: skip
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert job.submit_command.startswith("qsub ")
+    text = job.script.read_text()
+    assert "#PBS -l select=2:ncpus=2:mpiprocs=2:mem=1907mb:ngpus=4" in text
+    assert "#PBS -q gpu" in text and "#PBS -l walltime=00:10:00" in text
+    assert f"pbsdsh -u -- bash {job.directory}/node.sh" in text
+    node = (job.directory / "node.sh").read_text()
+    assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(seq -s," in node
+    for script in (job.script, job.directory / "node.sh"):
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_submit_needs_a_batch_cluster_file(tmp_path):
+    workflow, _ = setup(tmp_path)
+    with pytest.raises(InputError, match="needs a slurm or pbs cluster file"):
+        submit_workflow(workflow, ROOT / "configs" / "local.yaml", dry_run=True)
+
+
+def test_submit_dry_run_cli(tmp_path):
+    workflow, _ = setup(tmp_path)
+    exe = Path(sys.executable).parent / "raygrid"
+    run = subprocess.run(
+        [str(exe), "submit", str(workflow), "--cluster", str(ROOT / "configs" / "slurm-gpu.yaml"),
+         "--dry-run"], cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "batch script:" in run.stdout and "dry run" in run.stdout
+    script = next((tmp_path / "raygrid-jobs").glob("survey-*/job.sh"))
+    assert "#SBATCH --gpus-per-task=1" in script.read_text()
+    assert not (tmp_path / "out").exists()
+
+
+def _expected() -> xr.DataArray:
+    prepared = rg.workflow.prepare_workflow(rg.workflow.Workflow.model_validate(WORKFLOW))
+    return rg.traveltimes(prepared.velocity, prepared.sources, radius=3)
+
+
+def _wait_for_job(job_id: str, timeout: float = 180) -> str:
+    deadline = time.monotonic() + timeout
+    state = "?"
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job_id], capture_output=True, text=True
+        ).stdout
+        state = shown.split("JobState=")[1].split()[0] if "JobState=" in shown else "?"
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+            return state
+        time.sleep(0.5)
+    subprocess.run(["scancel", job_id])
+    return f"still {state} after {timeout} s"
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_real_slurm_submission_runs_the_workflow(tmp_path):
+    workflow, cluster = setup(tmp_path)
+    job = submit_workflow(workflow, cluster, workdir=tmp_path)
+    assert job.job_id and job.job_id.isdigit()
+    state = _wait_for_job(job.job_id)
+    logs = "\n".join(p.read_text() for p in job.directory.glob("*.out"))
+    assert state == "COMPLETED", logs + (job.directory / "workers.log").read_text()
+    assert "done: 6 source(s)" in logs
+    dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
+    assert dataset.attrs["complete"] is True
+    np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
+    pytest.importorskip("dask_jobqueue")
+    workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
+    exe = Path(sys.executable).parent / "raygrid"
+    run = subprocess.run(
+        [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "submitted 1 slurm worker job(s)" in run.stdout
+    assert "dashboard: http://" in run.stdout
+    dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
+    np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
+    assert list((tmp_path / "jobs").glob("*.err")), "the worker ran as a SLURM job"

@@ -1,0 +1,223 @@
+"""Surveys on a real 2-worker LocalCluster: fan-out, the store, resume, refusal, worker loss."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+import zarr
+
+import raygrid.pipeline as rg
+from raygrid.pipeline.errors import InputError
+from raygrid.pipeline.store import done_sources
+from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+SPEC = {
+    "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 10.0},
+    "grid": {"radius": 3},
+    # On-node and off-node sources and receivers (off-node legs are part of the contract).
+    "sources": [
+        {"z": 0.0, "x": 0.0},
+        {"z": 0.0, "x": 105.0},
+        {"z": 33.3, "x": 200.0},
+        {"z": 0.0, "x": 400.0},
+        {"z": 150.0, "x": 251.7},
+    ],
+    "receivers": {
+        "line": {"start": {"z": 300.0, "x": 0.0}, "stop": {"z": 255.0, "x": 400.0}, "count": 4}
+    },  # fmt: skip
+    "outputs": {"store": "out/survey.zarr"},
+    "compute": {"batch": 2},
+}
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def workflow_file(directory: Path, spec: dict | None = None, **changes) -> Path:
+    spec = yaml.safe_load(yaml.safe_dump(spec or SPEC))
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            spec.setdefault(section, {})[field] = value
+        else:
+            spec[section] = value
+    spec["outputs"]["store"] = str(directory / Path(spec["outputs"]["store"]).name)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def expected(spec: dict):
+    """The API's answers for the same inputs: fields, and rays to every receiver."""
+    prepared = rg.workflow.prepare_workflow(rg.workflow.Workflow.model_validate(spec))
+    result = rg.traveltimes(
+        prepared.velocity, prepared.sources, radius=spec["grid"]["radius"], predecessors=True
+    )
+    rays = [
+        [rg.raypath(result.isel(source=i), r) for r in prepared.receivers]
+        for i in range(len(prepared.sources))
+    ]
+    return result, rays
+
+
+def test_survey_end_to_end_matches_the_api_exactly(tmp_path, client):
+    path = workflow_file(tmp_path)
+    dataset = run_workflow(read_workflow(path), client=client)
+    result, rays = expected(SPEC)
+    assert dataset.attrs["complete"] is True
+    assert dataset.attrs["raygrid_version"] == rg.__version__
+    stored = yaml.safe_load(dataset.attrs["workflow"])
+    assert stored["grid"]["radius"] == 3 and stored["compute"]["batch"] == 2
+    # One chunk per source: concurrent writers never share one.
+    assert dataset["traveltime"].encoding["chunks"] == (1, 31, 41)
+    assert dataset["receiver_traveltime"].encoding["chunks"] == (1, 4)
+    np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+    np.testing.assert_array_equal(dataset["source_x"].values, result["source_x"].values)
+    assert dataset["source_done"].values.tolist() == [1] * 5
+    for i, per_source in enumerate(rays):
+        for j, ray in enumerate(per_source):
+            # The table holds the ray's own traveltime, bit for bit.
+            assert dataset["receiver_traveltime"].values[i, j] == ray.attrs["traveltime"]
+            start = int(dataset["ray_start"][i, j])
+            count = int(dataset["ray_count"][i, j])
+            assert count == ray.sizes["point"]
+            for name in ("z", "x", "time"):
+                np.testing.assert_array_equal(
+                    dataset[f"ray_{name}"].values[start : start + count], ray[name].values
+                )
+    assert not (Path(dataset.encoding["source"]) / "ray_parts").exists()
+
+
+def test_precomputed_weights_and_float32(tmp_path, client):
+    plain = run_workflow(read_workflow(workflow_file(tmp_path / "a")), client=client)
+    precomputed = run_workflow(
+        read_workflow(workflow_file(tmp_path / "b", compute__precompute=True)), client=client
+    )
+    for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_time"):
+        np.testing.assert_array_equal(plain[name].values, precomputed[name].values)
+    single = run_workflow(
+        read_workflow(workflow_file(tmp_path / "c", grid={"radius": 3, "precision": "float32"})),
+        client=client,
+    )
+    assert single["traveltime"].dtype == np.float32
+    np.testing.assert_allclose(single["traveltime"], plain["traveltime"], rtol=1e-6)
+
+
+def test_receiver_table_only(tmp_path, client):
+    path = workflow_file(tmp_path, outputs={"store": "t.zarr", "fields": False, "rays": False})
+    dataset = run_workflow(read_workflow(path), client=client)
+    assert "traveltime" not in dataset and "ray_start" not in dataset
+    result, rays = expected(SPEC)
+    table = np.array([[ray.attrs["traveltime"] for ray in per_source] for per_source in rays])
+    np.testing.assert_array_equal(dataset["receiver_traveltime"].values, table)
+
+
+def _chunk_files(store: Path) -> dict[str, float]:
+    return {str(p.relative_to(store)): p.stat().st_mtime_ns for p in store.rglob("*") if
+            p.is_file()}  # fmt: skip
+
+
+def test_rerun_resumes_only_unfinished_sources(tmp_path, client):
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = Path(first.encoding["source"]) if "source" in first.encoding else tmp_path / (
+        "survey.zarr")  # fmt: skip
+    # As if the run had died with sources 1 and 3 unfinished (their records never written).
+    records = zarr.open_array(store=str(store), path="source_done", mode="r+")
+    records[1] = 0
+    records[3] = 0
+    zarr.open_group(store, mode="r+").attrs["complete"] = False
+    before = _chunk_files(store)
+    time.sleep(0.01)
+    again = run_workflow(read_workflow(path), client=client)
+    after = _chunk_files(store)
+    rewritten = {name for name in before if after.get(name) != before[name]}
+    assert "traveltime/c/1/0/0" in rewritten and "traveltime/c/3/0/0" in rewritten
+    assert not {"traveltime/c/0/0/0", "traveltime/c/2/0/0", "traveltime/c/4/0/0"} & rewritten
+    xr.testing.assert_identical(again.load(), first)
+
+
+def test_a_different_workflow_never_overwrites(tmp_path, client):
+    path = workflow_file(tmp_path)
+    run_workflow(read_workflow(path), client=client)
+    store = tmp_path / "survey.zarr"
+    before = _chunk_files(store)
+    other = workflow_file(tmp_path, grid={"radius": 2})
+    with pytest.raises(InputError, match="holds the results of a different workflow"):
+        run_workflow(read_workflow(other), client=client)
+    assert _chunk_files(store) == before
+    replaced = run_workflow(read_workflow(other), client=client, overwrite=True)
+    assert replaced.attrs["radius_x"] == 2
+
+
+def test_something_else_at_the_store_path_is_left_alone(tmp_path, client):
+    (tmp_path / "survey.zarr").mkdir()
+    (tmp_path / "survey.zarr" / "precious.txt").write_text("keep me")
+    with pytest.raises(InputError, match="left untouched"):
+        run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    assert (tmp_path / "survey.zarr" / "precious.txt").read_text() == "keep me"
+
+
+def test_bad_inputs_touch_no_store(tmp_path, client):
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["sources"].append({"z": 0.0, "x": 99999.0})
+    path = workflow_file(tmp_path, spec)
+    with pytest.raises(InputError, match=r"source 5: source x=99999 is outside the model"):
+        run_workflow(read_workflow(path), client=client)
+    assert not (tmp_path / "survey.zarr").exists()
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["model"]["shape"] = {"z": 121, "x": 161}
+    spec["sources"] = {"line": {"start": {"z": 0.0, "x": 0.0}, "stop": {"z": 0.0, "x": 1600.0},
+                                "count": 16}}  # fmt: skip
+    spec["grid"]["radius"] = 4
+    spec["compute"]["batch"] = 1
+    path = workflow_file(tmp_path, spec)
+    store = tmp_path / "survey.zarr"
+    pids = list(client.run(os.getpid).values())
+    killed = []
+
+    def kill_one_worker():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if store.exists() and 1 <= done_sources(store).sum() < 12:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(int(done_sources(store).sum()))
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_one_worker)
+    killer.start()
+    dataset = run_workflow(read_workflow(path), client=client)
+    killer.join()
+    assert killed, "the run finished before a worker could be killed"
+    assert dataset["source_done"].values.all()
+    result, rays = expected(spec)
+    np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for later tests

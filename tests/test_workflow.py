@@ -1,0 +1,171 @@
+"""Workflow files: schema, positions, line numbers in errors, fingerprints (no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from raygrid.pipeline.errors import InputError
+from raygrid.pipeline.positions import resolve_points
+from raygrid.pipeline.workflow import prepare_workflow, read_workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
+
+SMALL = """\
+model:
+  synthetic: gradient
+  shape: {z: 21, x: 31}
+grid:
+  radius: 2
+sources:
+  - {z: 0.0, x: 100.0}
+  - {z: 0.0, x: 200.0}
+receivers:
+  line: {start: {z: 200.0, x: 0.0}, stop: {z: 200.0, x: 300.0}, count: 4}
+outputs:
+  store: out/small.zarr
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "wf.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_shipped_workflow_validates(path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # their relative paths are relative to the repository root
+    workflow = read_workflow(path)
+    if workflow.compute.backend != "cuda" and workflow.compute.tiles is None:
+        prepared = prepare_workflow(workflow)
+        assert len(prepared.sources) >= 1
+
+
+def test_survey_workflows_are_what_they_say():
+    survey = read_workflow(ROOT / "workflows" / "survey-2d.yaml")
+    assert len(resolve_points(survey.sources, "source")) >= 100
+    cube = read_workflow(ROOT / "workflows" / "survey-3d.yaml")
+    assert cube.compute.tiles and cube.compute.backend == "cuda"
+    assert set(cube.model.shape) == {"z", "y", "x"}
+
+
+@pytest.mark.parametrize(
+    "old, new, line, key, message",
+    [
+        ("  radius: 2", "  radious: 2", 5, "grid.radious", "Extra inputs are not permitted"),
+        ("  radius: 2", "  radius: two", 5, "grid.radius", "valid integer"),
+        ("  - {z: 0.0, x: 200.0}", "  - {z: 0.0, x: nope}", 8, "sources[1].x", "valid number"),
+        ("  store: out/small.zarr", "  stor: out/small.zarr", 12, "outputs.stor", "unknown key"),
+        ("  shape: {z: 21, x: 31}", "  shape: {z: 1, x: 31}", 3, "model.shape.z", "equal to 2"),
+        ("count: 4}", "count: 0}", 10, "receivers.line.count", "than or equal to 1"),
+        ("model:", "modle:", 1, "modle", "unknown key"),
+    ],
+)
+def test_errors_name_file_key_and_line(tmp_path, old, new, line, key, message):
+    assert old in SMALL
+    path = write(tmp_path, SMALL.replace(old, new, 1))
+    with pytest.raises(InputError) as error:
+        read_workflow(path)
+    text = str(error.value)
+    assert f"{path}:{line}: {key}: " in text, text
+    assert message in text
+
+
+def test_missing_section_is_named(tmp_path):
+    path = write(tmp_path, SMALL.replace("outputs:\n  store: out/small.zarr\n", ""))
+    with pytest.raises(InputError, match=r"outputs: Field required \(missing key\)"):
+        read_workflow(path)
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    path = write(tmp_path, SMALL + "  - [unclosed\n")
+    with pytest.raises(InputError, match=rf"{path}:1[34]: not valid YAML"):
+        read_workflow(path)
+
+
+def test_sources_of_unknown_form(tmp_path):
+    path = write(tmp_path, SMALL.replace("receivers:\n  line:", "receivers:\n  lines:"))
+    with pytest.raises(InputError, match=r":9: receivers: expected a list of points"):
+        read_workflow(path)
+
+
+def test_point_outside_model_names_which_and_line(tmp_path):
+    path = write(tmp_path, SMALL.replace("x: 200.0}", "x: 9000.0}"))
+    with pytest.raises(InputError) as error:
+        prepare_workflow(read_workflow(path))
+    assert f"{path}:8: sources[1]: source 1: source x=9000 is outside the model" in str(error.value)
+
+
+def test_missing_model_file(tmp_path):
+    path = write(tmp_path, SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}",
+                                         f"  path: {tmp_path / 'nope.zarr'}"))  # fmt: skip
+    with pytest.raises(InputError, match=r":1: model: velocity model .*nope.zarr does not exist"):
+        prepare_workflow(read_workflow(path))
+
+
+def test_generators_and_csv(tmp_path):
+    csv = tmp_path / "shots.csv"
+    csv.write_text("id,x,z\n1,10.0,0\n2,20.5,5\n")
+    text = SMALL.replace(
+        "  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 200.0}\n", f"  csv: {csv}\n"
+    ).replace(
+        "  line: {start: {z: 200.0, x: 0.0}, stop: {z: 200.0, x: 300.0}, count: 4}",
+        "  grid: {z: [100.0, 200.0], x: {start: 0.0, stop: 300.0, count: 3}}",
+    )
+    prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
+    assert prepared.sources == [{"z": 0.0, "x": 10.0}, {"z": 5.0, "x": 20.5}]
+    assert [(r["z"], r["x"]) for r in prepared.receivers] == [
+        (100.0, 0.0), (100.0, 150.0), (100.0, 300.0),
+        (200.0, 0.0), (200.0, 150.0), (200.0, 300.0),
+    ]  # fmt: skip
+    np.testing.assert_array_equal(prepared.source_index[1], [0.5, 0.0, 2.05])
+    csv.write_text("id,x,z\n1,10.0,zero\n")
+    with pytest.raises(InputError, match=r"shots.csv:2: not a number"):
+        prepare_workflow(read_workflow(write(tmp_path, text)))
+
+
+def test_line_generator_is_inclusive():
+    from raygrid.pipeline.positions import LinePoints
+
+    spec = LinePoints.model_validate(
+        {"line": {"start": {"z": 0, "x": 0}, "stop": {"z": 0, "x": 300}, "count": 4}}
+    )
+    assert [p["x"] for p in resolve_points(spec, "source")] == [0.0, 100.0, 200.0, 300.0]
+
+
+def test_nothing_to_store_is_an_error(tmp_path):
+    text = SMALL.split("receivers:")[0] + "outputs:\n  store: s.zarr\n  fields: false\n"
+    with pytest.raises(InputError, match=r":11: outputs.fields: nothing to store"):
+        read_workflow(write(tmp_path, text))
+
+
+def test_fingerprint_follows_what_the_store_holds(tmp_path):
+    base = prepare_workflow(read_workflow(write(tmp_path, SMALL))).fingerprint
+    same = SMALL + "compute:\n  batch: 7\n  cluster: configs/local.yaml\n"
+    assert prepare_workflow(read_workflow(write(tmp_path, same))).fingerprint == base
+    for old, new in [
+        ("radius: 2", "radius: 3"),
+        ("x: 200.0}", "x: 210.0}"),
+        ("count: 4}", "count: 5}"),
+        ("  synthetic: gradient", "  synthetic: constant"),
+    ]:
+        changed = prepare_workflow(read_workflow(write(tmp_path, SMALL.replace(old, new))))
+        assert changed.fingerprint != base, (old, new)
+
+
+def test_tiles_are_validated(tmp_path):
+    with pytest.raises(InputError, match=r"compute.tiles.z: Input should be greater than"):
+        read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 0, x: 8}\n"))
+    with pytest.raises(InputError, match=r"tiles name \['y'\]"):
+        prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {y: 8}\n")))
+
+
+def test_workflow_dump_round_trips(tmp_path):
+    workflow = read_workflow(write(tmp_path, SMALL))
+    again = yaml.safe_load(workflow.model_dump_json())
+    assert again["grid"]["radius"] == 2 and again["outputs"]["rays"] is True
