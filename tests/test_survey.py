@@ -111,6 +111,17 @@ def test_survey_end_to_end_matches_the_api_exactly(tmp_path, client):
     assert not (Path(dataset.encoding["source"]) / "ray_parts").exists()
 
 
+def test_tiled_survey_equals_the_plain_survey(tmp_path, client):
+    # Each source solved by domain decomposition over the workers: same store, bit for bit.
+    plain = run_workflow(read_workflow(workflow_file(tmp_path / "plain")), client=client)
+    tiled = run_workflow(
+        read_workflow(workflow_file(tmp_path / "tiled", compute__tiles={"z": 16, "x": 14})),
+        client=client,
+    )
+    for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
+        np.testing.assert_array_equal(tiled[name].values, plain[name].values)
+
+
 def test_precomputed_weights_and_float32(tmp_path, client):
     plain = run_workflow(read_workflow(workflow_file(tmp_path / "a")), client=client)
     precomputed = run_workflow(
