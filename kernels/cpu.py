@@ -12,6 +12,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from .bounds import reach_lengths, slowness_floor
 from .crossings import star_crossings
 from .heap import heap_grow, heap_new, heap_pop, heap_push
 from .layout import PaddedLayout
@@ -141,7 +142,8 @@ def _relax(times, predecessor, keys, nodes, size, t, v, k):
 @numba.njit(cache=True, nogil=True)
 def _settle(
     slowness, step, half, is_forward, cross_start, cross_step, cross_fraction, cross_length,
-    weights, unpadded, settled, wanted, remaining, times, predecessor, keys, nodes, size,
+    floor, reach, weights, unpadded, settled, wanted, remaining, times, predecessor, keys,
+    nodes, size,
 ):  # fmt: skip
     """Settle nodes until the heap is empty (returns 0), might overflow before the next node
     is relaxed (returns the size: the caller grows the heap and calls again), or every wanted
@@ -177,17 +179,27 @@ def _settle(
             continue
         # The star is sorted, so its first half points backward (the edge's lower node, from
         # which its weight is computed, is v) and its second half forward (it is u): two
-        # loops without a branch. Settled neighbours, dummies included, need no weight.
+        # loops without a branch. Settled neighbours, dummies included, need no weight, nor
+        # does a neighbour that even the edge's lower bound would not improve: most of them,
+        # once the front has passed (raygrid.kernels.bounds). Rounding is monotone, so a
+        # skipped edge is one whose computed time would not have been smaller either.
+        floor_u = floor[u]
         for k in range(half_size):
             v = u + step[k]
             if not settled[v]:
-                w = _table_weight(slowness, v, half[k], cross_start, cross_step,
+                j = half[k]
+                if tu + round_like(floor_u * reach[j], times) >= times[v]:
+                    continue
+                w = _table_weight(slowness, v, j, cross_start, cross_step,
                                   cross_fraction, cross_length, times)  # fmt: skip
                 size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
         for k in range(half_size, n_offsets):
             v = u + step[k]
             if not settled[v]:
-                w = _table_weight(slowness, u, k - half_size, cross_start, cross_step,
+                j = k - half_size
+                if tu + round_like(floor_u * reach[j], times) >= times[v]:
+                    continue
+                w = _table_weight(slowness, u, j, cross_start, cross_step,
                                   cross_fraction, cross_length, times)  # fmt: skip
                 size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
     return 0
@@ -204,6 +216,8 @@ def _dijkstra(
     cross_step,
     cross_fraction,
     cross_length,
+    floor,
+    reach,
     weights,
     unpadded,
     settled,
@@ -233,8 +247,8 @@ def _dijkstra(
     while size > 0:
         size = _settle(
             slowness, step, half, is_forward, cross_start, cross_step, cross_fraction,
-            cross_length, weights, unpadded, settled, wanted, remaining, times, predecessor,
-            keys, nodes, size,
+            cross_length, floor, reach, weights, unpadded, settled, wanted, remaining, times,
+            predecessor, keys, nodes, size,
         )  # fmt: skip
         if size > 0:
             keys, nodes = heap_grow(keys, nodes)
@@ -296,9 +310,12 @@ def dijkstra(
     left-to-right float sum of the edge weights from a seed; IEEE addition is monotone, so
     any other correct solver using the same weights returns the same floats
     (DESIGN.md section 1). Neighbours already settled are skipped before their weight is
-    computed, so each undirected edge's weight is computed about once, from the crossing
-    table of its offset (:mod:`raygrid.kernels.crossings`), which sums the same floats as
-    :func:`raygrid.kernels.segment.segment_time`. The grid is padded by the radius with
+    computed, and so are neighbours that the edge's lower bound (length times the smallest
+    slowness within the radius, :mod:`raygrid.kernels.bounds`) would not improve; the rest
+    get their weight from the crossing table of the offset
+    (:mod:`raygrid.kernels.crossings`), which sums the same floats as
+    :func:`raygrid.kernels.segment.segment_time`. Skipping changes no float: rounding is
+    monotone, so the skipped candidate time could not have been smaller. The grid is padded by the radius with
     settled dummy nodes so the inner loop has no bounds checks.
     """
     n_nodes = slowness.size
@@ -321,7 +338,9 @@ def dijkstra(
     if weights is None:
         weights = np.empty((0, 0), dtype=times.dtype)
         unpadded = np.empty(0, dtype=np.int64)
+        floor = slowness_floor(slowness_padded.reshape(padded), star.radius).reshape(-1)
     else:
+        floor = np.empty(0, dtype=np.float64)
         unpadded = np.full(slowness_padded.size, -1, dtype=np.int64)
         unpadded[interior] = np.arange(n_nodes)
     targets = np.empty(0, dtype=np.int64) if target_nodes is None else interior[target_nodes]
@@ -334,6 +353,8 @@ def dijkstra(
         crossings.step,
         crossings.fraction,
         crossings.length,
+        floor,
+        reach_lengths(crossings.length),
         weights,
         unpadded,
         settled,
