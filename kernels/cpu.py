@@ -315,8 +315,8 @@ def dijkstra(
     get their weight from the crossing table of the offset
     (:mod:`raygrid.kernels.crossings`), which sums the same floats as
     :func:`raygrid.kernels.segment.segment_time`. Skipping changes no float: rounding is
-    monotone, so the skipped candidate time could not have been smaller. The grid is padded by the radius with
-    settled dummy nodes so the inner loop has no bounds checks.
+    monotone, so the skipped candidate time could not have been smaller. The grid is padded
+    by the radius with settled dummy nodes so the inner loop has no bounds checks.
     """
     n_nodes = slowness.size
     if times is None:
