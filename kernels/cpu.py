@@ -169,12 +169,16 @@ def _settle(
             remaining[0] -= 1
             if remaining[0] == 0:
                 return -1  # every requested receiver is final
+        floor_u = floor[u]
         if precomputed:
             for k in range(n_offsets):
                 v = u + step[k]
                 if not settled[v]:
+                    j = half[k]
+                    if tu + round_like(floor_u * reach[j], times) >= times[v]:
+                        continue  # see below: saves a read from a far row of weights
                     low = v if k < half_size else u
-                    w = weights[unpadded[low], half[k]]
+                    w = weights[unpadded[low], j]
                     size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
             continue
         # The star is sorted, so its first half points backward (the edge's lower node, from
@@ -183,7 +187,6 @@ def _settle(
         # does a neighbour that even the edge's lower bound would not improve: most of them,
         # once the front has passed (raygrid.kernels.bounds). Rounding is monotone, so a
         # skipped edge is one whose computed time would not have been smaller either.
-        floor_u = floor[u]
         for k in range(half_size):
             v = u + step[k]
             if not settled[v]:
@@ -338,11 +341,10 @@ def dijkstra(
     if weights is None:
         weights = np.empty((0, 0), dtype=times.dtype)
         unpadded = np.empty(0, dtype=np.int64)
-        floor = slowness_floor(slowness_padded.reshape(padded), star.radius).reshape(-1)
     else:
-        floor = np.empty(0, dtype=np.float64)
         unpadded = np.full(slowness_padded.size, -1, dtype=np.int64)
         unpadded[interior] = np.arange(n_nodes)
+    floor = slowness_floor(slowness_padded.reshape(padded), star.radius).reshape(-1)
     targets = np.empty(0, dtype=np.int64) if target_nodes is None else interior[target_nodes]
     _dijkstra(
         slowness_padded,

@@ -48,3 +48,33 @@ def reference_times(graph: csr_matrix, seed_nodes, seed_times) -> np.ndarray:
     data = np.concatenate([coo.data, seed_times])
     extended = csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
     return scipy_dijkstra(extended, indices=n)[:n]
+
+
+def reference_times_float32(graph: csr_matrix, seed_nodes, seed_times) -> np.ndarray:
+    """Dijkstra in float32 (weights rounded once from float64, every sum rounded), written
+    plainly with :mod:`heapq`: scipy works in float64 only. Every correct solver returns the
+    minimum over paths of the left-to-right float32 sums, so this is a reference too."""
+    import heapq
+
+    graph = graph.tocsr()
+    weights = graph.data.astype(np.float32)
+    times = np.full(graph.shape[0], np.inf, dtype=np.float32)
+    heap = []
+    for node, t in zip(seed_nodes, seed_times):
+        t = np.float32(t)
+        if t < times[node]:
+            times[node] = t
+            heapq.heappush(heap, (t, int(node)))
+    done = np.zeros(graph.shape[0], dtype=bool)
+    while heap:
+        t, u = heapq.heappop(heap)
+        if done[u]:
+            continue
+        done[u] = True
+        for e in range(graph.indptr[u], graph.indptr[u + 1]):
+            v = graph.indices[e]
+            candidate = np.float32(t + weights[e])
+            if candidate < times[v]:
+                times[v] = candidate
+                heapq.heappush(heap, (candidate, int(v)))
+    return times
