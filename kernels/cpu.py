@@ -14,7 +14,7 @@ from numba.extending import overload
 
 from .bounds import reach_lengths, slowness_floor
 from .crossings import star_crossings
-from .heap import heap_grow, heap_new, heap_pop, heap_push
+from .heap import heap_grow, heap_lower, heap_new, heap_pop
 from .layout import PaddedLayout
 from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
@@ -130,12 +130,12 @@ def _table_weight(slowness, low, j, cross_start, cross_step, cross_fraction, cro
 # Not inline="always": Numba's IR inliner miscompiled this helper (two returns, itself
 # calling an inlined function) into a loop that relaxed nothing; LLVM inlines it anyway.
 @numba.njit(cache=True)
-def _relax(times, predecessor, keys, nodes, size, t, v, k):
+def _relax(times, predecessor, keys, nodes, position, size, t, v, k):
     """Lower ``v`` to ``t`` through edge ``k`` if that is better; returns the heap size."""
     if t < times[v]:
         times[v] = t
         predecessor[v] = k
-        return heap_push(keys, nodes, size, t, v)
+        return heap_lower(keys, nodes, position, size, t, v)
     return size
 
 
@@ -143,7 +143,7 @@ def _relax(times, predecessor, keys, nodes, size, t, v, k):
 def _settle(
     slowness, step, half, is_forward, cross_start, cross_step, cross_fraction, cross_length,
     floor, reach, weights, unpadded, settled, wanted, remaining, times, predecessor, keys,
-    nodes, size,
+    nodes, position, size,
 ):  # fmt: skip
     """Settle nodes until the heap is empty (returns 0), might overflow before the next node
     is relaxed (returns the size: the caller grows the heap and calls again), or every wanted
@@ -160,10 +160,8 @@ def _settle(
     half_size = n_offsets // 2
     while size > 0:
         if size + n_offsets > capacity:
-            return size  # a node pushes at most one entry per offset
-        tu, u, size = heap_pop(keys, nodes, size)
-        if settled[u] or tu > times[u]:
-            continue  # a stale entry left by lazy deletion
+            return size  # a node adds at most one entry per offset
+        tu, u, size = heap_pop(keys, nodes, position, size)
         settled[u] = 1
         if remaining[0] > 0 and wanted[u]:
             remaining[0] -= 1
@@ -179,7 +177,7 @@ def _settle(
                         continue  # see below: saves a read from a far row of weights
                     low = v if k < half_size else u
                     w = weights[unpadded[low], j]
-                    size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
+                    size = _relax(times, predecessor, keys, nodes, position, size, tu + w, v, k)
             continue
         # The star is sorted, so its first half points backward (the edge's lower node, from
         # which its weight is computed, is v) and its second half forward (it is u): two
@@ -195,7 +193,7 @@ def _settle(
                     continue
                 w = _table_weight(slowness, v, j, cross_start, cross_step,
                                   cross_fraction, cross_length, times)  # fmt: skip
-                size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
+                size = _relax(times, predecessor, keys, nodes, position, size, tu + w, v, k)
         for k in range(half_size, n_offsets):
             v = u + step[k]
             if not settled[v]:
@@ -204,7 +202,7 @@ def _settle(
                     continue
                 w = _table_weight(slowness, u, j, cross_start, cross_step,
                                   cross_fraction, cross_length, times)  # fmt: skip
-                size = _relax(times, predecessor, keys, nodes, size, tu + w, v, k)
+                size = _relax(times, predecessor, keys, nodes, position, size, tu + w, v, k)
     return 0
 
 
@@ -224,6 +222,7 @@ def _dijkstra(
     weights,
     unpadded,
     settled,
+    position,
     seed_nodes,
     seed_times,
     target_nodes,
@@ -246,12 +245,12 @@ def _dijkstra(
             predecessor[s] = -1
             if size == keys.shape[0]:
                 keys, nodes = heap_grow(keys, nodes)
-            size = heap_push(keys, nodes, size, times[s], s)
+            size = heap_lower(keys, nodes, position, size, times[s], s)
     while size > 0:
         size = _settle(
             slowness, step, half, is_forward, cross_start, cross_step, cross_fraction,
             cross_length, floor, reach, weights, unpadded, settled, wanted, remaining, times,
-            predecessor, keys, nodes, size,
+            predecessor, keys, nodes, position, size,
         )  # fmt: skip
         if size > 0:
             keys, nodes = heap_grow(keys, nodes)
@@ -271,7 +270,7 @@ def dijkstra(
     predecessor: np.ndarray | None = None,
     dtype: np.dtype | type = np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-seeded shortest-path traveltimes with a binary heap and lazy deletion.
+    """Multi-seeded shortest-path traveltimes with an indexed binary heap (decrease-key).
 
     Parameters
     ----------
@@ -360,6 +359,8 @@ def dijkstra(
         weights,
         unpadded,
         settled,
+        # The heap's index of each node (4 bytes a node while the padded grid allows).
+        np.full(slowness_padded.size, -1, np.int32 if slowness_padded.size < 2**31 else np.int64),
         interior[np.asarray(seed_nodes, dtype=np.int64)],
         np.asarray(seed_times, dtype=times.dtype),
         targets,

@@ -1,8 +1,10 @@
-"""A binary min-heap of ``(time, node)`` pairs in two flat arrays, for Numba.
+"""A binary min-heap of ``(time, node)`` pairs with a position index, for Numba.
 
-Lazy deletion: a node is pushed again whenever its time improves and stale entries are
-skipped when popped, so no position index is kept (the sequential baseline of both GPU
-papers; Monsegny & Agudelo 2013, section 2).
+Each node is in the heap at most once: ``position[node]`` is its slot (``-1`` when absent),
+so an improved time moves the node's entry up (decrease-key) instead of pushing a second
+one. Measured on the 1601^2 radius-5 benchmark, lazy deletion pushed 3.2 entries per node
+and its pops cost about 30 % of the solve; the index costs 4 bytes per node. (The papers'
+sequential baseline, Monsegny & Agudelo 2013, section 2, is the same binary heap.)
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["heap_push", "heap_pop", "heap_new", "heap_grow"]
+__all__ = ["heap_new", "heap_grow", "heap_lower", "heap_pop"]
 
 
 @numba.njit(cache=True)
@@ -23,7 +25,7 @@ def heap_new(capacity, key_like):
 
 @numba.njit(cache=True)
 def heap_grow(keys, nodes):
-    """Twice the room, same entries: pushes can exceed the node count (lazy deletion)."""
+    """Twice the room, same entries (the front can outgrow the first guess)."""
     grown_keys = np.empty(2 * keys.shape[0], dtype=keys.dtype)
     grown_nodes = np.empty(2 * nodes.shape[0], dtype=nodes.dtype)
     grown_keys[: keys.shape[0]] = keys
@@ -34,27 +36,36 @@ def heap_grow(keys, nodes):
 # inline="always" and scalar results: in the hot loop, a call that returns arrays costs
 # reference counting on every push and pop (about 30 % of a solve).
 @numba.njit(cache=True, inline="always")
-def heap_push(keys, nodes, size, key, node):
-    """Push ``(key, node)``; returns the new size. The caller grows full storage first."""
-    i = size
+def heap_lower(keys, nodes, position, size, key, node):
+    """Insert ``node`` with ``key``, or lower its key if it is already in; returns the new
+    size. ``key`` must not exceed the node's current key; the caller grows full storage."""
+    i = position[node]
+    if i < 0:
+        i = size
+        size += 1
     while i > 0:
         parent = (i - 1) >> 1
         if keys[parent] <= key:
             break
         keys[i] = keys[parent]
         nodes[i] = nodes[parent]
+        position[nodes[i]] = i
         i = parent
     keys[i] = key
     nodes[i] = node
-    return size + 1
+    position[node] = i
+    return size
 
 
 @numba.njit(cache=True, inline="always")
-def heap_pop(keys, nodes, size):
+def heap_pop(keys, nodes, position, size):
     """Remove the smallest entry; returns ``(key, node, new_size)``. ``size`` must be > 0."""
     top_key = keys[0]
     top_node = nodes[0]
+    position[top_node] = -1
     size -= 1
+    if size == 0:
+        return top_key, top_node, size
     last_key = keys[size]
     last_node = nodes[size]
     i = 0
@@ -68,7 +79,9 @@ def heap_pop(keys, nodes, size):
             break
         keys[i] = keys[child]
         nodes[i] = nodes[child]
+        position[nodes[i]] = i
         i = child
     keys[i] = last_key
     nodes[i] = last_node
+    position[last_node] = i
     return top_key, top_node, size
