@@ -89,7 +89,7 @@ def precompute_weights(
     layout = PaddedLayout.unblocked(slowness.shape, star.radius)
     padded = layout.padded
     slowness_padded = layout.pad(np.asarray(slowness, dtype=np.float64), np.inf).reshape(-1)
-    interior = layout.padded_flat(np.arange(slowness.size))
+    interior = layout.interior_flat()
     dummy = np.ones(slowness_padded.size, dtype=np.uint8)
     dummy[interior] = 0
     crossings = star_crossings(star, spacing, rule, padded)
@@ -327,7 +327,7 @@ def dijkstra(
         predecessor = np.full(n_nodes, -1, dtype=star.predecessor_dtype)
     layout = PaddedLayout.unblocked(slowness.shape, star.radius)
     padded = layout.padded
-    interior = layout.padded_flat(np.arange(n_nodes))
+    interior = layout.interior_flat()
     slowness_padded = layout.pad(np.asarray(slowness, dtype=np.float64), np.inf).reshape(-1)
     times_padded = np.full(slowness_padded.size, np.inf, dtype=times.dtype)
     times_padded[interior] = times

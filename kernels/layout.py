@@ -93,6 +93,12 @@ class PaddedLayout:
         """Padding only, one tile: the layout of the CPU solver."""
         return cls(tuple(shape), tuple(radius), tuple(max(n, 1) for n in shape))
 
+    def interior_flat(self) -> np.ndarray:
+        """Padded flat index of every real node, in real flat order (``padded_flat`` of
+        ``arange``, by slicing: no index arithmetic per node)."""
+        size = int(np.prod(self.padded))
+        return np.arange(size, dtype=np.int64).reshape(self.padded)[self.interior()].ravel()
+
     def padded_flat(self, flat: np.ndarray) -> np.ndarray:
         """Padded flat indices of real flat indices."""
         node = np.stack(np.unravel_index(np.asarray(flat, dtype=np.int64), self.shape), axis=-1)

@@ -57,6 +57,7 @@ def test_layout_geometry():
     np.testing.assert_array_equal(layout.unpad(padded), values)
     flat = np.array([0, 12, 98])
     np.testing.assert_array_equal(padded.reshape(-1)[layout.padded_flat(flat)], flat)
+    np.testing.assert_array_equal(layout.interior_flat(), layout.padded_flat(np.arange(99)))
     np.testing.assert_array_equal(layout.block_of(flat), [0, 0, 8])
     with pytest.raises(ValueError, match="smaller than the halo"):
         PaddedLayout((9, 1, 11), (3, 0, 3), (2, 1, 4))
