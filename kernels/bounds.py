@@ -20,30 +20,29 @@ _SHRINK = 1.0 - 2.0**-32
 
 
 @numba.njit(parallel=True, cache=True)
-def _moving_min_z(values, r, out):
+def _moving_min(values, axis, r, out):
+    # Minimum over [i - r, i + r] along one axis, clipped at the array's ends. Written per
+    # axis in place of moving the axis to the front, which cost two more copies of the grid.
     n0, n1, n2 = values.shape
     for i in numba.prange(n0):
-        lo, hi = max(i - r, 0), min(i + r + 1, n0)
         for j in range(n1):
             for k in range(n2):
-                m = values[lo, j, k]
-                for a in range(lo + 1, hi):
-                    m = min(m, values[a, j, k])
+                if axis == 0:
+                    lo, hi = max(i - r, 0), min(i + r + 1, n0)
+                    m = values[lo, j, k]
+                    for a in range(lo + 1, hi):
+                        m = min(m, values[a, j, k])
+                elif axis == 1:
+                    lo, hi = max(j - r, 0), min(j + r + 1, n1)
+                    m = values[i, lo, k]
+                    for a in range(lo + 1, hi):
+                        m = min(m, values[i, a, k])
+                else:
+                    lo, hi = max(k - r, 0), min(k + r + 1, n2)
+                    m = values[i, j, lo]
+                    for a in range(lo + 1, hi):
+                        m = min(m, values[i, j, a])
                 out[i, j, k] = m
-
-
-def _moving_min(values: np.ndarray, radius: tuple[int, int, int]) -> np.ndarray:
-    # One axis at a time (a box minimum is separable); the axis is moved to the front so a
-    # single kernel serves all three.
-    out = values
-    for axis, r in enumerate(radius):
-        if r == 0:
-            continue
-        front = np.ascontiguousarray(np.moveaxis(out, axis, 0))
-        result = np.empty_like(front)
-        _moving_min_z(front, r, result)
-        out = np.moveaxis(result, 0, axis)
-    return np.ascontiguousarray(out)
 
 
 def slowness_floor(slowness: np.ndarray, radius: tuple[int, int, int]) -> np.ndarray:
@@ -62,7 +61,18 @@ def slowness_floor(slowness: np.ndarray, radius: tuple[int, int, int]) -> np.nda
         ``floor[u] <= slowness[c]`` for every cell ``c`` that an edge of the star from ``u``
         crosses.
     """
-    return _moving_min(np.asarray(slowness, dtype=np.float64), tuple(radius))
+    # A box minimum is separable: one axis at a time, through two buffers (16 bytes a node
+    # while it runs, 8 after).
+    source = np.ascontiguousarray(slowness, dtype=np.float64)
+    current, spare = source, None
+    for axis, r in enumerate(radius):
+        if r == 0:
+            continue
+        out = spare if spare is not None else np.empty_like(source)
+        _moving_min(current, axis, int(r), out)
+        spare = current if current is not source else None  # never write the input
+        current = out
+    return current if current is not source else source.copy()
 
 
 def reach_lengths(lengths: np.ndarray) -> np.ndarray:

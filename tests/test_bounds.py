@@ -37,7 +37,9 @@ def test_floor_is_the_window_minimum(shape, radius, spacing):
     slowness = contrasted_slowness(shape, seed=1)
     window = tuple(2 * r + 1 for r in radius)
     expected = minimum_filter(slowness, size=window, mode="nearest")
+    original = slowness.copy()
     np.testing.assert_array_equal(slowness_floor(slowness, radius), expected)
+    np.testing.assert_array_equal(slowness, original)  # the input is not a scratch buffer
 
 
 @pytest.mark.parametrize("kind", ["contrasted", "constant"])
