@@ -114,8 +114,8 @@ def device_info() -> dict:
     }
 
 
-def solvers():
-    """The GPU solvers present in this checkout, by name."""
+def solvers(only=None):
+    """The GPU solvers present in this checkout, by name (``only``: a subset of names)."""
     from raygrid.kernels.cuda.pull import solve_pull
 
     found = {
@@ -128,10 +128,10 @@ def solvers():
         found["near-far"] = lambda *a, stats=None, **k: solve_near_far(*a, **k)
     except ImportError:
         pass
-    return found
+    return {k: v for k, v in found.items() if not only or k in only}
 
 
-def study_2d(sizes, radii, repeat, cpu_limit, info) -> list[dict]:
+def study_2d(sizes, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
     rows = []
     for n in sizes:
         shape = (n, 1, n)
@@ -148,7 +148,7 @@ def study_2d(sizes, radii, repeat, cpu_limit, info) -> list[dict]:
                 start = time.perf_counter()
                 cpu, _ = dijkstra(slowness, spacing, star, *seeds[0])
                 row["cpu_s"] = time.perf_counter() - start
-            for name, solve in solvers().items():
+            for name, solve in solvers(only).items():
                 stats = {}
                 first, best, (times, _) = best_time(
                     partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
@@ -171,7 +171,7 @@ def study_2d(sizes, radii, repeat, cpu_limit, info) -> list[dict]:
     return rows
 
 
-def study_3d(n, radii, repeat, cpu_limit) -> list[dict]:
+def study_3d(n, radii, repeat, cpu_limit, only=None) -> list[dict]:
     rows = []
     shape = (n, n, n)
     slowness = gradient_slowness(shape)
@@ -185,7 +185,7 @@ def study_3d(n, radii, repeat, cpu_limit) -> list[dict]:
             start = time.perf_counter()
             dijkstra(slowness, spacing, star, *seeds[0])
             row["cpu_s"] = time.perf_counter() - start
-        for name, solve in solvers().items():
+        for name, solve in solvers(only).items():
             first, best, _ = best_time(partial(solve, slowness, spacing, star, seeds), repeat)
             row[f"{name}_s"] = best
             row[f"{name}_first_s"] = first
@@ -242,6 +242,12 @@ def main(argv=None) -> None:
         default=4.2e8,
         help="skip the CPU Dijkstra above this many node-offsets (time)",
     )
+    parser.add_argument("--sizes", type=int, nargs="*", help="2D sizes (default: the study's)")
+    parser.add_argument("--radii", type=int, nargs="*", help="2D radii")
+    parser.add_argument("--n3", type=int, help="3D cube size (0 skips 3D)")
+    parser.add_argument("--radii3", type=int, nargs="*", help="3D radii")
+    parser.add_argument("--batches", type=int, nargs="*", help="survey batch sizes (none skips)")
+    parser.add_argument("--solvers", nargs="*", help="subset of pull, pull-precomputed, near-far")
     args = parser.parse_args(argv)
 
     import numba
@@ -257,6 +263,12 @@ def main(argv=None) -> None:
     else:
         sizes = [128, 256, 512, 1024, 1601]
         radii, n3, radii3, survey_n, sources = [1, 2, 3, 4, 5, 6], 256, [2, 3], 401, 64
+    batches = [1, 2, 4, 8, 16]
+    sizes = args.sizes if args.sizes is not None else sizes
+    radii = args.radii if args.radii is not None else radii
+    n3 = args.n3 if args.n3 is not None else n3
+    radii3 = args.radii3 if args.radii3 is not None else radii3
+    batches = args.batches if args.batches is not None else batches
     results = {
         "device": info,
         "host": {
@@ -266,9 +278,9 @@ def main(argv=None) -> None:
             "numpy": np.__version__,
         },
         "date": time.strftime("%Y-%m-%d"),
-        "2d": study_2d(sizes, radii, args.repeat, args.cpu_limit, info),
-        "3d": study_3d(n3, radii3, args.repeat, args.cpu_limit),
-        "survey": study_survey(survey_n, 4, [1, 2, 4, 8, 16], sources, args.repeat),
+        "2d": study_2d(sizes, radii, args.repeat, args.cpu_limit, info, args.solvers),
+        "3d": study_3d(n3, radii3, args.repeat, args.cpu_limit, args.solvers) if n3 else [],
+        "survey": study_survey(survey_n, 4, batches, sources, args.repeat),
     }
     target = {
         "2d_1601_r5_le_50ms": None,

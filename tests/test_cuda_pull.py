@@ -67,7 +67,7 @@ def test_launch_limits_are_clear_errors():
     from raygrid.kernels.cuda.pull import check_launch, shared_bytes
 
     layout = PaddedLayout((1601, 1, 1601), (5, 0, 5), (16, 1, 16))
-    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 40 + 4
+    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 16
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -182,12 +182,13 @@ PTX_SCRIPT = textwrap.dedent(
         )
     for block, radius in (((16, 1, 16), (5, 0, 5)), ((4, 8, 8), (2, 2, 2))):
         for dtype, t in ((np.float64, f8), (np.float32, numba.float32)):
-            for rule, pre in ((EXACT, False), (MEAN, False), (EXACT, True)):
-                kernel = pull_kernel(block, radius, 4, dtype, rule, pre)
+            for pre in (False, True):
+                kernel = pull_kernel(block, radius, 4, dtype, pre)
                 signature = (
-                    f8[:, :, ::1], f8[::1], i8[:, ::1], i8[::1], numba.uint8[::1], t[:, ::1],
-                    t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, ::1], i4[::1],
-                    i4[:, :, ::1], i8, i8[::1],
+                    f8[:, :, ::1], i8[:, ::1], i8[::1], i8[::1], numba.uint8[::1], f8[::1],
+                    i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
+                    t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
+                    i4[:, ::1], i4[::1], i4[:, :, ::1], i8, i8[::1],
                 )
                 ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
                 assert "st.shared" in ptx and ".entry" in ptx
