@@ -122,11 +122,16 @@ def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarr
     result = with_predecessors(
         field, predecessor.reshape(grid.shape), task.star, grid.velocity, grid
     )
+    return _ray_table(result, task.receivers, grid.dims)
+
+
+def _ray_table(result: xr.Dataset, receivers: list[dict[str, float]], dims: tuple[str, ...]):
+    """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
     pieces, counts = [], []
-    for receiver in task.receivers:
+    for receiver in receivers:
         ray = raypath(result, receiver)
         columns = [ray["time"].values.astype(np.float64)]
-        columns += [ray[d].values.astype(np.float64) for d in grid.dims]
+        columns += [ray[d].values.astype(np.float64) for d in dims]
         pieces.append(np.stack(columns, axis=1))
         counts.append(ray.sizes["point"])
     return np.concatenate(pieces), counts
@@ -397,15 +402,7 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
                 grid, prepared.star, times.reshape(-1), prepared.receiver_index, spec.dtype
             )
         if need_rays:
-            loaded = result.load()
-            pieces, counts = [], []
-            for receiver in prepared.receivers:
-                ray = raypath(loaded, receiver)
-                columns = [ray["time"].values.astype(np.float64)]
-                columns += [ray[d].values.astype(np.float64) for d in grid.dims]
-                pieces.append(np.stack(columns, axis=1))
-                counts.append(ray.sizes["point"])
-            points = np.concatenate(pieces)
+            points, counts = _ray_table(result.load(), prepared.receivers, grid.dims)
         write_source(
             spec.path,
             SourceResult(i, times if spec.fields else None, table, points, counts),
