@@ -71,10 +71,44 @@ def edge_count(shape, star) -> int:
 
 
 def tile_bytes(block, radius, batch, itemsize) -> int:
-    """Global-memory bytes one tile load moves: halo'd slowness and times in, times out."""
+    """Global-memory bytes one tile relaxation moves: halo'd slowness (8), node pass stamps
+    (4) and times in, times, predecessors (2) and stamps out for the interior."""
     halo = int(np.prod([b + 2 * r for b, r in zip(block, radius)]))
     interior = int(np.prod(block))
-    return halo * (8 + batch * itemsize) + interior * batch * (itemsize + 2)
+    return halo * (8 + 4 + batch * itemsize) + interior * (batch * (itemsize + 2) + 4)
+
+
+def efficiency(stats: dict, seconds: float, block, radius, star, spacing, info, precomputed):
+    """Fractions of the device's memory bandwidth and FP64 peak that a pull solve used.
+
+    Bytes: each tile relaxation's tile traffic (:func:`tile_bytes`) plus 8 bytes per
+    precomputed weight read. FLOPs: per weight computed on the fly, a multiply and an add per
+    crossing of its table and one multiply by the length.
+    """
+    if not info["peaks"] or "tiles_relaxed" not in stats:
+        return {}
+    from raygrid.kernels import EXACT, star_crossings
+
+    tile = tuple(b + 2 * r for b, r in zip(block, radius))
+    crossings = star_crossings(star, spacing, EXACT, tile)
+    per_weight = 2 * np.diff(crossings.start).mean() + 1
+    weights = stats.get("weights_evaluated", 0)
+    moved = stats["tiles_relaxed"] * tile_bytes(block, radius, 1, 8)
+    flops = 0.0
+    if precomputed:
+        moved += 8 * weights
+    else:
+        flops = weights * per_weight
+    return {
+        "bandwidth_fraction": moved / seconds / info["peaks"]["bandwidth"],
+        "fp64_fraction": flops / seconds / info["peaks"]["fp64"],
+    }
+
+
+PULL_STATS = (
+    "passes", "tiles_relaxed", "inner_iterations", "weights_evaluated", "cooperative",
+    "setup_s", "passes_s", "copy_s",
+)  # fmt: skip
 
 
 def best_time(run, repeat: int) -> tuple[float, float, object]:
@@ -121,6 +155,7 @@ def solvers(only=None):
     found = {
         "pull": lambda *a, **k: solve_pull(*a, **k),
         "pull-precomputed": lambda *a, **k: solve_pull(*a, precomputed=True, **k),
+        "pull-cooperative": lambda *a, **k: solve_pull(*a, cooperative=True, **k),
     }
     try:
         from raygrid.kernels.cuda.nearfar import solve_near_far
@@ -161,17 +196,20 @@ def study_2d(sizes, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
                     row[f"{name}_max_rel_diff"] = float(
                         np.max(np.abs(times[0] - cpu) / np.maximum(cpu, 1e-30))
                     )
-                if "tiles_relaxed" in stats and info["peaks"]:
-                    block = (16, 1, 16) if r <= 16 else (r, 1, r)
-                    moved = stats["tiles_relaxed"] * tile_bytes(block, (r, 0, r), 1, 8)
-                    row[f"{name}_bandwidth_fraction"] = moved / best / info["peaks"]["bandwidth"]
-                    row[f"{name}_passes"] = stats["passes"]
+                if "tiles_relaxed" in stats:
+                    from raygrid.kernels.cuda.pull import DEFAULT_BLOCK_2D
+
+                    block = tuple(max(b, q) for b, q in zip(DEFAULT_BLOCK_2D, (r, 0, r)))
+                    found = efficiency(stats, best, block, (r, 0, r), star, spacing, info,
+                                       name.endswith("precomputed"))  # fmt: skip
+                    row.update({f"{name}_{k}": v for k, v in found.items()})
+                    row.update({f"{name}_{k}": stats[k] for k in PULL_STATS if k in stats})
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
 
 
-def study_3d(n, radii, repeat, cpu_limit, only=None) -> list[dict]:
+def study_3d(n, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
     rows = []
     shape = (n, n, n)
     slowness = gradient_slowness(shape)
@@ -186,12 +224,23 @@ def study_3d(n, radii, repeat, cpu_limit, only=None) -> list[dict]:
             dijkstra(slowness, spacing, star, *seeds[0])
             row["cpu_s"] = time.perf_counter() - start
         for name, solve in solvers(only).items():
-            first, best, _ = best_time(partial(solve, slowness, spacing, star, seeds), repeat)
+            stats = {}
+            first, best, _ = best_time(
+                partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
+            )
             row[f"{name}_s"] = best
             row[f"{name}_first_s"] = first
             row[f"{name}_gteps"] = edges / best / 1e9
             if "cpu_s" in row:
                 row[f"{name}_speedup"] = row["cpu_s"] / best
+            if "tiles_relaxed" in stats:
+                from raygrid.kernels.cuda.pull import DEFAULT_BLOCK_3D
+
+                block = tuple(max(b, q) for b, q in zip(DEFAULT_BLOCK_3D, (r, r, r)))
+                found = efficiency(stats, best, block, (r, r, r), star, spacing, info,
+                                   name.endswith("precomputed"))  # fmt: skip
+                row.update({f"{name}_{k}": v for k, v in found.items()})
+                row.update({f"{name}_{k}": stats[k] for k in PULL_STATS if k in stats})
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -279,7 +328,7 @@ def main(argv=None) -> None:
         },
         "date": time.strftime("%Y-%m-%d"),
         "2d": study_2d(sizes, radii, args.repeat, args.cpu_limit, info, args.solvers),
-        "3d": study_3d(n3, radii3, args.repeat, args.cpu_limit, args.solvers) if n3 else [],
+        "3d": study_3d(n3, radii3, args.repeat, args.cpu_limit, info, args.solvers) if n3 else [],
         "survey": study_survey(survey_n, 4, batches, sources, args.repeat),
     }
     target = {

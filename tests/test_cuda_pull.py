@@ -67,7 +67,7 @@ def test_launch_limits_are_clear_errors():
     from raygrid.kernels.cuda.pull import check_launch, shared_bytes
 
     layout = PaddedLayout((1601, 1, 1601), (5, 0, 5), (16, 1, 16))
-    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 16
+    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 26 * 4 + 40
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -78,8 +78,11 @@ def test_launch_limits_are_clear_errors():
 
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
-@pytest.mark.parametrize("precomputed", [False, True])
-def test_pull_equals_cpu_exactly(shape, radius, block, precomputed):
+@pytest.mark.parametrize(
+    "precomputed, cooperative", [(False, True), (True, True), (False, False)],
+    ids=["on-the-fly", "precomputed", "launch-per-pass"],
+)  # fmt: skip
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, cooperative):
     from raygrid.kernels.cuda.pull import solve_pull
 
     slowness = model(shape)
@@ -89,13 +92,18 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed):
     stats = {}
     times, predecessor = solve_pull(
         slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
-        stats=stats,
+        stats=stats, cooperative=cooperative,
     )  # fmt: skip
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
     assert predecessor.dtype == star.predecessor_dtype
     # Seeds keep -1 unless a path beat their seed time; everything else has a predecessor.
     assert np.all(predecessor[0][np.arange(slowness.size) != slowness.size // 2] >= 0)
-    assert stats["host_reads"] < stats["passes"]  # one counter read per batch of passes
+    assert stats["cooperative"] == cooperative
+    # Convergence is read on the device: once per solve in one cooperative launch, else
+    # once per batch of passes.
+    assert stats["host_reads"] == (2 if cooperative else stats["passes"] / 8)
+    assert stats["inner_iterations"] >= stats["tiles_relaxed"] > 0
+    assert 0 < stats["weights_evaluated"] < stats["inner_iterations"] * 64 * star.size
 
 
 @simulator_only
@@ -117,17 +125,24 @@ def test_pull_mean_rule_float32_and_batch_of_one():
 
 
 @simulator_only
-def test_update_map_skips_quiet_tiles():
+@pytest.mark.parametrize("cooperative", [True, False], ids=["cooperative", "launch-per-pass"])
+def test_update_map_skips_quiet_tiles(cooperative):
     from raygrid.kernels.cuda.pull import solve_pull
 
     shape, radius, block = (4, 1, 24), (1, 0, 2), (4, 1, 2)  # a strip of 12 tiles
     slowness = model(shape, seed=5)
     star = forward_star(radius)
     stats = {}
-    seeds = [(np.array([0]), np.array([0.0]))]
-    times, _ = solve_pull(slowness, np.ones(3), star, seeds, block=block, stats=stats)
+    # The source at the far end: the simulator runs tiles in increasing order, so a front
+    # moving that way would cross the strip in one pass (a tile sees the stamps written
+    # before it in the same pass, as a real GPU may); against it, one tile per pass.
+    seeds = [(np.array([slowness.size - 1]), np.array([0.0]))]
+    times, _ = solve_pull(
+        slowness, np.ones(3), star, seeds, block=block, stats=stats, cooperative=cooperative
+    )
     np.testing.assert_array_equal(times, cpu_reference(slowness, np.ones(3), star, seeds))
     # The front sweeps the strip: each pass relaxes a few tiles, never all of them.
+    assert stats["passes"] >= 10
     assert stats["tiles_relaxed"] < stats["passes"] * stats["tiles"] / 2
 
 
@@ -171,7 +186,8 @@ PTX_SCRIPT = textwrap.dedent(
     import numba, numpy as np
     from numba import cuda
     from raygrid.kernels import EXACT, MEAN
-    from raygrid.kernels.cuda.pull import pull_kernel, compact_kernel
+    from numba.cuda.cudadrv.error import CudaSupportError
+    from raygrid.kernels.cuda.pull import pull_kernels
     from raygrid.kernels.cuda.weights import weight_kernel
 
     f8, i8, i4 = numba.float64, numba.int64, numba.int32
@@ -183,16 +199,22 @@ PTX_SCRIPT = textwrap.dedent(
     for block, radius in (((16, 1, 16), (5, 0, 5)), ((4, 8, 8), (2, 2, 2))):
         for dtype, t in ((np.float64, f8), (np.float32, numba.float32)):
             for pre in (False, True):
-                kernel = pull_kernel(block, radius, 4, dtype, pre)
-                signature = (
+                per_pass, persistent = pull_kernels(block, radius, 4, dtype, pre)
+                common = (
                     f8[:, :, ::1], i8[:, ::1], i8[::1], i8[::1], numba.uint8[::1], f8[::1],
                     i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
                     t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
-                    i4[:, ::1], i4[::1], i4[:, :, ::1], i8, i8[::1],
+                    i4[:, :, :, ::1], i4[::1], i8[::1], i8,
                 )
-                ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+                ptx, _ = cuda.compile_ptx(per_pass.py_func, common, cc=(9, 0))
                 assert "st.shared" in ptx and ".entry" in ptx
-    cuda.compile_ptx(compact_kernel().py_func, (i4[:, :, ::1], i8, i4[:, ::1], i4[::1]), cc=(9, 0))
+                # Numba resolves cuda.cg.this_grid() through the driver: without one, only
+                # a driver error is acceptable (the real-GPU test runs this kernel).
+                try:
+                    ptx, _ = cuda.compile_ptx(persistent.py_func, common, cc=(9, 0))
+                    assert "cudaCGSynchronize" in ptx
+                except CudaSupportError as error:
+                    assert "driver" in str(error).lower()
     print("compiled")
     """
 )
@@ -221,8 +243,13 @@ def test_pull_on_a_real_gpu():
     star = forward_star((4, 0, 4))
     seeds = seeds_for(slowness)
     reference = cpu_reference(slowness, spacing, star, seeds)
-    for precomputed in (False, True):
-        times, _ = solve_pull(slowness, spacing, star, seeds, batch=2, precomputed=precomputed)
+    for precomputed, cooperative in ((False, False), (True, False), (False, True)):
+        stats = {}
+        times, _ = solve_pull(
+            slowness, spacing, star, seeds, batch=2, precomputed=precomputed,
+            cooperative=cooperative, stats=stats,
+        )  # fmt: skip
+        assert stats["cooperative"] == cooperative
         # NVVM may contract a multiply and an add into an FMA inside the weight, which
         # rounds once instead of twice: a few ulps per edge, summed along the path.
         np.testing.assert_allclose(times, reference, rtol=1e-12)

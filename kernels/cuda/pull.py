@@ -5,12 +5,17 @@ predecessor, so no atomics are needed and a time and its predecessor always agre
 (Monsegny & Agudelo 2013, section 3). A thread block owns a tile of nodes and loads it, with
 a halo of width ``radius``, into shared memory, then iterates there until the tile is stable
 before writing back (Kanoksirirath, "in-block iteration"). An update map keeps one stamp per
-tile; only tiles whose neighbourhood changed in the last pass are launched, from a list
-compacted on the device, and the host reads one counter per batch of passes.
+tile; a tile is relaxed in a pass only if a tile of its neighbourhood changed in the last.
+
+Passes run inside one cooperative kernel (a grid sync between passes, convergence read on
+the device): no launch and no host round trip per pass. Where a cooperative launch is not
+available, the same tile relaxation runs as one launch per pass, and the host reads one
+counter per batch of passes.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from functools import cache
 
@@ -23,26 +28,34 @@ from ..crossings import star_crossings
 from ..layout import PaddedLayout
 from ..rules import EXACT
 from ..star import Star
+from .arrays import device_full, from_padded, scatter, to_padded
+from .device import simulating
 from .weights import precompute_weights_gpu
 
-__all__ = ["solve_pull", "pull_kernel", "compact_kernel", "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D"]
+__all__ = ["solve_pull", "pull_kernels", "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D"]
+
+logger = logging.getLogger("raygrid")
 
 #: Tile shapes for real GPUs: 256 threads per block.
 DEFAULT_BLOCK_2D = (16, 1, 16)
 DEFAULT_BLOCK_3D = (4, 8, 8)
 #: In-block iterations before a tile writes back even if not yet stable.
 MAX_INNER = 64
-#: Passes launched between two reads of the active-tile counter.
+#: Passes launched between two reads of the change counter (launch-per-pass mode).
 PASSES_PER_CHECK = 8
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
 
+#: Set once a cooperative launch failed in this process (e.g. no cudadevrt to link).
+_cooperative_failed = False
+
 
 def shared_bytes(layout: PaddedLayout, batch: int, dtype) -> int:
-    """Shared memory of one block: its slowness tile (float64), ``batch`` time tiles and a
-    change stamp (int32) per tile node."""
-    nodes = int(np.prod(layout.tile))
-    return nodes * (8 + batch * np.dtype(dtype).itemsize + 4) + 16
+    """Shared memory of one block: its slowness tile (float64), ``batch`` time tiles, a
+    change stamp (int32) per tile node and one per tile row."""
+    tz, ty, tx = layout.tile
+    nodes = tz * ty * tx
+    return nodes * (8 + batch * np.dtype(dtype).itemsize + 4) + 4 * tz * ty + 40
 
 
 def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
@@ -59,7 +72,7 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
 
 
 @cache
-def pull_kernel(
+def pull_kernels(
     block: tuple[int, int, int],
     radius: tuple[int, int, int],
     batch: int,
@@ -67,16 +80,21 @@ def pull_kernel(
     precomputed: bool,
     max_inner: int = MAX_INNER,
 ):
-    """Compile-on-first-launch pull kernel for one tile shape, radius, batch and precision.
+    """The pull kernels for one tile shape, radius, batch and precision (compiled on first
+    launch): ``(per_pass, persistent)``.
 
-    Shapes of shared and local arrays must be compile-time constants on a real GPU, so each
-    configuration gets its own kernel; the simulator would accept computed shapes and hide
-    that (STYLE.md).
+    ``per_pass`` relaxes, in one launch, every tile of the pass (block ``b`` takes tile
+    ``b``); ``persistent`` runs all passes in one cooperative launch, each block taking the
+    tiles ``b, b + grid, ...`` of every pass, with a grid sync between passes. Both run the
+    same tile relaxation. Shapes of shared and local arrays must be compile-time constants
+    on a real GPU, so each configuration gets its own kernels; the simulator would accept
+    computed shapes and hide that (STYLE.md).
 
-    Work is spent only where something changed, which makes re-relaxing a tile cheap:
+    Work is spent only where something changed, which makes relaxing a tile again cheap:
 
-    - in-block iteration ``i`` pulls only from nodes whose time changed in iteration ``i - 1``
-      or later (a change stamp per tile node in shared memory);
+    - in-block iteration ``i`` pulls only from nodes whose time changed in iteration
+      ``i - 1`` or later (a change stamp per tile node in shared memory), and a node skips
+      its whole star when no tile row within its radius changed (a stamp per row);
     - a tile relaxed again in a later pass starts from the nodes of its tile and halo that
       changed since it last ran (``node_pass``, the pass of each node's last write, against
       ``tile_pass``, the pass the tile last ran), not from all of them;
@@ -84,40 +102,47 @@ def pull_kernel(
       node is skipped before its weight is read or computed, as in the CPU Dijkstra
       (:mod:`raygrid.kernels.bounds`).
 
-    None of this changes the fixed point: a node's pull skips only neighbours it has already
-    pulled from at their current time, or edges that cannot win.
+    None of this changes the fixed point: a node skips only neighbours it has already
+    pulled from at their present time, or edges that cannot win.
     """
     bz, by, bx = block
     rz, ry, rx = radius
     tz, ty, tx = bz + 2 * rz, by + 2 * ry, bx + 2 * rx
     tile_nodes = tz * ty * tx
+    tile_rows = tz * ty
     threads = bz * by * bx
     time_type = numba.from_dtype(np.dtype(dtype))
     cast = np.float32 if np.dtype(dtype) == np.float32 else np.float64
 
-    def relax(
-        slowness, offsets, tile_step, half, is_forward, reach,
-        cross_start, cross_step, cross_fraction, cross_length, weights,
-        times, predecessor, node_pass, tile_pass, active, counts, stamps, pass_id, relaxed,
-    ):  # fmt: skip
-        s_tile = cuda.shared.array(tile_nodes, numba.float64)
-        t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        # Inner iteration of each tile node's last change: 0 = changed before this run.
-        changed_at = cuda.shared.array(tile_nodes, numba.int32)
-        flag = cuda.shared.array(1, numba.int32)
-        floor = cuda.shared.array(1, numba.float64)
-        improved = cuda.local.array(batch, numba.int32)
-
-        tid = cuda.threadIdx.x
-        slot = cuda.blockIdx.x
+    @cuda.jit(device=True, inline="always")
+    def tile_active(stamps, b, pass_id):
+        # A tile that writes in pass p stores p + 1 in the stamps of parity (p + 1) % 2; pass
+        # p reads parity p % 2, which no tile writes during pass p, so a tile is relaxed
+        # exactly when its neighbourhood changed in the last pass, whatever the order the
+        # tiles of a pass run in. A halo is at most one tile wide (tiles are at least the
+        # radius), so only the 3x3(x3) neighbourhood can matter.
+        _, nbz, nby, nbx = stamps.shape
+        cz = b // (nby * nbx)
+        cy = (b // nbx) % nby
+        cx = b % nbx
         parity = pass_id % 2
-        if slot == 0 and tid == 0:
-            counts[1 - parity] = 0  # the next compaction counts from zero
-            relaxed[0] += counts[parity]  # tiles relaxed, for the statistics
-        if slot >= counts[parity]:
-            return  # inactive this pass: the whole block leaves before any barrier
-        nbz, nby, nbx = stamps.shape
-        b = active[parity, slot]
+        hit = False
+        for z in range(max(cz - 1, 0), min(cz + 2, nbz)):
+            for y in range(max(cy - 1, 0), min(cy + 2, nby)):
+                for x in range(max(cx - 1, 0), min(cx + 2, nbx)):
+                    if stamps[parity, z, y, x] == pass_id:
+                        hit = True
+        return hit
+
+    @cuda.jit(device=True, inline="always")
+    def relax_tile(
+        b, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
+        cross_start, cross_step, cross_fraction, cross_length, weights,
+        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed,
+        s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+    ):  # fmt: skip
+        tid = cuda.threadIdx.x
+        _, nbz, nby, nbx = stamps.shape
         cz = b // (nby * nbx)
         cy = (b // nbx) % nby
         cx = b % nbx
@@ -129,6 +154,9 @@ def pull_kernel(
 
         if tid == 0:
             floor[0] = np.inf
+            work[0] = 0
+        for r in range(tid, tile_rows, threads):
+            row_changed[r] = -2
         cuda.syncthreads()
         lowest = np.inf
         for i in range(tid, tile_nodes, threads):
@@ -142,13 +170,18 @@ def pull_kernel(
                 t_tile[s, i] = times[s, oz + lz, oy + ly, ox + lx]
             # Pulled from already at its present time, unless it changed since this tile
             # last ran (or during that run: the pass is included).
-            changed_at[i] = 0 if node_pass[oz + lz, oy + ly, ox + lx] >= last else -2
+            if node_pass[oz + lz, oy + ly, ox + lx] >= last:
+                changed_at[i] = 0
+                row_changed[i // tx] = 0
+            else:
+                changed_at[i] = -2
         for s in range(batch):
             improved[s] = -1
         cuda.atomic.min(floor, 0, lowest)
         cuda.syncthreads()
         if tid == 0:
             tile_pass[cz, cy, cx] = pass_id  # every thread has read `last`
+            cuda.atomic.add(relaxed, 0, 1)
         tile_floor = floor[0]
 
         mz = tid // (by * bx) + rz
@@ -156,53 +189,66 @@ def pull_kernel(
         mx = tid % bx + rx
         me = (mz * ty + my) * tx + mx
         pz, py, px = slowness.shape
+        inner = 0
+        evaluated = 0  # weights read or computed, for the statistics
         for inner in range(1, max_inner + 1):
             if tid == 0:
                 flag[0] = 0
             cuda.syncthreads()
+            near = False
+            for z in range(mz - rz, mz + rz + 1):
+                for y in range(my - ry, my + ry + 1):
+                    if row_changed[z * ty + y] >= inner - 1:
+                        near = True
             changed = False
-            for k in range(offsets.shape[0]):
-                u = me - tile_step[k]
-                if changed_at[u] < inner - 1:
-                    continue  # u has not changed since this node last pulled from it
-                j = half[k]
-                bound = cast(tile_floor * reach[j])
-                w = -1.0  # read or computed at most once, then used by every source
-                for s in range(batch):
-                    tu = t_tile[s, u]
-                    tv = t_tile[s, me]
-                    if tu + bound < tv:
-                        if w < 0.0:
-                            if precomputed:
-                                if is_forward[k]:
-                                    uz = mz - offsets[k, 0]
-                                    uy = my - offsets[k, 1]
-                                    ux = mx - offsets[k, 2]
-                                    node = ((oz + uz) * py + oy + uy) * px + ox + ux
+            if near:
+                for k in range(offsets.shape[0]):
+                    u = me - tile_step[k]
+                    if changed_at[u] < inner - 1:
+                        continue  # u has not changed since this node last pulled from it
+                    j = half[k]
+                    bound = cast(tile_floor * reach[j])
+                    w = -1.0  # read or computed at most once, then used by every source
+                    for s in range(batch):
+                        tu = t_tile[s, u]
+                        tv = t_tile[s, me]
+                        if tu + bound < tv:
+                            if w < 0.0:
+                                evaluated += 1
+                                if precomputed:
+                                    if is_forward[k]:
+                                        uz = mz - offsets[k, 0]
+                                        uy = my - offsets[k, 1]
+                                        ux = mx - offsets[k, 2]
+                                        node = ((oz + uz) * py + oy + uy) * px + ox + ux
+                                    else:
+                                        node = ((oz + mz) * py + oy + my) * px + ox + mx
+                                    w = weights[node, j]
                                 else:
-                                    node = ((oz + mz) * py + oy + my) * px + ox + mx
-                                w = weights[node, j]
-                            else:
-                                # The CPU's crossing table, with steps in the tile's shape:
-                                # the same sum in the same order (raygrid.kernels.crossings).
-                                low = u if is_forward[k] else me
-                                total = 0.0
-                                for e in range(cross_start[j], cross_start[j + 1]):
-                                    total += s_tile[low + cross_step[e]] * cross_fraction[e]
-                                w = total * cross_length[j]
-                        candidate = tu + cast(w)  # rounded once to the precision, as on the CPU
-                        if candidate < tv:
-                            t_tile[s, me] = candidate
-                            improved[s] = k
-                            changed = True
+                                    # The CPU's crossing table, with steps in the tile's
+                                    # shape: the same sum in the same order
+                                    # (raygrid.kernels.crossings).
+                                    low = u if is_forward[k] else me
+                                    total = 0.0
+                                    for e in range(cross_start[j], cross_start[j + 1]):
+                                        total += s_tile[low + cross_step[e]] * cross_fraction[e]
+                                    w = total * cross_length[j]
+                            candidate = tu + cast(w)  # rounded once, as on the CPU
+                            if candidate < tv:
+                                t_tile[s, me] = candidate
+                                improved[s] = k
+                                changed = True
             if changed:
                 changed_at[me] = inner
+                row_changed[mz * ty + my] = inner
                 flag[0] = 1
             cuda.syncthreads()
             again = flag[0]
             cuda.syncthreads()  # every thread has read the flag before it is reset
             if again == 0:
                 break
+        if tid == 0:
+            cuda.atomic.add(relaxed, 1, inner)
 
         wrote = False
         for s in range(batch):
@@ -212,45 +258,85 @@ def pull_kernel(
                 wrote = True
         if wrote:
             node_pass[oz + mz, oy + my, ox + mx] = pass_id
-            stamps[cz, cy, cx] = pass_id + 1  # every writer stores the same value
+            stamps[(pass_id + 1) % 2, cz, cy, cx] = pass_id + 1  # every writer: the same
+            changes[pass_id % 3] = 1  # only zero or not matters: no atomic needed
+        cuda.atomic.add(work, 0, evaluated)
+        cuda.syncthreads()  # the block may load its next tile into the same shared arrays
+        if tid == 0:
+            cuda.atomic.add(relaxed, 3, work[0])
 
-    return cuda.jit(relax)
+    def per_pass(
+        slowness, offsets, tile_step, half, is_forward, reach,
+        cross_start, cross_step, cross_fraction, cross_length, weights,
+        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed, pass_id,
+    ):  # fmt: skip
+        s_tile = cuda.shared.array(tile_nodes, numba.float64)
+        t_tile = cuda.shared.array((batch, tile_nodes), time_type)
+        changed_at = cuda.shared.array(tile_nodes, numba.int32)
+        row_changed = cuda.shared.array(tile_rows, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
+        floor = cuda.shared.array(1, numba.float64)
+        work = cuda.shared.array(1, numba.int32)
+        improved = cuda.local.array(batch, numba.int32)
+        b = cuda.blockIdx.x
+        if cuda.threadIdx.x == 0:
+            # Changes are counted in a ring of three: pass p writes slot p % 3 and clears
+            # the one pass p + 1 will write, which pass p - 2 wrote and the host has read.
+            if b == 0:
+                changes[(pass_id + 1) % 3] = 0
+            flag[0] = 1 if tile_active(stamps, b, pass_id) else 0
+        cuda.syncthreads()
+        if flag[0] == 1:  # the same answer for every thread of the block
+            relax_tile(
+                b, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
+                cross_start, cross_step, cross_fraction, cross_length, weights,
+                times, predecessor, node_pass, tile_pass, stamps, changes, relaxed,
+                s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+            )  # fmt: skip
 
+    def persistent(
+        slowness, offsets, tile_step, half, is_forward, reach,
+        cross_start, cross_step, cross_fraction, cross_length, weights,
+        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed, limit,
+    ):  # fmt: skip
+        s_tile = cuda.shared.array(tile_nodes, numba.float64)
+        t_tile = cuda.shared.array((batch, tile_nodes), time_type)
+        changed_at = cuda.shared.array(tile_nodes, numba.int32)
+        row_changed = cuda.shared.array(tile_rows, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
+        floor = cuda.shared.array(1, numba.float64)
+        work = cuda.shared.array(1, numba.int32)
+        decision = cuda.shared.array(1, numba.int32)
+        improved = cuda.local.array(batch, numba.int32)
+        grid = cuda.cg.this_grid()
+        tid = cuda.threadIdx.x
+        n_tiles = stamps.shape[1] * stamps.shape[2] * stamps.shape[3]
+        pass_id = 0
+        while pass_id < limit:
+            if cuda.blockIdx.x == 0 and tid == 0:
+                changes[(pass_id + 1) % 3] = 0  # see per_pass: the ring of three
+            for b in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+                if tid == 0:
+                    decision[0] = 1 if tile_active(stamps, b, pass_id) else 0
+                cuda.syncthreads()
+                active = decision[0] == 1
+                cuda.syncthreads()  # every thread has read the decision before the next
+                if active:
+                    relax_tile(
+                        b, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
+                        cross_start, cross_step, cross_fraction, cross_length, weights,
+                        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed,
+                        s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+                    )  # fmt: skip
+            grid.sync()
+            finished = changes[pass_id % 3] == 0  # read by every thread after the sync
+            pass_id += 1
+            if finished:
+                break
+        if cuda.blockIdx.x == 0 and tid == 0:
+            relaxed[2] = pass_id
 
-@cache
-def compact_kernel():
-    """Build the next pass's active list: tiles whose 3x3(x3) neighbourhood changed.
-
-    A halo is at most one tile wide (tiles are at least the radius), so a tile can only be
-    improved through the tiles next to it. The list order depends on atomics; the result does
-    not, because the fixed point of the relaxation is unique (DESIGN.md section 1).
-    """
-
-    def compact(stamps, pass_id, active, counts):
-        nbz, nby, nbx = stamps.shape
-        b = cuda.grid(1)
-        if b >= nbz * nby * nbx:
-            return
-        cz = b // (nby * nbx)
-        cy = (b // nbx) % nby
-        cx = b % nbx
-        wanted = pass_id + 1
-        hit = False
-        for dz in range(-1, 2):
-            for dy in range(-1, 2):
-                for dx in range(-1, 2):
-                    z = cz + dz
-                    y = cy + dy
-                    x = cx + dx
-                    if 0 <= z < nbz and 0 <= y < nby and 0 <= x < nbx:
-                        if stamps[z, y, x] == wanted:
-                            hit = True
-        if hit:
-            parity = (pass_id + 1) % 2
-            slot = cuda.atomic.add(counts, parity, 1)
-            active[parity, slot] = b
-
-    return cuda.jit(compact)
+    return cuda.jit(per_pass), cuda.jit(persistent)
 
 
 def solve_pull(
@@ -266,6 +352,7 @@ def solve_pull(
     batch: int = 1,
     max_inner: int = MAX_INNER,
     stats: dict | None = None,
+    cooperative: bool = False,
     times: np.ndarray | None = None,
     predecessor: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -298,10 +385,20 @@ def solve_pull(
         bounds must already be consistent away from the seeds, as a previous solve leaves
         them.
     stats : dict, optional
-        Filled with ``passes``, ``host_reads`` (counter reads), ``tiles`` and
-        ``tiles_relaxed`` (tile relaxations launched, summed over passes and batches), and
-        wall seconds: ``setup_s`` (arrays to the device, weights), ``passes_s`` (the
-        relaxation) and ``copy_s`` (results back to the host).
+        Filled with ``passes``, ``host_reads`` (counter reads), ``tiles``,
+        ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
+        ``inner_iterations`` (in-block iterations, summed over tile relaxations),
+        ``weights_evaluated`` (edge weights computed or read: once per edge and pull, for
+        all the sources of a batch),
+        ``cooperative`` (whether passes ran in one cooperative launch), and wall seconds:
+        ``setup_s`` (arrays to the device, weights), ``passes_s`` (the relaxation) and
+        ``copy_s`` (results back to the host).
+    cooperative : bool
+        Run every pass in one cooperative launch instead of one launch per pass. On an H100
+        this wins only where launches dominate (small grids: 64^2 in 0.9 ms of passes
+        instead of 2.3 ms) and loses on large ones, whose tiles then queue behind the
+        co-resident blocks (1601^2, radius 5: 0.49 s instead of 0.20 s); see
+        benchmarks/results. The simulator runs a cooperative grid of one block.
 
     Returns
     -------
@@ -325,107 +422,173 @@ def solve_pull(
     check_launch(layout, batch, dtype)
     n_sources = len(seeds)
     n_nodes = slowness.size
+    n_padded = int(np.prod(layout.padded))
+    cooperative = bool(cooperative) and not _cooperative_failed
 
-    slowness_padded = cuda.to_device(layout.pad(np.asarray(slowness, np.float64), np.inf))
-    offsets = cuda.to_device(star.offsets)
+    slowness_padded = to_padded(layout, np.asarray(slowness, np.float64), np.inf)
     # Flat step of each offset inside the shared tile, and the crossing tables with steps in
     # the tile's shape: on-the-fly weights are the CPU's table sums over the shared tile.
-    tz, ty, tx = layout.tile
-    tile_step = cuda.to_device(
-        (star.offsets[:, 0] * ty + star.offsets[:, 1]) * tx + star.offsets[:, 2]
-    )
-
+    _, ty, tx = layout.tile
     crossings = star_crossings(star, spacing, rule, layout.tile)
-    cross_start = cuda.to_device(crossings.start)
-    cross_step = cuda.to_device(crossings.step)
-    cross_fraction = cuda.to_device(crossings.fraction)
-    cross_length = cuda.to_device(crossings.length)
-    reach = cuda.to_device(reach_lengths(crossings.length))
-    half = cuda.to_device(star.half)
-    is_forward = cuda.to_device(star.is_forward.astype(np.uint8))
+    tables = (
+        cuda.to_device(star.offsets),
+        cuda.to_device((star.offsets[:, 0] * ty + star.offsets[:, 1]) * tx + star.offsets[:, 2]),
+        cuda.to_device(star.half),
+        cuda.to_device(star.is_forward.astype(np.uint8)),
+        cuda.to_device(reach_lengths(crossings.length)),
+        cuda.to_device(crossings.start),
+        cuda.to_device(crossings.step),
+        cuda.to_device(crossings.fraction),
+        cuda.to_device(crossings.length),
+    )
     if precomputed:
         weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
     else:
         weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
-    # Configured once: every pass launches the same grids (inactive tiles leave at once).
-    relax = pull_kernel(tuple(block), star.radius, batch, dtype.type, precomputed, max_inner)[
-        layout.n_blocks, layout.threads
-    ]
-    compact_threads = 128
-    compact = compact_kernel()[-(-layout.n_blocks // compact_threads), compact_threads]
+    per_pass, persistent = pull_kernels(
+        tuple(block), star.radius, batch, dtype.type, precomputed, max_inner
+    )
+    per_pass = per_pass[layout.n_blocks, layout.threads]  # configured once for every pass
+    # A bound no solve reaches (every pass lowers some time): a safety net, not a setting.
+    limit = 4 * layout.n_blocks * max_inner + 64
 
     times_out = np.empty((n_sources, n_nodes), dtype=dtype)
     predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
     passes_total = 0
     reads_total = 0
-    relaxed = cuda.to_device(np.zeros(1, dtype=np.int64))
+    # Tile relaxations, in-block iterations, passes of the last cooperative launch, weights
+    # read or computed.
+    relaxed = cuda.to_device(np.zeros(4, dtype=np.int64))
     seconds = {"setup_s": 0.0, "passes_s": 0.0, "copy_s": 0.0}
     for first in range(0, n_sources, batch):
         group = seeds[first : first + batch]
-        start = np.full((batch, n_nodes), np.inf, dtype=dtype)
-        start_predecessor = np.full((batch, n_nodes), -1, dtype=star.predecessor_dtype)
-        if times is not None:
-            start[: len(group)] = times[first : first + batch]
-        if predecessor is not None:
-            start_predecessor[: len(group)] = predecessor[first : first + batch]
-        stamps = np.full(layout.blocks, -1, dtype=np.int32)
+        count = len(group)
+        # Update map, double-buffered by pass parity (see tile_active); seed tiles start as
+        # "changed in pass -1".
+        stamps = np.full((2, *layout.blocks), -1, dtype=np.int32)
+        seed_index, seed_time = [], []
         for s, (nodes, values) in enumerate(group):
             nodes = np.asarray(nodes, dtype=np.int64)
+            values = np.asarray(values, dtype=dtype)
             # Several seeds on one node keep the smallest time, as in the CPU solver.
-            improved = np.asarray(values, dtype=dtype) < start[s, nodes]
-            start_predecessor[s, nodes[improved]] = -1
-            np.minimum.at(start[s], nodes, np.asarray(values, dtype=dtype))
-            stamps.reshape(-1)[layout.block_of(nodes)] = 0  # seed tiles start "changed"
-        times_device = cuda.to_device(layout.pad(start.reshape((batch, *slowness.shape)), np.inf))
-        predecessor_device = cuda.to_device(
-            layout.pad(start_predecessor.reshape((batch, *slowness.shape)), -1)
-        )
+            unique, where = np.unique(nodes, return_inverse=True)
+            lowest = np.full(len(unique), np.inf, dtype=dtype)
+            np.minimum.at(lowest, where, values)
+            seed_index.append(s * n_padded + layout.padded_flat(unique))
+            seed_time.append(lowest)
+            stamps[0].reshape(-1)[layout.block_of(unique)] = 0
+        seed_index = np.concatenate(seed_index)
+        seed_time = np.concatenate(seed_time)
+        if times is None:
+            times_device = device_full((batch, *layout.padded), np.inf, dtype)
+            predecessor_device = device_full((batch, *layout.padded), -1, star.predecessor_dtype)
+        else:
+            # Starting upper bounds (a decomposition tile's state): a seed replaces a bound
+            # only where it is smaller, and then has no predecessor.
+            start = np.asarray(times[first : first + batch], dtype=dtype)
+            start_predecessor = np.asarray(predecessor[first : first + batch])
+            old = start.reshape(-1)[_real_index(seed_index, n_padded, layout, n_nodes)]
+            smaller = seed_time < old
+            seed_index, seed_time = seed_index[smaller], seed_time[smaller]
+            times_device = to_padded(layout, start.reshape(count, *slowness.shape), np.inf, batch)
+            predecessor_device = to_padded(
+                layout, start_predecessor.reshape(count, *slowness.shape), -1, batch
+            )
+        scatter(times_device.reshape(-1), seed_index, seed_time)
+        scatter(predecessor_device.reshape(-1), seed_index,
+                np.full(len(seed_index), -1, dtype=star.predecessor_dtype))  # fmt: skip
         stamps_device = cuda.to_device(stamps)
         # Pass of each node's last write and of each tile's last run (-1: never), so a tile
         # run again re-pulls only from what changed since.
-        node_pass = cuda.to_device(np.full(layout.padded, -1, dtype=np.int32))
-        tile_pass = cuda.to_device(np.full(layout.blocks, -1, dtype=np.int32))
-        active = cuda.to_device(np.zeros((2, layout.n_blocks), dtype=np.int32))
-        counts = cuda.to_device(np.zeros(2, dtype=np.int32))
-
-        compact(stamps_device, -1, active, counts)
+        node_pass = device_full(layout.padded, -1, np.int32)
+        tile_pass = device_full(layout.blocks, -1, np.int32)
+        changes = cuda.to_device(np.zeros(3, dtype=np.int32))
+        arguments = (
+            slowness_padded, *tables, weights, times_device, predecessor_device, node_pass,
+            tile_pass, stamps_device, changes, relaxed,
+        )  # fmt: skip
         cuda.synchronize()
         seconds["setup_s"] += time.perf_counter() - clock
         clock = time.perf_counter()
-        pass_id = 0
-        while True:
-            for _ in range(PASSES_PER_CHECK):
-                relax(
-                    slowness_padded, offsets, tile_step, half, is_forward, reach,
-                    cross_start, cross_step, cross_fraction, cross_length, weights,
-                    times_device, predecessor_device, node_pass, tile_pass, active, counts,
-                    stamps_device, pass_id, relaxed,
-                )  # fmt: skip
-                compact(stamps_device, pass_id, active, counts)
-                pass_id += 1
+
+        passes = _run_cooperative(persistent, layout, arguments, limit) if cooperative else None
+        if passes is None:
+            cooperative = False
+            passes = 0
+            while True:
+                for _ in range(PASSES_PER_CHECK):
+                    try:
+                        per_pass(*arguments, passes)
+                    except Exception as error:
+                        raise _launch_error(error, layout) from error
+                    passes += 1
+                reads_total += 1
+                if changes.copy_to_host()[(passes - 1) % 3] == 0:
+                    break
+                if passes >= limit:
+                    raise RuntimeError("pull relaxation did not converge")  # cannot happen
+        else:
             reads_total += 1
-            if counts.copy_to_host()[pass_id % 2] == 0:
-                break
-            if pass_id > 4 * layout.n_blocks * MAX_INNER + 64:
-                raise RuntimeError("pull relaxation did not converge")  # cannot happen
-        passes_total += pass_id
+        passes_total += passes
         seconds["passes_s"] += time.perf_counter() - clock
         clock = time.perf_counter()
-        count = len(group)
-        times_out[first : first + count] = layout.unpad(times_device.copy_to_host())[
-            :count
-        ].reshape(count, n_nodes)
-        predecessor_out[first : first + count] = layout.unpad(predecessor_device.copy_to_host())[
-            :count
-        ].reshape(count, n_nodes)
+        from_padded(layout, times_device, times_out[first : first + count])
+        from_padded(layout, predecessor_device, predecessor_out[first : first + count])
         seconds["copy_s"] += time.perf_counter() - clock
         clock = time.perf_counter()
     if stats is not None:
+        counters = relaxed.copy_to_host()
         stats.update(
             **seconds,
             passes=passes_total,
             host_reads=reads_total,
             tiles=layout.n_blocks,
-            tiles_relaxed=int(relaxed.copy_to_host()[0]),
+            tiles_relaxed=int(counters[0]),
+            inner_iterations=int(counters[1]),
+            weights_evaluated=int(counters[3]),
+            cooperative=bool(cooperative),
         )
     return times_out, predecessor_out
+
+
+def _real_index(padded_index, n_padded, layout, n_nodes):
+    """Flat index into ``(batch, n_nodes)`` host arrays of flat padded batch indices."""
+    s, flat = np.divmod(padded_index, n_padded)
+    node = np.stack(np.unravel_index(flat, layout.padded), axis=-1) - np.array(layout.radius)
+    return s * n_nodes + np.ravel_multi_index(tuple(node.T), layout.shape)
+
+
+def _run_cooperative(persistent, layout: PaddedLayout, arguments, limit: int) -> int | None:
+    """Every pass in one cooperative launch; the number of passes, or ``None`` where the
+    device or driver cannot launch it (then the caller launches pass by pass)."""
+    global _cooperative_failed
+    relaxed = arguments[-1]
+    if simulating():
+        blocks = 1  # the simulator syncs a grid of one block only
+    else:
+        signature = tuple(numba.typeof(a) for a in (*arguments, limit))
+        try:
+            kernel = persistent.compile(signature)
+        except Exception as error:  # e.g. no cudadevrt to link the grid sync against
+            _cooperative_failed = True
+            logger.warning("cooperative kernel unavailable (%s); launching pass by pass", error)
+            return None
+        blocks = min(kernel.max_cooperative_grid_blocks(layout.threads), layout.n_blocks)
+        if blocks < 1:
+            logger.warning("no block of %s fits a cooperative launch", layout.block)
+            return None
+    persistent[blocks, layout.threads](*arguments, limit)
+    passes = int(relaxed.copy_to_host()[2])
+    if passes >= limit:
+        raise RuntimeError("pull relaxation did not converge")  # cannot happen
+    return passes
+
+
+def _launch_error(error: Exception, layout: PaddedLayout) -> Exception:
+    """A clear error for a block the kernel's registers do not allow, else ``error``."""
+    if "OUT_OF_RESOURCES" in str(error):
+        return ValueError(
+            f"block {layout.block} ({layout.threads} threads) needs more registers than a "
+            "multiprocessor has for this kernel: use blocks of at most 512 threads"
+        )
+    return error
