@@ -43,14 +43,14 @@ def machine() -> dict:
             "python": platform.python_version()}  # fmt: skip
 
 
-def warm(velocity, source, radius) -> None:
+def warm(velocity, source, radius, backend="cpu") -> None:
     """Compile (or load from Numba's cache) the kernels in this process."""
     import raygrid.pipeline as rg
 
-    rg.traveltime(velocity, source, radius=radius)
+    rg.traveltime(velocity, source, radius=radius, backend=backend)
 
 
-def run_case(client, name, shape, radius, tiles) -> dict:
+def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
     import raygrid.pipeline as rg
 
     velocity = rg.gradient_model(shape, 10.0, 500.0, 4000.0)
@@ -58,15 +58,18 @@ def run_case(client, name, shape, radius, tiles) -> dict:
     # Compile once outside the timings, here and on the workers.
     small = velocity.isel({d: slice(0, 12) for d in shape})
     origin = {d: 0.0 for d in shape}
-    warm(small, origin, radius)
-    client.run(warm, small, origin, radius)
+    warm(small, origin, radius, backend)
+    client.run(warm, small, origin, radius, backend)
+    workers = len(client.scheduler_info()["workers"])
 
     start = time.perf_counter()
-    single = rg.traveltime(velocity, source, radius=radius)
+    single = rg.traveltime(velocity, source, radius=radius, backend=backend)
     single_s = time.perf_counter() - start
 
     start = time.perf_counter()
-    tiled = rg.traveltime(velocity, source, radius=radius, tiles=tiles, client=client)
+    tiled = rg.traveltime(
+        velocity, source, radius=radius, tiles=tiles, client=client, backend=backend
+    )
     values = tiled.values  # gather: the timing includes bringing the field home
     tiled_s = time.perf_counter() - start
 
@@ -76,8 +79,9 @@ def run_case(client, name, shape, radius, tiles) -> dict:
         "shape": shape,
         "radius": radius,
         "tiles": tiles,
+        "backend": backend,
         "single_domain_1_worker_s": round(single_s, 3),
-        "tiled_2_workers_s": round(tiled_s, 3),
+        f"tiled_{workers}_workers_s": round(tiled_s, 3),
         "speedup": round(single_s / tiled_s, 3),
         "rounds": tiled.attrs["rounds"],
         "round_limit": 3 * max(counts),
@@ -96,6 +100,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--cuda", action="store_true",
+        help="CUDA backend on a dask-cuda cluster, one worker per GPU (single domain: on the "
+        "first GPU, in this process)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     from distributed import Client, LocalCluster
@@ -109,13 +118,22 @@ def main(argv=None) -> None:
             ("2d", {"z": 201, "x": 201}, 5, {"z": 101, "x": 101}),
             ("3d", {"z": 41, "y": 41, "x": 41}, 2, {"z": 41, "y": 21, "x": 21}),
         ]
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                     host="127.0.0.1") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        rows = [run_case(client, *case) for case in cases]
+    if args.cuda:
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster(dashboard_address=None, host="127.0.0.1")
+    else:
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address=None, host="127.0.0.1")  # fmt: skip
+    backend = "cuda" if args.cuda else "cpu"
+    with cluster, Client(cluster) as client:
+        rows = [run_case(client, *case, backend=backend) for case in cases]
     result = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "cases": rows}
+    if args.cuda:
+        from numba import cuda
+
+        result["gpus"] = [g.name.decode() if isinstance(g.name, bytes) else g.name
+                          for g in cuda.gpus]  # fmt: skip
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
