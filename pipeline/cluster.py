@@ -6,9 +6,11 @@ of each):
 - ``local``: :class:`distributed.LocalCluster` on this machine (the default);
 - ``local-cuda``: :class:`dask_cuda.LocalCUDACluster`, one worker per GPU (imported only
   when used; without a GPU it fails with a clear message);
-- ``slurm`` / ``pbs``: dask-jobqueue submits worker jobs from where raygrid runs (a login
-  node); ``raygrid submit`` instead writes one batch job that runs everything on its
-  allocation (:mod:`raygrid.pipeline.submit`);
+- ``slurm`` / ``pbs``: ``raygrid submit`` writes one batch job that runs everything on its
+  allocation, one GPU per worker (:mod:`raygrid.pipeline.submit`); ``raygrid run`` instead
+  has dask-jobqueue submit worker jobs from where raygrid runs (a login node), which it
+  refuses for GPU workers sharing a job (``workers_per_node > 1``, as in the shipped
+  ``slurm-gpu.yaml`` and ``pbs-gpu.yaml``): those files are for ``raygrid submit``;
 - ``scheduler``: an existing scheduler, by address or scheduler file.
 
 Unknown keys are errors, reported with the file, key path and line.
@@ -73,12 +75,13 @@ class JobQueueConfig(_Strict):
 
     The same file serves two ways of running:
 
-    - ``raygrid run WORKFLOW --cluster FILE`` (from a login node): dask-jobqueue submits
-      ``workers / workers_per_node`` jobs, each running ``workers_per_node`` workers; the
-      scheduler and the client stay where raygrid runs.
     - ``raygrid submit WORKFLOW --cluster FILE``: one batch job of
       ``workers / workers_per_node`` nodes runs the scheduler, the workers (one batch task
       each, ``gpus_per_worker`` GPUs each) and ``raygrid run`` itself.
+    - ``raygrid run WORKFLOW --cluster FILE`` (from a login node): dask-jobqueue submits
+      ``workers / workers_per_node`` jobs, each running ``workers_per_node`` workers; the
+      scheduler and the client stay where raygrid runs. Refused for GPU workers with
+      ``workers_per_node > 1``: dask-jobqueue cannot give each worker of a job its own GPU.
     """
 
     cluster: Literal["slurm", "pbs"]
@@ -349,9 +352,11 @@ def _scale_memory(memory: str, factor: int) -> str:
 def _jobqueue(config: JobQueueConfig):
     if config.gpus_per_worker and config.workers_per_node > 1:
         raise InputError(
-            "with dask-jobqueue every worker of a job sees all the job's GPUs; for GPU workers "
-            "set workers_per_node: 1 (one GPU job per worker), or use `raygrid submit`, which "
-            "gives each worker its own GPU"
+            f"`raygrid run` does not start this {config.cluster} cluster: its GPU workers share "
+            f"jobs (workers_per_node: {config.workers_per_node}) and with dask-jobqueue every "
+            "worker of a job sees all the job's GPUs. Run the workflow with `raygrid submit "
+            "WORKFLOW --cluster FILE` (one batch job that gives each worker its own GPU), or "
+            "set workers_per_node: 1 in the cluster file (one GPU job per worker)"
         )
     try:
         import dask_jobqueue

@@ -46,6 +46,7 @@ from .version import __version__
 __all__ = [
     "SourceResult",
     "StoreState",
+    "check_store",
     "create_store",
     "done_sources",
     "finish_store",
@@ -237,6 +238,37 @@ def open_store(path: str | Path) -> StoreState:
     )
 
 
+def check_store(spec: StoreSpec, fingerprint: str, *, overwrite: bool) -> StoreState | None:
+    """What :func:`prepare_store` will find, read without touching anything.
+
+    Returns the existing store's state when it is to be resumed, ``None`` when a fresh store
+    will be created (none there, or ``overwrite``). A run calls it before starting a
+    cluster, so a refused store costs no cluster and a cluster that fails to start leaves no
+    store behind.
+
+    Raises
+    ------
+    InputError
+        As :func:`prepare_store`, for a path that holds anything but this workflow's store.
+    """
+    path = spec.path
+    if overwrite or not path.exists():
+        return None
+    try:
+        state = open_store(path)
+    except InputError as error:
+        raise InputError(f"{error}; it is left untouched (use --overwrite to replace it)") from None
+    if state.fingerprint != fingerprint:
+        raise InputError(
+            f"{path} holds the results of a different workflow (stored fingerprint "
+            f"{str(state.fingerprint)[:12]}, this workflow {fingerprint[:12]}); it is left "
+            "untouched: choose another outputs.store, or pass --overwrite to replace it"
+        )
+    if state.done.size != spec.n_sources:
+        raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
+    return state
+
+
 def prepare_store(
     spec: StoreSpec,
     fingerprint: str,
@@ -255,25 +287,14 @@ def prepare_store(
         differ), a store of a different shape, or anything that is not a raygrid store.
     """
     path = spec.path
-    if path.exists() and overwrite:
+    state = check_store(spec, fingerprint, overwrite=overwrite)
+    if state is not None:
+        sweep_partials(path)
+        return state
+    if path.exists():  # overwrite
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-    if not path.exists():
-        create()
-        return open_store(path)
-    try:
-        state = open_store(path)
-    except InputError as error:
-        raise InputError(f"{error}; it is left untouched (use --overwrite to replace it)") from None
-    if state.fingerprint != fingerprint:
-        raise InputError(
-            f"{path} holds the results of a different workflow (stored fingerprint "
-            f"{str(state.fingerprint)[:12]}, this workflow {fingerprint[:12]}); it is left "
-            "untouched: choose another outputs.store, or pass --overwrite to replace it"
-        )
-    if state.done.size != spec.n_sources:
-        raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
-    sweep_partials(path)
-    return state
+    create()
+    return open_store(path)
 
 
 def sweep_partials(path: Path) -> int:

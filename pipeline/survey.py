@@ -1,9 +1,11 @@
 """Surveys: many sources fanned out over a Dask cluster into one resumable Zarr store.
 
-The client prepares everything (model, options, every source and receiver checked), creates
-or reopens the store (:mod:`raygrid.pipeline.store`), sends the model (and precomputed edge
-weights) to every worker once with ``Client.scatter(..., broadcast=True)``, and submits the
-unfinished sources in batches. Each task solves its batch with the backend's solver (the
+The client prepares everything (model, options, every source and receiver checked), checks
+an existing store without touching it, starts the cluster if anything is left to solve (so a
+cluster that cannot be had leaves no store behind), creates or reopens the store
+(:mod:`raygrid.pipeline.store`), sends the model (and precomputed edge weights) to every
+worker once with ``Client.scatter(..., broadcast=True)``, and submits the unfinished sources
+in batches. Each task solves its batch with the backend's solver (the
 same :func:`raygrid.pipeline.solve.solve_seeds` dispatch as :func:`traveltimes`: the Dask
 layer ships the kernels, it never re-implements them), writes each source's chunks and then
 its completion record, and returns a small summary. A worker that dies mid-task loses only
@@ -18,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from .solve import Options, solve_seeds, solver_attrs, source_seeds, with_predec
 from .store import (
     SourceResult,
     StoreSpec,
+    check_store,
     create_store,
     field_chunks,
     finish_store,
@@ -272,8 +276,9 @@ def run_survey(
     Raises
     ------
     InputError
-        For a bad workflow, model, source, receiver or cluster file (before any store is
-        created or touched), or a store at ``outputs.store`` that belongs to another workflow.
+        For a bad workflow, model, source, receiver or cluster file, or a cluster that cannot
+        be started or reached (all before any store is created or touched), or a store at
+        ``outputs.store`` that belongs to another workflow.
     """
     echo = echo or (lambda message: None)
     prepared = prepare_workflow(workflow)
@@ -288,17 +293,21 @@ def run_survey(
     def create() -> None:
         create_store(spec, prepared.velocity, prepared.sources, prepared.receivers, attrs, chunks)
 
-    state = prepare_store(spec, prepared.fingerprint, overwrite=overwrite, create=create)
-    pending = np.flatnonzero(~state.done)
-    n = spec.n_sources
-    if pending.size < n:
-        echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
-    if pending.size:
-        if client is not None:
+    # The cluster starts before the store is created or touched, so one that cannot be had
+    # (a scheduler out of reach, a refused batch configuration) leaves no store behind; and
+    # only once the existing store, read without touching it, is known to need solving, so a
+    # refused or finished store costs no cluster.
+    found = check_store(spec, prepared.fingerprint, overwrite=overwrite)
+    with ExitStack() as stack:
+        if client is None and (found is None or not found.done.all()):
+            client = stack.enter_context(connect(config, echo=echo))
+        state = prepare_store(spec, prepared.fingerprint, overwrite=overwrite, create=create)
+        pending = np.flatnonzero(~state.done)
+        n = spec.n_sources
+        if pending.size < n:
+            echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
+        if pending.size:
             _solve_pending(client, prepared, spec, pending, progress)
-        else:
-            with connect(config, echo=echo) as own:
-                _solve_pending(own, prepared, spec, pending, progress)
     finish_store(spec)
     dataset = xr.open_zarr(spec.path, consolidated=False)
     if workflow.outputs.plot is not None:

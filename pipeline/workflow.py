@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import dask
+import dask.array as da
 import numpy as np
 import xarray as xr
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag
@@ -281,7 +283,9 @@ def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict)
     The model's values and coordinates, the graph options, the resolved points (so an edited
     CSV file counts) and the output choices; not the batch size, the cluster or the plot,
     which change how a store is filled, not what it holds. The resolved backend counts: CPU
-    and GPU times may differ in the last bits (FMA contraction).
+    and GPU times may differ in the last bits (FMA contraction). A model loaded in memory is
+    hashed as its slowness; a lazy one (tiled solves) by its values block by block
+    (:func:`_model_digests`), so a model file edited in place is another workflow either way.
     """
     recipe = {
         "grid": workflow.grid.model_dump(mode="json"),
@@ -301,9 +305,38 @@ def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict)
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
     if grid.slowness is not None:
         digest.update(np.ascontiguousarray(grid.slowness).tobytes())
-    else:  # a lazy model (tiled solves): hashed chunk by chunk, never loaded whole
-        digest.update(repr(workflow.model.model_dump(mode="json")).encode())
+    else:  # a lazy model (tiled solves): its values, block by block, never loaded whole
+        digest.update(f"speed_factor {grid.speed_factor!r}".encode())  # the units
+        for block in _model_digests(grid.velocity):
+            digest.update(block)
     return digest.hexdigest()
+
+
+def _block_digest(values: np.ndarray) -> bytes:
+    """SHA-256 of one block of model values: dtype, shape and bytes (C order)."""
+    values = np.ascontiguousarray(values)
+    digest = hashlib.sha256(f"{values.dtype.str} {values.shape}".encode())
+    digest.update(values.tobytes())
+    return digest.digest()
+
+
+def _model_digests(velocity: xr.DataArray) -> list[bytes]:
+    """One SHA-256 per block of a model's values, in block order (C order of block indices).
+
+    A dask-backed model (a Zarr or chunked NetCDF file opened lazily) is hashed where it is
+    read, block by block on dask's local threaded scheduler: only a few blocks are in memory
+    at once, and editing one value of the file in place changes its block's digest. The
+    local scheduler, not a cluster's, because the client opened the file and can read it;
+    workers elsewhere may not see the same path. The digests follow the file's chunking, so
+    a rechunked copy of the same values counts as another model (a refusal, never a mix).
+    Any other array is in memory already (tiled solves read it whole): one block.
+    """
+    values = velocity.data
+    if not isinstance(values, da.Array):
+        return [_block_digest(np.asarray(values))]
+    blocks = values.to_delayed().ravel()  # C order of the block indices
+    digests = [dask.delayed(_block_digest, pure=True)(block) for block in blocks]
+    return list(dask.compute(*digests, scheduler="threads"))
 
 
 def run_workflow(

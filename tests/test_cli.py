@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -147,6 +148,40 @@ def test_local_cuda_cluster_without_gpu_is_a_clear_error(tmp_path):
     assert run.returncode == 2, run.stderr
     assert "local-cuda" in run.stderr
     assert "no usable GPU" in run.stderr or "needs dask-cuda" in run.stderr
+
+
+@pytest.mark.parametrize("name", ["slurm-gpu.yaml", "pbs-gpu.yaml"])
+def test_run_refuses_the_gpu_batch_configs_before_any_store(tmp_path, name):
+    # These files are for `raygrid submit`; `raygrid run` says so and writes nothing.
+    path = write_workflow(tmp_path)
+    run = raygrid("run", path, "--cluster", ROOT / "configs" / name, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "error: `raygrid run` does not start this" in run.stderr
+    assert "raygrid submit WORKFLOW --cluster FILE" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "quickstart-output").exists()
+    assert not (tmp_path / "raygrid-jobs").exists()  # no dask-jobqueue job was written
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_scheduler_fails_before_any_store(tmp_path):
+    path = write_workflow(tmp_path)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        yaml.safe_dump(
+            {"cluster": "scheduler", "address": f"tcp://127.0.0.1:{closed_port()}", "timeout": 1}
+        )
+    )
+    run = raygrid("run", path, "--cluster", cluster, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "error: cannot reach the Dask scheduler at tcp://127.0.0.1:" in run.stderr
+    assert not (tmp_path / "quickstart-output").exists()
 
 
 SURVEY = {

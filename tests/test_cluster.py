@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -68,10 +69,51 @@ def test_jobqueue_arguments():
     assert pbs["resource_spec"] == "select=1:ncpus=32:ngpus=4:mem=240000000000B"
 
 
-def test_jobqueue_gpu_workers_sharing_a_job_is_refused():
-    config = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
-    with pytest.raises(InputError, match="workers_per_node: 1"), connect(config):
+@pytest.mark.parametrize("name", ["slurm-gpu.yaml", "pbs-gpu.yaml"])
+def test_jobqueue_gpu_workers_sharing_a_job_is_refused(name):
+    # Refused before dask-jobqueue is imported or any job submitted, naming the way out.
+    config = read_cluster(ROOT / "configs" / name)
+    with pytest.raises(InputError) as error, connect(config):
         pass
+    message = str(error.value)
+    assert "`raygrid run` does not start this" in message
+    assert "raygrid submit WORKFLOW --cluster FILE" in message
+    assert "workers_per_node: 1" in message
+
+
+def _commands(text: str, command: str) -> list[str]:
+    """Each mention of ``raygrid COMMAND ...`` in a file, up to a backtick, # or the next."""
+    flat = re.sub(r"\s*\n\s*#?\s*", " ", text)  # comments and wrapped lines joined
+    return re.findall(rf"raygrid {command}((?:(?!raygrid)[^`#])*)", flat)
+
+
+DOCUMENTS = [ROOT / "README.md", *CONFIGS, *sorted((ROOT / "workflows").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_gpu_batch_configs_are_documented_for_submit_only(path):
+    # slurm-gpu.yaml and pbs-gpu.yaml share each job's GPUs between its workers, which
+    # `raygrid run` refuses: no file may tell people to `raygrid run` them.
+    for command in _commands(path.read_text(), "run"):
+        assert "slurm-gpu" not in command and "pbs-gpu" not in command, command
+
+
+def test_gpu_batch_configs_and_survey_3d_say_how_to_run_them():
+    for name in ("slurm-gpu.yaml", "pbs-gpu.yaml"):
+        text = (ROOT / "configs" / name).read_text()
+        assert f" WORKFLOW --cluster configs/{name}" in _commands(text, "submit")[0]
+    survey = (ROOT / "workflows" / "survey-3d.yaml").read_text()
+    header = survey.split("model:")[0]
+    assert "workflows/survey-3d.yaml --cluster configs/slurm-gpu.yaml" in " ".join(
+        _commands(header, "submit")
+    )
+    assert any(
+        command.startswith(" workflows/survey-3d.yaml --cluster configs/local-cuda.yaml ")
+        for command in _commands(header, "run")
+    )
+    # Its compute.cluster is one `raygrid run` refuses, and the header says so.
+    assert "cluster: configs/slurm-gpu.yaml" in survey
+    assert "only `raygrid submit` runs" in " ".join(header.split())
 
 
 def test_local_cluster_prints_its_dashboard_and_closes():

@@ -184,6 +184,71 @@ def test_a_different_workflow_never_overwrites(tmp_path, client):
     assert replaced.attrs["radius_x"] == 2
 
 
+def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
+    # A tiled workflow reads its model lazily; the fingerprint still covers its values, so a
+    # rerun after editing one value of the file is refused, not resumed into a mixed store.
+    model = tmp_path / "model.zarr"
+    velocity = rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0)
+    velocity.to_dataset(name="vp").to_zarr(
+        model, zarr_format=3, consolidated=False, encoding={"vp": {"chunks": (16, 16)}}
+    )
+    path = workflow_file(
+        tmp_path / "run", model={"path": str(model)}, compute__tiles={"z": 16, "x": 14}
+    )
+    first = run_workflow(read_workflow(path), client=client)
+    assert first["velocity"].chunks is not None  # the model went in lazily
+    store = tmp_path / "run" / "survey.zarr"
+    before = _chunk_files(store)
+    vp = zarr.open_array(model, path="vp", mode="r+")
+    vp[20, 30] = float(vp[20, 30]) * 1.5
+    with pytest.raises(InputError, match="holds the results of a different workflow"):
+        run_workflow(read_workflow(path), client=client)
+    assert _chunk_files(store) == before
+    vp[20, 30] = float(velocity[20, 30])  # the same model again: the store resumes
+    again = run_workflow(read_workflow(path), client=client)
+    assert again.attrs["workflow_sha256"] == first.attrs["workflow_sha256"]
+
+
+def unreachable_cluster(directory: Path) -> Path:
+    """A cluster file naming a scheduler nobody runs (a port bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = directory / "unreachable.yaml"
+    path.write_text(
+        yaml.safe_dump({"cluster": "scheduler", "address": f"tcp://127.0.0.1:{port}", "timeout": 1})
+    )
+    return path
+
+
+def test_a_cluster_that_cannot_start_creates_or_touches_no_store(tmp_path, client):
+    cluster = unreachable_cluster(tmp_path)
+    path = workflow_file(tmp_path / "new")
+    with pytest.raises(InputError, match="cannot reach the Dask scheduler"):
+        run_workflow(read_workflow(path), cluster=cluster)
+    assert not (tmp_path / "new" / "survey.zarr").exists()
+    # An unfinished store is left as it was, and so is one that --overwrite would replace.
+    path = workflow_file(tmp_path / "old")
+    store = tmp_path / "old" / "survey.zarr"
+    run_workflow(read_workflow(path), client=client)
+    zarr.open_array(store=str(store), path="source_done", mode="r+")[2] = 0
+    zarr.open_group(store, mode="r+").attrs["complete"] = False
+    before = _chunk_files(store)
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match="cannot reach the Dask scheduler"):
+            run_workflow(read_workflow(path), cluster=cluster, overwrite=overwrite)
+        assert _chunk_files(store) == before
+    # A finished store needs no cluster: the rerun reopens it without starting one.
+    run_workflow(read_workflow(path), client=client)
+    lines = []
+    done = run_workflow(read_workflow(path), cluster=cluster, echo=lines.append)
+    assert done.attrs["complete"] is True and lines == [
+        f"resuming {store}: 5 of 5 sources already done"
+    ]
+
+
 def test_something_else_at_the_store_path_is_left_alone(tmp_path, client):
     (tmp_path / "survey.zarr").mkdir()
     (tmp_path / "survey.zarr" / "precious.txt").write_text("keep me")

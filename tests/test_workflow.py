@@ -158,6 +158,39 @@ def test_fingerprint_follows_what_the_store_holds(tmp_path):
         assert changed.fingerprint != base, (old, new)
 
 
+def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
+    # A tiled workflow reads its model lazily (never loaded whole); an edit of one value
+    # of the file in place, in any chunk, must still change the fingerprint.
+    import zarr
+
+    from raygrid.pipeline.models import gradient_model
+
+    velocity = gradient_model({"z": 21, "x": 31}, 10.0, 500.0, 4000.0)
+    velocity.to_dataset(name="vp").to_zarr(
+        tmp_path / "m.zarr", zarr_format=3, consolidated=False, encoding={"vp": {"chunks": (8, 8)}}
+    )
+    model = "model:\n  path: m.zarr\n"
+    text = model + "grid:" + SMALL.split("grid:")[1] + "compute:\n  tiles: {z: 8, x: 8}\n"
+    path = write(tmp_path, text)
+    monkeypatch.chdir(tmp_path)  # the model path is relative to where raygrid runs
+
+    def fingerprint():
+        prepared = prepare_workflow(read_workflow(path))
+        assert prepared.grid.slowness is None  # lazy: hashed block by block
+        assert prepared.grid.velocity.data.numblocks == (3, 4)
+        return prepared.fingerprint
+
+    base = fingerprint()
+    assert fingerprint() == base  # the same file, the same workflow
+    vp = zarr.open_array(tmp_path / "m.zarr", path="vp", mode="r+")
+    for where in [(0, 0), (20, 30), (9, 17)]:
+        old = float(vp[where])
+        vp[where] = old + 1.0
+        assert fingerprint() != base, where
+        vp[where] = old
+    assert fingerprint() == base
+
+
 def test_tiles_are_validated(tmp_path):
     with pytest.raises(InputError, match=r"compute.tiles.z: Input should be greater than"):
         read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 0, x: 8}\n"))
