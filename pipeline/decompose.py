@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import dask.array as da
 import numpy as np
+from dask.sizeof import sizeof
 
 from ..kernels import Star, dijkstra
 from .tiles import Box, Index, TileGrid
@@ -52,6 +53,14 @@ class TileState:
     times: np.ndarray
     predecessor: np.ndarray
     sent: dict[Index, np.ndarray] = field(default_factory=dict)
+
+
+@sizeof.register(TileState)
+def _sizeof_tile_state(state: TileState) -> int:
+    # Dask prices a move by the size of what moves. Left to its default for objects (a few
+    # dozen bytes) a tile state looks free to move, and work stealing moved solves 5x as often.
+    arrays = (state.slowness, state.times, state.predecessor, *state.sent.values())
+    return sum(a.nbytes for a in arrays)
 
 
 def start_tile(index: Index, slowness: np.ndarray, dtype, predecessor_dtype) -> TileState:
@@ -194,6 +203,17 @@ def _owners(geometry: TileGrid, workers: list[str]) -> dict[Index, str]:
     return {index: workers[i // per] for i, index in enumerate(tiles)}
 
 
+def _on(worker: str) -> dict:
+    """Restrictions that keep a tile's tasks on the worker that owns it.
+
+    Loose (``allow_other_workers``): a lost worker's tasks are recomputed elsewhere instead of
+    waiting for an address that never comes back. Every task of a tile carries them, not only
+    the solve: an unrestricted ``getitem`` of the solve's output could run on another worker
+    and pull the whole tile state there.
+    """
+    return {"workers": [worker], "allow_other_workers": True}
+
+
 def solve_tiled(
     client,
     geometry: TileGrid,
@@ -229,17 +249,27 @@ def solve_tiled(
     -------
     times, predecessor : dask.array.Array
         Lazy ``(nz, ny, nx)`` arrays whose chunks are the tile interiors, held by the workers.
+
+    Notes
+    -----
+    Every task of a tile (reading its slowness, starting, solving, taking its state, summary
+    and strips, and its share of the result) is restricted to the tile's owner, loosely so
+    that a lost worker's tiles are recomputed elsewhere. Loose restrictions do not stop
+    distributed's work stealing, which honours only strict ones (no per-task annotation turns
+    it off): on a cluster with stealing on, an idle worker may take a queued solve and pull
+    that tile's state over. That costs a move, never a float (merging is ``minimum``);
+    the cluster raygrid starts itself runs without stealing.
     """
     workers = sorted(client.scheduler_info()["workers"])
     owner = _owners(geometry, workers)
     states = {}
     for index in geometry:
         values = slowness_tiles(index)
-        if isinstance(values, da.Array):
-            values = client.compute(values, workers=[owner[index]], allow_other_workers=True)
+        if isinstance(values, da.Array):  # read by the owner: every task of the graph is placed
+            values = client.compute(values, **_on(owner[index]))
         states[index] = client.submit(
             start_tile, index, values, dtype, star.predecessor_dtype,
-            key=_key("start-tile", 0, index), workers=[owner[index]], allow_other_workers=True,
+            key=_key("start-tile", 0, index), **_on(owner[index]),
         )  # fmt: skip
 
     seed_owner = [tuple(o) for o in geometry.owner(seed_nodes)]
@@ -262,15 +292,17 @@ def solve_tiled(
             solved[index] = client.submit(
                 solve_tile, states[index], geometry, star, spacing, rule, backend,
                 seeds.get(index) if round_ == 0 else None, *(f for _, f in strips),
-                key=_key("solve-tile", round_, index),
-                workers=[owner[index]], allow_other_workers=True,
+                key=_key("solve-tile", round_, index), **_on(owner[index]),
             )  # fmt: skip
             states[index] = client.submit(
-                operator.getitem, solved[index], 0, key=_key("tile-state", round_, index)
-            )
+                operator.getitem, solved[index], 0, key=_key("tile-state", round_, index),
+                **_on(owner[index]),
+            )  # fmt: skip
         summaries = client.gather(
             [
-                client.submit(operator.getitem, f, 2, key=_key("summary", round_, i))
+                client.submit(
+                    operator.getitem, f, 2, key=_key("summary", round_, i), **_on(owner[i])
+                )
                 for i, f in solved.items()
             ]
         )
@@ -281,12 +313,16 @@ def solve_tiled(
             round_bytes += summary["bytes"]
             if not summary["changed"]:
                 continue
-            outgoing = client.submit(operator.getitem, future, 1, key=_key("strips", round_, index))
+            # Strips are cut where the tile was solved: only they travel to the neighbours.
+            outgoing = client.submit(
+                operator.getitem, future, 1, key=_key("strips", round_, index), **_on(owner[index])
+            )
             for neighbour in summary["changed"]:
                 changed += 1
                 strip = client.submit(
-                    operator.getitem, outgoing, neighbour, key=_key("strip", round_, index)
-                )
+                    operator.getitem, outgoing, neighbour, key=_key("strip", round_, index),
+                    **_on(owner[index]),
+                )  # fmt: skip
                 incoming[neighbour].append((index, strip))
         tasks += len(solved)
         moved += round_bytes
@@ -305,7 +341,10 @@ def solve_tiled(
         blocks = np.empty(geometry.counts, dtype=object)
         for index in geometry:
             shape = tuple(s.stop - s.start for s in geometry.interior(index))
-            part = client.submit(_interior, states[index], geometry, name, key=_key(name, 0, index))
+            part = client.submit(
+                _interior, states[index], geometry, name, key=_key(name, 0, index),
+                **_on(owner[index]),
+            )  # fmt: skip
             blocks[index] = da.from_delayed(part, shape, dtype=dtype_)
         return da.block(blocks.tolist())
 

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
@@ -31,12 +32,35 @@ def cluster_client(client: Any = None):
     with contextlib.suppress(ValueError):
         yield get_client(), False
         return
-    with (
-        LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0") as cluster,
-        Client(cluster) as own,
-    ):
+    # Tile tasks are placed on their owners (decompose._on); stealing would only move tile
+    # state between workers, so a cluster started for a tiled solve runs without it.
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0")
+    with cluster, Client(cluster) as own:
         print(f"raygrid started a Dask cluster; dashboard: {own.dashboard_link}", flush=True)
         yield own, True
+
+
+def _chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.DataArray:
+    """A lazily opened model that is not dask-backed, as a dask array with a chunk per tile.
+
+    ``xr.open_dataset`` of a NetCDF file, or ``xr.open_zarr(..., chunks=None)``, gives a
+    lazily indexed array that ``.data`` or ``.values`` would read whole, on the client.
+    Chunked (nothing is read yet), validation runs as dask reductions and each worker reads
+    only its tile with the halo: the slices of one tile fuse into reads of just those nodes.
+    Models in memory or already dask-backed are returned as they are.
+    """
+    if not isinstance(velocity, xr.DataArray) or velocity.chunks is not None:
+        return velocity
+    # Private, but the only test that does not itself read a lazily indexed array.
+    if velocity.variable._in_memory:  # numpy, or a backend array already loaded
+        return velocity
+    chunks = {}
+    for dim in velocity.dims:
+        size = tiles.get(dim, -1) if isinstance(tiles, Mapping) else -1
+        valid = isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size > 0
+        chunks[dim] = int(size) if valid else -1  # a bad size is reported by tile_grid
+    return velocity.chunk(chunks)
 
 
 def traveltime_tiled(
@@ -55,6 +79,7 @@ def traveltime_tiled(
             "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
             "single-domain only"
         )
+    velocity = _chunked_by_tiles(velocity, tiles)
     grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     geometry = tile_grid(tiles, grid.dims, grid.shape3, star.radius)
