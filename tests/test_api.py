@@ -113,6 +113,29 @@ def test_load_velocity_formats(tmp_path, model):
     )
 
 
+def test_load_velocity_checks_files_chunk_by_chunk(tmp_path, model):
+    """Zarr and NetCDF models stay file-backed (dask) after validation, and a bad value in
+    one chunk is still found and located."""
+    import dask.array as da
+
+    chunked = model.chunk({"z": 7, "x": 9})
+    chunked.to_dataset(name="vp").to_zarr(tmp_path / "m.zarr", zarr_format=3, consolidated=False)
+    model.to_dataset(name="vp").to_netcdf(tmp_path / "m.nc")
+    for path in (tmp_path / "m.zarr", tmp_path / "m.nc"):
+        loaded = rg.load_velocity(path, "vp")
+        assert isinstance(loaded.data, da.Array), path  # not read into memory
+    bad = model.copy()
+    bad[10, 20] = np.nan
+    z, x = float(bad["z"][10]), float(bad["x"][20])
+    bad.chunk({"z": 7, "x": 9}).to_dataset(name="vp").to_zarr(
+        tmp_path / "bad.zarr", zarr_format=3, consolidated=False
+    )
+    bad.to_dataset(name="vp").to_netcdf(tmp_path / "bad.nc")
+    for path in (tmp_path / "bad.zarr", tmp_path / "bad.nc"):
+        with pytest.raises(rg.InputError, match=f"1 bad value.*z={z:g}, x={x:g}"):
+            rg.load_velocity(path, "vp")
+
+
 def test_load_velocity_errors(tmp_path, model):
     with pytest.raises(rg.InputError, match="does not exist"):
         rg.load_velocity(tmp_path / "missing.zarr")
