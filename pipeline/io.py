@@ -56,9 +56,10 @@ def load_velocity(
     Returns
     -------
     xarray.DataArray
-        The model, lazily backed by the file for Zarr and NetCDF (dask arrays in the file's
-        chunks), checked by the same rules as :func:`raygrid.pipeline.traveltime`; the
-        values are checked chunk by chunk, never loaded whole.
+        The model, lazily backed by the file for Zarr (dask, in the store's chunks) and
+        NetCDF (lazily indexed), checked by the same rules as
+        :func:`raygrid.pipeline.traveltime`; the values are checked chunk by chunk, never
+        loaded whole.
 
     Raises
     ------
@@ -76,9 +77,9 @@ def load_velocity(
             warnings.simplefilter("ignore", RuntimeWarning)
             velocity = _pick(xr.open_zarr(path, consolidated=None), variable, path)
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
-        # chunks={}: dask-backed in the file's own chunks, like Zarr, so nothing is read
-        # whole (validation below reduces chunk by chunk; tiled solves read their tiles).
-        velocity = _pick(xr.open_dataset(path, chunks={}), variable, path)
+        # Lazily indexed (no dask): a tiled solve chunks it by its tiles, so each worker
+        # reads only its own; a contiguous file opened with dask would be one chunk.
+        velocity = _pick(xr.open_dataset(path), variable, path)
     elif suffix == ".npy":
         values = np.load(path)
         if values.ndim not in (2, 3):
@@ -101,9 +102,12 @@ def load_velocity(
         raise InputError(f"{path}: unknown model format {suffix!r} (use .zarr, .nc or .npy)")
     if units is not None:
         velocity.attrs["units"] = units
-    try:  # fail now, naming the file, rather than at solve time; by dask reductions for a
-        # file-backed model, which stream its chunks instead of loading it whole
-        grid_from_velocity(velocity, load=False)
+    # Checked now, naming the file, rather than at solve time: a file-backed model by dask
+    # reductions that stream its chunks (a lazily indexed one through a chunked view), never
+    # loaded whole.
+    checked = velocity if suffix == ".npy" or velocity.chunks else velocity.chunk("auto")
+    try:
+        grid_from_velocity(checked, load=False)
     except InputError as error:
         raise InputError(f"{path}: {error}") from None
     return velocity
