@@ -35,9 +35,10 @@ def _fill_kernel():
 
 
 @cache
-def _pad_kernel():
-    # One thread per real node of every leading index: copy into the padded interior.
-    def pad(real, padded, rz, ry, rx):
+def _interior_kernel():
+    # One thread per real node of every leading index: copy between the real grid and the
+    # padded interior, into the padded array or out of it.
+    def copy(real, padded, rz, ry, rx, into_padded):
         lead, nz, ny, nx = real.shape
         i = cuda.grid(1)
         if i >= lead * nz * ny * nx:
@@ -46,25 +47,12 @@ def _pad_kernel():
         y = (i // nx) % ny
         z = (i // (nx * ny)) % nz
         s = i // (nx * ny * nz)
-        padded[s, z + rz, y + ry, x + rx] = real[s, z, y, x]
+        if into_padded:
+            padded[s, z + rz, y + ry, x + rx] = real[s, z, y, x]
+        else:
+            real[s, z, y, x] = padded[s, z + rz, y + ry, x + rx]
 
-    return cuda.jit(pad)
-
-
-@cache
-def _unpad_kernel():
-    def unpad(padded, real, rz, ry, rx):
-        lead, nz, ny, nx = real.shape
-        i = cuda.grid(1)
-        if i >= lead * nz * ny * nx:
-            return
-        x = i % nx
-        y = (i // nx) % ny
-        z = (i // (nx * ny)) % nz
-        s = i // (nx * ny * nz)
-        real[s, z, y, x] = padded[s, z + rz, y + ry, x + rx]
-
-    return cuda.jit(unpad)
+    return cuda.jit(copy)
 
 
 @cache
@@ -93,7 +81,9 @@ def to_padded(layout: PaddedLayout, real: np.ndarray, fill, lead: int | None = N
     rows = stacked.shape[0] if lead is None else lead
     padded = device_full((rows, *layout.padded), fill, real.dtype)
     if stacked.shape[0]:
-        _pad_kernel()[_grid(stacked.size)](cuda.to_device(stacked), padded, *layout.radius)
+        _interior_kernel()[_grid(stacked.size)](
+            cuda.to_device(stacked), padded, *layout.radius, True
+        )
     return padded if real.ndim == 4 or lead is not None else padded.reshape(layout.padded)
 
 
@@ -103,7 +93,7 @@ def from_padded(layout: PaddedLayout, padded, out: np.ndarray) -> np.ndarray:
     rows = out.shape[0]
     stacked = padded.reshape((-1, *layout.padded))
     real = cuda.device_array((rows, *layout.shape), dtype=padded.dtype)
-    _unpad_kernel()[_grid(real.size)](stacked[:rows], real, *layout.radius)
+    _interior_kernel()[_grid(real.size)](real, stacked[:rows], *layout.radius, False)
     real.reshape(out.shape).copy_to_host(out)
     return out
 

@@ -466,7 +466,7 @@ def solve_pull(
         # Update map, double-buffered by pass parity (see tile_active); seed tiles start as
         # "changed in pass -1".
         stamps = np.full((2, *layout.blocks), -1, dtype=np.int32)
-        seed_index, seed_time = [], []
+        seed_real, seed_index, seed_time = [], [], []
         for s, (nodes, values) in enumerate(group):
             nodes = np.asarray(nodes, dtype=np.int64)
             values = np.asarray(values, dtype=dtype)
@@ -474,9 +474,11 @@ def solve_pull(
             unique, where = np.unique(nodes, return_inverse=True)
             lowest = np.full(len(unique), np.inf, dtype=dtype)
             np.minimum.at(lowest, where, values)
+            seed_real.append(s * n_nodes + unique)
             seed_index.append(s * n_padded + layout.padded_flat(unique))
             seed_time.append(lowest)
             stamps[0].reshape(-1)[layout.block_of(unique)] = 0
+        seed_real = np.concatenate(seed_real)
         seed_index = np.concatenate(seed_index)
         seed_time = np.concatenate(seed_time)
         if times is None:
@@ -487,7 +489,7 @@ def solve_pull(
             # only where it is smaller, and then has no predecessor.
             start = np.asarray(times[first : first + batch], dtype=dtype)
             start_predecessor = np.asarray(predecessor[first : first + batch])
-            old = start.reshape(-1)[_real_index(seed_index, n_padded, layout, n_nodes)]
+            old = start.reshape(-1)[seed_real]
             smaller = seed_time < old
             seed_index, seed_time = seed_index[smaller], seed_time[smaller]
             times_device = to_padded(layout, start.reshape(count, *slowness.shape), np.inf, batch)
@@ -549,13 +551,6 @@ def solve_pull(
             cooperative=bool(cooperative),
         )
     return times_out, predecessor_out
-
-
-def _real_index(padded_index, n_padded, layout, n_nodes):
-    """Flat index into ``(batch, n_nodes)`` host arrays of flat padded batch indices."""
-    s, flat = np.divmod(padded_index, n_padded)
-    node = np.stack(np.unravel_index(flat, layout.padded), axis=-1) - np.array(layout.radius)
-    return s * n_nodes + np.ravel_multi_index(tuple(node.T), layout.shape)
 
 
 def _run_cooperative(persistent, layout: PaddedLayout, arguments, limit: int) -> int | None:
