@@ -6,11 +6,13 @@ Arrays and numbers in, arrays out. Grids are 3D ``(nz, ny, nx)``; a 2D model is 
 
 from .cpu import (
     dijkstra,
+    dijkstra_graph,
     mean_slowness_time_cpu,
     precompute_weights,
     segment_time_cpu,
 )
 from .crossings import Crossings, star_crossings
+from .graph import MoserGraph, moser_graph
 from .layout import PaddedLayout
 from .legs import point_box, point_leg_times
 from .rules import EXACT, MEAN, WEIGHT_RULES
@@ -21,13 +23,16 @@ __all__ = [
     "Crossings",
     "EXACT",
     "MEAN",
+    "MoserGraph",
     "PaddedLayout",
     "WEIGHT_RULES",
     "Star",
     "dijkstra",
+    "dijkstra_graph",
     "forward_star",
     "mean_slowness_time",
     "mean_slowness_time_cpu",
+    "moser_graph",
     "point_box",
     "point_leg_times",
     "precompute_weights",

@@ -12,10 +12,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from .bounds import reach_lengths, slowness_floor
-from .crossings import star_crossings
+from .graph import MoserGraph, moser_graph
 from .heap import heap_grow, heap_lower, heap_new, heap_pop
-from .layout import PaddedLayout
 from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
 from .star import Star
@@ -28,6 +26,7 @@ __all__ = [
     "mean_slowness_time_cpu",
     "precompute_weights",
     "dijkstra",
+    "dijkstra_graph",
 ]
 
 # The plain functions of .segment compiled for the CPU. fastmath stays off: the exact
@@ -86,18 +85,16 @@ def precompute_weights(
     (:func:`raygrid.kernels.segment.segment_time`). Worth it when the same model is solved
     for many sources (DESIGN.md section 1, "Weights: precomputed or on the fly").
     """
-    layout = PaddedLayout.unblocked(slowness.shape, star.radius)
-    padded = layout.padded
-    slowness_padded = layout.pad(np.asarray(slowness, dtype=np.float64), np.inf).reshape(-1)
-    interior = layout.interior_flat()
-    dummy = np.ones(slowness_padded.size, dtype=np.uint8)
-    dummy[interior] = 0
-    crossings = star_crossings(star, spacing, rule, padded)
+    graph = moser_graph(slowness, spacing, star, rule)
+    padded = graph.layout.padded
+    dummy = np.ones(graph.slowness.size, dtype=np.uint8)
+    dummy[graph.interior] = 0
     forward = star.forward
     forward_step = (forward[:, 0] * padded[1] + forward[:, 1]) * padded[2] + forward[:, 2]
-    weights = np.empty((slowness.size, forward.shape[0]), dtype=dtype)
+    crossings = graph.crossings
+    weights = np.empty((graph.n_nodes, forward.shape[0]), dtype=dtype)
     _precompute(
-        slowness_padded, interior, dummy, forward_step, crossings.start, crossings.step,
+        graph.slowness, graph.interior, dummy, forward_step, crossings.start, crossings.step,
         crossings.fraction, crossings.length, weights,
     )  # fmt: skip
     return weights
@@ -320,47 +317,67 @@ def dijkstra(
     monotone, so the skipped candidate time could not have been smaller. The grid is padded
     by the radius with settled dummy nodes so the inner loop has no bounds checks.
     """
-    n_nodes = slowness.size
+    graph = moser_graph(slowness, spacing, star, rule, weights)
+    return dijkstra_graph(
+        graph, seed_nodes, seed_times, target_nodes=target_nodes, times=times,
+        predecessor=predecessor, dtype=dtype,
+    )  # fmt: skip
+
+
+def dijkstra_graph(
+    graph: MoserGraph,
+    seed_nodes: np.ndarray,
+    seed_times: np.ndarray,
+    *,
+    target_nodes: np.ndarray | None = None,
+    times: np.ndarray | None = None,
+    predecessor: np.ndarray | None = None,
+    dtype: np.dtype | type = np.float64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`dijkstra` on a prepared graph: what many sources on one model share is built
+    once (:func:`raygrid.kernels.moser_graph`), so a source costs only its own solve.
+
+    Parameters and results are those of :func:`dijkstra`; the weights (on the fly or
+    precomputed) are the graph's. Safe to call from several threads on one graph: the
+    graph is only read.
+    """
+    n_nodes = graph.n_nodes
+    star = graph.star
     if times is None:
         times = np.full(n_nodes, np.inf, dtype=dtype)
     if predecessor is None:
         predecessor = np.full(n_nodes, -1, dtype=star.predecessor_dtype)
-    layout = PaddedLayout.unblocked(slowness.shape, star.radius)
-    padded = layout.padded
-    interior = layout.interior_flat()
-    slowness_padded = layout.pad(np.asarray(slowness, dtype=np.float64), np.inf).reshape(-1)
-    times_padded = np.full(slowness_padded.size, np.inf, dtype=times.dtype)
+    interior = graph.interior
+    size = graph.slowness.size
+    times_padded = np.full(size, np.inf, dtype=times.dtype)
     times_padded[interior] = times
-    predecessor_padded = np.full(slowness_padded.size, -1, dtype=predecessor.dtype)
+    predecessor_padded = np.full(size, -1, dtype=predecessor.dtype)
     predecessor_padded[interior] = predecessor
-    settled = np.ones(slowness_padded.size, dtype=np.uint8)
+    settled = np.ones(size, dtype=np.uint8)
     settled[interior] = 0
-    crossings = star_crossings(star, spacing, rule, padded)
-    step = (star.offsets[:, 0] * padded[1] + star.offsets[:, 1]) * padded[2] + star.offsets[:, 2]
+    weights = graph.weights
     if weights is None:
         weights = np.empty((0, 0), dtype=times.dtype)
-        unpadded = np.empty(0, dtype=np.int64)
-    else:
-        unpadded = np.full(slowness_padded.size, -1, dtype=np.int64)
-        unpadded[interior] = np.arange(n_nodes)
-    floor = slowness_floor(slowness_padded.reshape(padded), star.radius).reshape(-1)
+    elif weights.dtype != times.dtype:
+        raise ValueError(f"precomputed weights are {weights.dtype}, the times {times.dtype}")
     targets = np.empty(0, dtype=np.int64) if target_nodes is None else interior[target_nodes]
+    crossings = graph.crossings
     _dijkstra(
-        slowness_padded,
-        step,
+        graph.slowness,
+        graph.step,
         star.half,
         star.is_forward,
         crossings.start,
         crossings.step,
         crossings.fraction,
         crossings.length,
-        floor,
-        reach_lengths(crossings.length),
+        graph.floor,
+        graph.reach,
         weights,
-        unpadded,
+        graph.unpadded,
         settled,
         # The heap's index of each node (4 bytes a node while the padded grid allows).
-        np.full(slowness_padded.size, -1, np.int32 if slowness_padded.size < 2**31 else np.int64),
+        np.full(size, -1, np.int32 if size < 2**31 else np.int64),
         interior[np.asarray(seed_nodes, dtype=np.int64)],
         np.asarray(seed_times, dtype=times.dtype),
         targets,

@@ -1,10 +1,17 @@
-"""A binary min-heap of ``(time, node)`` pairs with a position index, for Numba.
+"""A 4-ary min-heap of ``(time, node)`` pairs with a position index, for Numba.
 
 Each node is in the heap at most once: ``position[node]`` is its slot (``-1`` when absent),
 so an improved time moves the node's entry up (decrease-key) instead of pushing a second
 one. Measured on the 1601^2 radius-5 benchmark, lazy deletion pushed 3.2 entries per node
-and its pops cost about 30 % of the solve; the index costs 4 bytes per node. (The papers'
-sequential baseline, Monsegny & Agudelo 2013, section 2, is the same binary heap.)
+and its pops cost about 30 % of the solve; the index costs 4 bytes per node.
+
+Four children per entry rather than two (the papers' sequential baseline, Monsegny &
+Agudelo 2013, section 2, is a binary heap): a Dijkstra on a forward star pops every node
+once but lowers only about two keys per pop (401^2, radius 4: 2.4 improvements among 48
+neighbours), so pops dominate, and a 4-ary pop walks half as many levels, comparing four
+adjacent keys (one cache line) per level. Measured on that case: a whole solve ~18 % faster
+than with the binary heap; an 8-ary heap was no faster. The heap's order never changes a
+result: Dijkstra returns the same floats whatever breaks its ties (DESIGN.md section 1).
 """
 
 from __future__ import annotations
@@ -12,7 +19,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["heap_new", "heap_grow", "heap_lower", "heap_pop"]
+__all__ = ["ARITY", "heap_new", "heap_grow", "heap_lower", "heap_pop"]
+
+#: Children per entry: those of slot ``i`` are ``ARITY * i + 1 ... ARITY * i + ARITY``.
+ARITY = 4
 
 
 @numba.njit(cache=True)
@@ -44,7 +54,7 @@ def heap_lower(keys, nodes, position, size, key, node):
         i = size
         size += 1
     while i > 0:
-        parent = (i - 1) >> 1
+        parent = (i - 1) >> 2  # (i - 1) // ARITY, as a shift
         if keys[parent] <= key:
             break
         keys[i] = keys[parent]
@@ -70,14 +80,16 @@ def heap_pop(keys, nodes, position, size):
     last_node = nodes[size]
     i = 0
     while True:
-        child = 2 * i + 1
-        if child >= size:
+        first = ARITY * i + 1
+        if first >= size:
             break
-        if child + 1 < size and keys[child + 1] < keys[child]:
-            child += 1
-        if keys[child] >= last_key:
+        child, child_key = first, keys[first]
+        for c in range(first + 1, min(first + ARITY, size)):
+            if keys[c] < child_key:
+                child, child_key = c, keys[c]
+        if child_key >= last_key:
             break
-        keys[i] = keys[child]
+        keys[i] = child_key
         nodes[i] = nodes[child]
         position[nodes[i]] = i
         i = child

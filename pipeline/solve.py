@@ -13,9 +13,11 @@ import xarray as xr
 
 from ..kernels import (
     WEIGHT_RULES,
+    MoserGraph,
     Star,
-    dijkstra,
+    dijkstra_graph,
     forward_star,
+    moser_graph,
     point_box,
     precompute_weights,
 )
@@ -23,7 +25,15 @@ from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .version import __version__
 
-__all__ = ["traveltime", "traveltimes", "Options", "check_options", "source_seeds", "solve_seeds"]
+__all__ = [
+    "traveltime",
+    "traveltimes",
+    "Options",
+    "check_options",
+    "cpu_graph",
+    "source_seeds",
+    "solve_seeds",
+]
 
 BACKENDS = ("cpu", "cuda", "auto")
 ALGORITHMS = {"cpu": ("dijkstra",), "cuda": ("pull", "near-far")}
@@ -146,18 +156,30 @@ def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
     return attrs
 
 
+def cpu_graph(grid: Grid, star: Star, options: Options) -> MoserGraph:
+    """The CPU solver's prepared graph of ``grid`` (with precomputed weights if asked)."""
+    weights = None
+    if options.precompute:
+        weights = precompute_weights(
+            grid.slowness, grid.spacing3, star, options.rule, dtype=options.dtype
+        )
+    return moser_graph(grid.slowness, grid.spacing3, star, options.rule, weights)
+
+
 def solve_seeds(
     grid: Grid,
     star: Star,
     options: Options,
     seeds: list[tuple[np.ndarray, np.ndarray]],
     threads: int | None = None,
+    graph: MoserGraph | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run the chosen backend's solver for several sources' seeds.
 
     Returns times and predecessors, each ``(n_sources, n_nodes)``. The CPU solves sources
-    on a thread pool (the Dijkstra releases the GIL); CUDA relaxes ``options.batch``
-    sources per block.
+    on a thread pool (the Dijkstra releases the GIL) over one prepared graph: ``graph``
+    (from :func:`cpu_graph`, when the caller keeps one for many calls) or one built here;
+    CUDA relaxes ``options.batch`` sources per block.
     """
     if options.backend == "cuda":
         if options.algorithm == "near-far":
@@ -174,25 +196,22 @@ def solve_seeds(
             precomputed=options.precompute, dtype=options.dtype, batch=options.batch,
         )  # fmt: skip
 
-    weights = None
-    if options.precompute:
-        weights = precompute_weights(
-            grid.slowness, grid.spacing3, star, options.rule, dtype=options.dtype
-        )
+    if graph is None:
+        graph = cpu_graph(grid, star, options)
+    times = np.full((len(seeds), graph.n_nodes), np.inf, dtype=options.dtype)
+    predecessor = np.full((len(seeds), graph.n_nodes), -1, dtype=star.predecessor_dtype)
 
-    def solve_one(seed):
-        return dijkstra(
-            grid.slowness, grid.spacing3, star, seed[0], seed[1], rule=options.rule,
-            weights=weights, dtype=options.dtype,
-        )  # fmt: skip
+    def solve_one(k: int) -> None:
+        dijkstra_graph(graph, seeds[k][0], seeds[k][1], times=times[k], predecessor=predecessor[k])
 
     workers = min(len(seeds), threads or os.cpu_count() or 1)
     if workers == 1:
-        solved = [solve_one(seed) for seed in seeds]
+        for k in range(len(seeds)):
+            solve_one(k)
     else:
         with ThreadPoolExecutor(workers, thread_name_prefix="raygrid-source") as pool:
-            solved = list(pool.map(solve_one, seeds))
-    return np.stack([t for t, _ in solved]), np.stack([p for _, p in solved])
+            list(pool.map(solve_one, range(len(seeds))))
+    return times, predecessor
 
 
 def _source_list(sources: Any, dims: tuple[str, ...]) -> list[dict[str, float]]:

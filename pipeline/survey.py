@@ -19,7 +19,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,14 +27,22 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..kernels import Star, dijkstra, point_box, precompute_weights
+from ..kernels import MoserGraph, Star, point_box
 from .cluster import connect, read_cluster
 from .errors import InputError
 from .grid import Grid
 from .rays import raypath
-from .solve import Options, solve_seeds, solver_attrs, source_seeds, with_predecessors
+from .solve import (
+    Options,
+    cpu_graph,
+    solve_seeds,
+    solver_attrs,
+    source_seeds,
+    with_predecessors,
+)
 from .store import (
     SourceResult,
+    SourceWriter,
     StoreSpec,
     check_store,
     create_store,
@@ -54,39 +61,23 @@ Echo = Callable[[str], None]
 
 @dataclass(frozen=True)
 class SurveyTask:
-    """What every worker needs, sent once per worker: the model and the survey's geometry."""
+    """What every worker needs, sent once per worker: the model and the survey's geometry.
+
+    ``graph`` is the CPU solver's prepared graph (padded model, crossing tables, lower
+    bounds, precomputed weights if asked): built once on the client, so no task rebuilds
+    it; ``None`` on the GPU, whose solver prepares its own device arrays.
+    """
 
     grid: Grid
     star: Star
     options: Options
+    graph: MoserGraph | None
     source_index: np.ndarray  # (n, 3) fractional node indices
     receivers: list[dict[str, float]]
     receiver_index: np.ndarray  # (m, 3)
     store: StoreSpec
     threads: int
     attrs: dict
-
-
-def _solve_times(task: SurveyTask, weights: np.ndarray | None, seeds: list) -> tuple:
-    """Times and predecessors ``(k, n_nodes)`` of the seeds, by the configured backend."""
-    if weights is None:
-        return solve_seeds(task.grid, task.star, task.options, seeds, task.threads)
-    # CPU with the weights this worker received once: the same kernel call solve_seeds
-    # makes, minus recomputing the weights for every batch.
-    grid, star, options = task.grid, task.star, task.options
-
-    def solve_one(seed):
-        return dijkstra(
-            grid.slowness, grid.spacing3, star, seed[0], seed[1], rule=options.rule,
-            weights=weights, dtype=options.dtype,
-        )  # fmt: skip
-
-    if task.threads == 1 or len(seeds) == 1:
-        solved = [solve_one(seed) for seed in seeds]
-    else:
-        with ThreadPoolExecutor(min(task.threads, len(seeds))) as pool:
-            solved = list(pool.map(solve_one, seeds))
-    return np.stack([t for t, _ in solved]), np.stack([p for _, p in solved])
 
 
 def receiver_times(
@@ -141,7 +132,7 @@ def _ray_table(result: xr.Dataset, receivers: list[dict[str, float]], dims: tupl
     return np.concatenate(pieces), counts
 
 
-def solve_batch(task: SurveyTask, weights: np.ndarray | None, indices: list[int]) -> dict:
+def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     """Solve sources ``indices``, write their results and completion records (a Dask task).
 
     Returns a small summary: the sources written, the seconds spent and where.
@@ -152,8 +143,11 @@ def solve_batch(task: SurveyTask, weights: np.ndarray | None, indices: list[int]
     for i in indices:
         nodes, seed_times = source_seeds(grid, task.star, task.source_index[i])
         seeds.append((grid.flat(nodes), seed_times))
-    times, predecessor = _solve_times(task, weights, seeds)
+    times, predecessor = solve_seeds(
+        grid, task.star, task.options, seeds, task.threads, graph=task.graph
+    )
     solved = time.perf_counter()
+    writer = SourceWriter(spec.path)
     for k, i in enumerate(indices):
         field = times[k]
         table = points = counts = None
@@ -161,15 +155,14 @@ def solve_batch(task: SurveyTask, weights: np.ndarray | None, indices: list[int]
             table = receiver_times(grid, task.star, field, task.receiver_index, spec.dtype)
         if spec.n_receivers and spec.rays:
             points, counts = _rays(task, i, field, predecessor[k])
-        write_source(
-            spec.path,
+        writer.write(
             SourceResult(
                 index=int(i),
                 field=field.reshape(grid.shape) if spec.fields else None,
                 receiver_times=table,
                 ray_points=points,
                 ray_counts=counts,
-            ),
+            )
         )
     return {
         "sources": [int(i) for i in indices],
@@ -328,15 +321,11 @@ def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending,
     if grid.velocity.chunks is not None:  # a lazily opened file: workers get it in memory
         grid = replace(grid, velocity=grid.velocity.compute())
     options = prepared.options
-    weights = None
-    if options.precompute and options.backend == "cpu":
-        weights = precompute_weights(
-            grid.slowness, grid.spacing3, prepared.star, options.rule, dtype=options.dtype
-        )
     task = SurveyTask(
         grid=grid,
         star=prepared.star,
         options=options,
+        graph=cpu_graph(grid, prepared.star, options) if options.backend == "cpu" else None,
         source_index=prepared.source_index,
         receivers=prepared.receivers,
         receiver_index=prepared.receiver_index,
@@ -344,18 +333,15 @@ def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending,
         threads=compute.threads,
         attrs=solver_attrs(grid, prepared.star, options),
     )
-    # Once per worker, not once per task: the model (and weights) are the large inputs.
+    # Once per worker, not once per task: the model, its graph and any precomputed weights
+    # are the large inputs.
     shared = client.scatter(task, broadcast=True, hash=False)
-    shared_weights = None
-    if weights is not None:
-        shared_weights = client.scatter(weights, broadcast=True, hash=False)
     run = uuid.uuid4().hex[:8]
     batches = [pending[k : k + compute.batch] for k in range(0, len(pending), compute.batch)]
     futures = [
         client.submit(
             solve_batch,
             shared,
-            shared_weights,
             [int(i) for i in batch],
             key=f"raygrid-sources-{int(batch[0])}-{int(batch[-1])}-{run}",
             pure=False,

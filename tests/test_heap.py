@@ -1,4 +1,4 @@
-"""The indexed binary heap: pops come out in key order, lowering a key moves the node's one
+"""The indexed 4-ary heap: pops come out in key order, lowering a key moves the node's one
 entry, and the position index always tells where each node is."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raygrid.kernels.heap import heap_grow, heap_lower, heap_new, heap_pop
+from raygrid.kernels.heap import ARITY, heap_grow, heap_lower, heap_new, heap_pop
 
 
 def check_index(keys, nodes, position, size):
     for i in range(size):
         assert position[nodes[i]] == i
         if i:
-            assert keys[(i - 1) >> 1] <= keys[i]
+            assert keys[(i - 1) // ARITY] <= keys[i]
     assert np.count_nonzero(position >= 0) == size
 
 
