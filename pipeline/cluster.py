@@ -36,6 +36,7 @@ __all__ = [
     "LocalCUDAConfig",
     "JobQueueConfig",
     "SchedulerConfig",
+    "SCHEDULER_CONFIG",
     "read_cluster",
     "connect",
 ]
@@ -179,6 +180,19 @@ def read_cluster(path: str | Path | None) -> AnyConfig:
 
 Echo = Callable[[str], None]
 
+#: Scheduler settings of every cluster raygrid starts itself (a user's scheduler keeps its
+#: own; the functions that use these say what that costs there).
+SCHEDULER_CONFIG = {
+    # Tile tasks are placed on their owners (raygrid.pipeline.decompose); stealing would
+    # only move tile states between workers.
+    "distributed.scheduler.work-stealing": False,
+    # A survey broadcasts its model (and weights) to every worker once. The active memory
+    # manager's ReduceReplicas drops a replica that no task assigned to that worker names
+    # yet (queued tasks are not assigned), and the worker then fetches it again: seen as a
+    # second copy of the model arriving late in a run.
+    "distributed.scheduler.active-memory-manager.start": False,
+}
+
 
 @contextmanager
 def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
@@ -258,6 +272,14 @@ def _wait_for_file(path: Path, timeout: float) -> None:
 
 @contextmanager
 def _start(config):
+    import dask
+
+    with dask.config.set(SCHEDULER_CONFIG), _new_cluster(config) as cluster:
+        yield cluster
+
+
+@contextmanager
+def _new_cluster(config):
     if isinstance(config, LocalConfig):
         from distributed import LocalCluster
 

@@ -254,6 +254,10 @@ def run_survey(
     client : distributed.Client, optional
         Run on this client; by default the cluster file decides (``cluster``, else the
         workflow's ``compute.cluster``, else a LocalCluster), started and closed here.
+        The model reaches each worker once on a cluster raygrid starts
+        (:data:`raygrid.pipeline.cluster.SCHEDULER_CONFIG`); on a scheduler that runs
+        distributed's active memory manager, a worker may fetch it again after the manager
+        dropped its copy (a transfer, never a different result).
     cluster : path, optional
         A cluster file overriding the workflow's ``compute.cluster``.
     progress : bool

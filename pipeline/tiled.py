@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ..kernels import forward_star
+from .cluster import SCHEDULER_CONFIG
 from .decompose import solve_tiled
 from .errors import InputError
 from .grid import grid_from_velocity
@@ -32,9 +33,9 @@ def cluster_client(client: Any = None):
     with contextlib.suppress(ValueError):
         yield get_client(), False
         return
-    # Tile tasks are placed on their owners (decompose._on); stealing would only move tile
-    # state between workers, so a cluster started for a tiled solve runs without it.
-    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+    # Started like raygrid's other clusters: no work stealing (it would only move tile
+    # states between workers) and no replica dropping.
+    with dask.config.set(SCHEDULER_CONFIG):
         cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0")
     with cluster, Client(cluster) as own:
         print(f"raygrid started a Dask cluster; dashboard: {own.dashboard_link}", flush=True)

@@ -122,6 +122,14 @@ def test_local_cluster_prints_its_dashboard_and_closes():
     with connect(config, echo=lines.append) as client:
         assert client.submit(lambda x: x + 1, 1).result() == 2
         assert len(client.scheduler_info()["workers"]) == 1
+        # raygrid's scheduler settings: no work stealing, no replica dropping.
+        extensions = client.run_on_scheduler(
+            lambda dask_scheduler: {
+                "stealing": "stealing" in dask_scheduler.extensions,
+                "amm": dask_scheduler.extensions["amm"].running,
+            }
+        )
+        assert extensions == {"stealing": False, "amm": False}
     assert lines and lines[0].startswith("dashboard: http://127.0.0.1:")
     assert client.status == "closed"
 

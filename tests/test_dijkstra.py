@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raygrid.kernels import EXACT, MEAN, dijkstra, forward_star, precompute_weights
+from raygrid.kernels import (
+    EXACT,
+    MEAN,
+    dijkstra,
+    dijkstra_graph,
+    forward_star,
+    moser_graph,
+    precompute_weights,
+)
 
 from reference import explicit_graph, reference_times
 
@@ -74,6 +82,39 @@ def test_early_exit_settles_the_targets():
     partial, _ = dijkstra(slowness, np.array(spacing), star, [0], [0.0], target_nodes=targets)
     np.testing.assert_array_equal(partial[targets], full[targets])
     assert np.isinf(partial).sum() > 0  # it did stop early
+
+
+@pytest.mark.parametrize("precomputed", [False, True])
+def test_one_prepared_graph_serves_many_sources(precomputed):
+    # A survey builds the graph once and solves every source on it, from several threads:
+    # each source must equal scipy on the explicit graph, in any order (nothing a solve
+    # does may leak into the next through the shared graph).
+    shape, radius, spacing = (12, 3, 10), (2, 1, 3), (4.0, 6.0, 5.0)
+    slowness = random_slowness(shape, seed=6)
+    star = forward_star(radius)
+    weights = precompute_weights(slowness, np.array(spacing), star) if precomputed else None
+    graph = moser_graph(slowness, np.array(spacing), star, weights=weights)
+    explicit = explicit_graph(slowness, spacing, star.offsets)
+    sources = [0, slowness.size - 1, 77, 200, 0]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:
+        solved = list(pool.map(lambda s: dijkstra_graph(graph, [s], [0.0]), sources))
+    for source, (times, predecessor) in zip(sources, solved):
+        np.testing.assert_array_equal(times, reference_times(explicit, [source], [0.0]))
+        check_predecessors(times, predecessor, star, shape, explicit, seeds=[source])
+    np.testing.assert_array_equal(graph.slowness[graph.interior], slowness.ravel())
+
+
+def test_graph_refuses_weights_of_another_model_or_precision():
+    slowness = random_slowness((6, 1, 7), seed=7)
+    star = forward_star((2, 0, 2))
+    weights = precompute_weights(slowness, np.ones(3), star)
+    with pytest.raises(ValueError, match="do not fit this model and star"):
+        moser_graph(slowness[:5], np.ones(3), star, weights=weights[:30])
+    graph = moser_graph(slowness, np.ones(3), star, weights=weights)
+    with pytest.raises(ValueError, match="precomputed weights are float64, the times float32"):
+        dijkstra_graph(graph, [0], [0.0], dtype=np.float32)
 
 
 def test_float32_rounds_each_step():
