@@ -139,7 +139,7 @@ def test_model_and_weights_reach_each_worker_once(tmp_path, precompute):
     # the worker fetched the model a second time, 1 run in ~3 with cold Numba caches).
     from raygrid.pipeline.cluster import LocalConfig, connect
 
-    config = LocalConfig(cluster="local", n_workers=2, dashboard_address=None)
+    config = LocalConfig(cluster="local", n_workers=2, dashboard_address=":0")
     with connect(config, echo=lambda line: None) as own:
         own.run(_count_task_arrivals)
         spec = yaml.safe_load(yaml.safe_dump(SPEC))
