@@ -7,12 +7,13 @@ Arrays and numbers in, arrays out. Grids are 3D ``(nz, ny, nx)``; a 2D model is 
 from .cpu import (
     dijkstra,
     dijkstra_graph,
+    graph_weights,
     mean_slowness_time_cpu,
     precompute_weights,
     segment_time_cpu,
 )
 from .crossings import Crossings, star_crossings
-from .graph import MoserGraph, moser_graph
+from .graph import MoserGraph, moser_graph, with_weights
 from .layout import PaddedLayout
 from .legs import point_box, point_leg_times
 from .rules import EXACT, MEAN, WEIGHT_RULES
@@ -30,6 +31,7 @@ __all__ = [
     "dijkstra",
     "dijkstra_graph",
     "forward_star",
+    "graph_weights",
     "mean_slowness_time",
     "mean_slowness_time_cpu",
     "moser_graph",
@@ -40,4 +42,5 @@ __all__ = [
     "segment_time_cpu",
     "star_crossings",
     "star_offsets",
+    "with_weights",
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "segment_time_cpu",
     "mean_slowness_time_cpu",
     "precompute_weights",
+    "graph_weights",
     "dijkstra",
     "dijkstra_graph",
 ]
@@ -85,7 +86,12 @@ def precompute_weights(
     (:func:`raygrid.kernels.segment.segment_time`). Worth it when the same model is solved
     for many sources (DESIGN.md section 1, "Weights: precomputed or on the fly").
     """
-    graph = moser_graph(slowness, spacing, star, rule)
+    return graph_weights(moser_graph(slowness, spacing, star, rule), dtype)
+
+
+def graph_weights(graph: MoserGraph, dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """:func:`precompute_weights` of a prepared graph (its padding and crossing tables)."""
+    star = graph.star
     padded = graph.layout.padded
     dummy = np.ones(graph.slowness.size, dtype=np.uint8)
     dummy[graph.interior] = 0

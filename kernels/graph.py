@@ -9,7 +9,7 @@ starts at the heap (:func:`raygrid.kernels.dijkstra_graph`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from .layout import PaddedLayout
 from .rules import EXACT
 from .star import Star
 
-__all__ = ["MoserGraph", "moser_graph"]
+__all__ = ["MoserGraph", "moser_graph", "with_weights"]
 
 
 @dataclass(frozen=True)
@@ -109,16 +109,7 @@ def moser_graph(
     interior = layout.interior_flat()
     crossings = star_crossings(star, spacing, rule, padded)
     step = (star.offsets[:, 0] * padded[1] + star.offsets[:, 1]) * padded[2] + star.offsets[:, 2]
-    unpadded = np.empty(0, dtype=np.int64)
-    if weights is not None:
-        if weights.shape != (slowness.size, star.forward.shape[0]):
-            raise ValueError(
-                f"weights of shape {weights.shape} do not fit this model and star "
-                f"({slowness.size} nodes, {star.forward.shape[0]} forward offsets)"
-            )
-        unpadded = np.full(padded_slowness.size, -1, dtype=np.int64)
-        unpadded[interior] = np.arange(slowness.size)
-    return MoserGraph(
+    graph = MoserGraph(
         shape=shape,
         star=star,
         rule=rule,
@@ -129,6 +120,27 @@ def moser_graph(
         crossings=crossings,
         floor=slowness_floor(padded_slowness, star.radius).reshape(-1),
         reach=reach_lengths(crossings.length),
-        weights=weights,
-        unpadded=unpadded,
+        weights=None,
+        unpadded=np.empty(0, dtype=np.int64),
     )
+    return graph if weights is None else with_weights(graph, weights)
+
+
+def with_weights(graph: MoserGraph, weights: np.ndarray) -> MoserGraph:
+    """``graph`` solving with precomputed ``weights`` (e.g. from
+    :func:`raygrid.kernels.graph_weights` of the same graph) instead of on the fly.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` does not have a row per node and a column per forward offset.
+    """
+    n_forward = graph.star.forward.shape[0]
+    if weights.shape != (graph.n_nodes, n_forward):
+        raise ValueError(
+            f"weights of shape {weights.shape} do not fit this model and star "
+            f"({graph.n_nodes} nodes, {n_forward} forward offsets)"
+        )
+    unpadded = np.full(graph.slowness.size, -1, dtype=np.int64)
+    unpadded[graph.interior] = np.arange(graph.n_nodes)
+    return replace(graph, weights=weights, unpadded=unpadded)

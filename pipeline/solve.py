@@ -17,9 +17,10 @@ from ..kernels import (
     Star,
     dijkstra_graph,
     forward_star,
+    graph_weights,
     moser_graph,
     point_box,
-    precompute_weights,
+    with_weights,
 )
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
@@ -157,13 +158,12 @@ def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
 
 
 def cpu_graph(grid: Grid, star: Star, options: Options) -> MoserGraph:
-    """The CPU solver's prepared graph of ``grid`` (with precomputed weights if asked)."""
-    weights = None
+    """The CPU solver's prepared graph of ``grid`` (with precomputed weights if asked: from
+    the same padding and crossing tables, built once)."""
+    graph = moser_graph(grid.slowness, grid.spacing3, star, options.rule)
     if options.precompute:
-        weights = precompute_weights(
-            grid.slowness, grid.spacing3, star, options.rule, dtype=options.dtype
-        )
-    return moser_graph(grid.slowness, grid.spacing3, star, options.rule, weights)
+        graph = with_weights(graph, graph_weights(graph, options.dtype))
+    return graph
 
 
 def solve_seeds(
