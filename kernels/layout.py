@@ -108,3 +108,20 @@ class PaddedLayout:
         """Flat tile index of each real flat index."""
         node = np.stack(np.unravel_index(np.asarray(flat, dtype=np.int64), self.shape), axis=-1)
         return np.ravel_multi_index(tuple((node // self.block).T), self.blocks)
+
+    def tiles_reading(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs ``(i, tile)``: every tile whose tile-plus-halo holds real node ``flat[i]``
+        (its own tile and the neighbours within the radius), as flat tile indices."""
+        node = np.stack(np.unravel_index(np.asarray(flat, dtype=np.int64), self.shape), axis=-1)
+        block, radius = np.array(self.block), np.array(self.radius)
+        own = node // block
+        which, tiles = [], []
+        for step in np.ndindex(3, 3, 3):
+            tile = own + np.array(step) - 1
+            low = tile * block - radius  # the tile's halo spans [low, high)
+            high = (tile + 1) * block + radius
+            inside = np.all((tile >= 0) & (tile < self.blocks), axis=1)
+            inside &= np.all((node >= low) & (node < high), axis=1)
+            which.append(np.flatnonzero(inside))
+            tiles.append(np.ravel_multi_index(tuple(tile[inside].T), self.blocks))
+        return np.concatenate(which), np.concatenate(tiles)

@@ -67,7 +67,7 @@ def test_launch_limits_are_clear_errors():
     from raygrid.kernels.cuda.pull import check_launch, shared_bytes
 
     layout = PaddedLayout((1601, 1, 1601), (5, 0, 5), (16, 1, 16))
-    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 26 * 4 + 40
+    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 26 * 4 + 27 * 8 + 44
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -204,7 +204,7 @@ PTX_SCRIPT = textwrap.dedent(
                     f8[:, :, ::1], i8[:, ::1], i8[::1], i8[::1], numba.uint8[::1], f8[::1],
                     i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
                     t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
-                    i4[:, :, :, ::1], i4[::1], i8[::1], i8,
+                    f8[:, ::1], i4[:, ::1], i4[:, ::1], i4[::1], f8[::1], i8[::1], f8, i8,
                 )
                 ptx, _ = cuda.compile_ptx(per_pass.py_func, common, cc=(9, 0))
                 assert "st.shared" in ptx and ".entry" in ptx
@@ -238,16 +238,20 @@ def test_kernels_compile_to_sm90_ptx():
 def test_pull_on_a_real_gpu():
     from raygrid.kernels.cuda.pull import solve_pull
 
-    slowness = model((101, 1, 131), seed=9)
+    slowness = model((257, 1, 263), seed=9)  # enough tiles for blocks to race
     spacing = np.array([10.0, 1.0, 10.0])
     star = forward_star((4, 0, 4))
     seeds = seeds_for(slowness)
     reference = cpu_reference(slowness, spacing, star, seeds)
-    for precomputed, cooperative in ((False, False), (True, False), (False, True)):
+    # Every queued tile in every pass (delta inf) runs the most tiles at once: the case
+    # that once queued a tile twice (see notify in pull.py) and gave wrong times.
+    settings = [(False, False, None), (True, False, None), (False, True, None),
+                (False, False, np.inf), (False, True, np.inf), (False, False, 1e-4)]  # fmt: skip
+    for precomputed, cooperative, delta in settings:
         stats = {}
         times, _ = solve_pull(
             slowness, spacing, star, seeds, batch=2, precomputed=precomputed,
-            cooperative=cooperative, stats=stats,
+            cooperative=cooperative, stats=stats, delta=delta,
         )  # fmt: skip
         assert stats["cooperative"] == cooperative
         # NVVM may contract a multiply and an add into an FMA inside the weight, which

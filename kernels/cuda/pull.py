@@ -41,10 +41,21 @@ DEFAULT_BLOCK_2D = (16, 1, 16)
 DEFAULT_BLOCK_3D = (4, 8, 8)
 #: In-block iterations before a tile writes back even if not yet stable.
 MAX_INNER = 64
+#: Default width of the band of tiles relaxed in a pass, in tiles crossed at the median
+#: slowness (see ``delta`` in :func:`solve_pull`).
+DELTA_TILES = 4.0
 #: Passes launched between two reads of the change counter (launch-per-pass mode).
 PASSES_PER_CHECK = 8
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
+
+#: Blocks of a per-pass launch, in multiples of the blocks the device holds at once (None:
+#: one block per tile; most find the queue shorter and exit, but each is still scheduled).
+PASS_WAVES: int | None = 2
+
+#: Register cap per thread for the pull kernels (None: the compiler's choice). Fewer
+#: registers let more blocks share a multiprocessor; read when the kernels are built.
+MAX_REGISTERS: int | None = None
 
 #: Set once a cooperative launch failed in this process (e.g. no cudadevrt to link).
 _cooperative_failed = False
@@ -52,10 +63,11 @@ _cooperative_failed = False
 
 def shared_bytes(layout: PaddedLayout, batch: int, dtype) -> int:
     """Shared memory of one block: its slowness tile (float64), ``batch`` time tiles, a
-    change stamp (int32) per tile node and one per tile row."""
+    change stamp (int32) per tile node and one per tile row, the smallest new time on each
+    of the 27 sides (float64) and a few scalars."""
     tz, ty, tx = layout.tile
     nodes = tz * ty * tx
-    return nodes * (8 + batch * np.dtype(dtype).itemsize + 4) + 4 * tz * ty + 40
+    return nodes * (8 + batch * np.dtype(dtype).itemsize + 4) + 4 * tz * ty + 27 * 8 + 44
 
 
 def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
@@ -115,34 +127,40 @@ def pull_kernels(
     cast = np.float32 if np.dtype(dtype) == np.float32 else np.float64
 
     @cuda.jit(device=True, inline="always")
-    def tile_active(stamps, b, pass_id):
-        # A tile that writes in pass p stores p + 1 in the stamps of parity (p + 1) % 2; pass
-        # p reads parity p % 2, which no tile writes during pass p, so a tile is relaxed
-        # exactly when its neighbourhood changed in the last pass, whatever the order the
-        # tiles of a pass run in. A halo is at most one tile wide (tiles are at least the
-        # radius), so only the 3x3(x3) neighbourhood can matter.
-        _, nbz, nby, nbx = stamps.shape
-        cz = b // (nby * nbx)
-        cy = (b // nbx) % nby
-        cx = b % nbx
-        parity = pass_id % 2
-        hit = False
-        for z in range(max(cz - 1, 0), min(cz + 2, nbz)):
-            for y in range(max(cy - 1, 0), min(cy + 2, nby)):
-                for x in range(max(cx - 1, 0), min(cx + 2, nbx)):
-                    if stamps[parity, z, y, x] == pass_id:
-                        hit = True
-        return hit
+    def clear_slot(pass_id, counts, lowest):
+        # The queue length and smallest pending time live in rings of three: pass p reads
+        # slot p % 3, fills slot (p + 1) % 3 and clears slot (p + 2) % 3, which pass p - 1
+        # read and the host has no more use for (it reads the slot the last pass filled).
+        counts[(pass_id + 2) % 3] = 0
+        lowest[(pass_id + 2) % 3] = np.inf
+
+    @cuda.jit(device=True, inline="always")
+    def notify(tile, value, pass_id, worklist):
+        # Tile `tile` must pull again from a change whose smallest time is `value`: it joins
+        # the next pass's queue once, and the next pass's threshold sees the value. The
+        # integer flag decides who appends it: Numba's float atomic min returns the value
+        # it read before its compare-and-swap loop, so two threads lowering the same entry
+        # from infinity would both see infinity and queue the tile twice (two blocks would
+        # then relax it at once; seen on an H100).
+        pending, queued, queue, counts, lowest = worklist
+        parity = (pass_id + 1) % 2
+        cuda.atomic.min(pending, (parity, tile), value)
+        cuda.atomic.min(lowest, (pass_id + 1) % 3, value)
+        if cuda.atomic.exch(queued, (parity, tile), 1) == 0:
+            slot = cuda.atomic.add(counts, (pass_id + 1) % 3, 1)
+            queue[parity, slot] = tile
 
     @cuda.jit(device=True, inline="always")
     def relax_tile(
-        b, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
-        cross_start, cross_step, cross_fraction, cross_length, weights,
-        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed,
-        s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+        b, pass_id, slowness, offsets, tile_step, half, is_forward, reach, crossing,
+        weights, times, predecessor, node_pass, tile_pass, worklist, relaxed,
+        s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved, side_min,
     ):  # fmt: skip
+        # Tables and queue travel as tuples: CPython passes a call of 30 arguments or more
+        # as *args, which Numba cannot inline.
+        cross_start, cross_step, cross_fraction, cross_length = crossing
         tid = cuda.threadIdx.x
-        _, nbz, nby, nbx = stamps.shape
+        nbz, nby, nbx = tile_pass.shape
         cz = b // (nby * nbx)
         cy = (b // nbx) % nby
         cx = b % nbx
@@ -155,17 +173,19 @@ def pull_kernels(
         if tid == 0:
             floor[0] = np.inf
             work[0] = 0
+        for side in range(tid, 27, threads):  # tests shrink blocks below 27 threads
+            side_min[side] = np.inf
         for r in range(tid, tile_rows, threads):
             row_changed[r] = -2
         cuda.syncthreads()
-        lowest = np.inf
+        lowest_slowness = np.inf
         for i in range(tid, tile_nodes, threads):
             lz = i // (ty * tx)
             ly = (i // tx) % ty
             lx = i % tx
             value = slowness[oz + lz, oy + ly, ox + lx]
             s_tile[i] = value
-            lowest = min(lowest, value)
+            lowest_slowness = min(lowest_slowness, value)
             for s in range(batch):
                 t_tile[s, i] = times[s, oz + lz, oy + ly, ox + lx]
             # Pulled from already at its present time, unless it changed since this tile
@@ -177,7 +197,7 @@ def pull_kernels(
                 changed_at[i] = -2
         for s in range(batch):
             improved[s] = -1
-        cuda.atomic.min(floor, 0, lowest)
+        cuda.atomic.min(floor, 0, lowest_slowness)
         cuda.syncthreads()
         if tid == 0:
             tile_pass[cz, cy, cx] = pass_id  # every thread has read `last`
@@ -190,6 +210,7 @@ def pull_kernels(
         me = (mz * ty + my) * tx + mx
         pz, py, px = slowness.shape
         inner = 0
+        again = 0
         evaluated = 0  # weights read or computed, for the statistics
         for inner in range(1, max_inner + 1):
             if tid == 0:
@@ -249,26 +270,79 @@ def pull_kernels(
                 break
         if tid == 0:
             cuda.atomic.add(relaxed, 1, inner)
+            cuda.atomic.max(relaxed, 5, inner)
 
-        wrote = False
+        # Write back, and collect for each side of the tile the smallest new time among the
+        # written nodes that a neighbour's halo holds (index 13: the tile itself).
+        best = np.inf
         for s in range(batch):
             if improved[s] >= 0:
                 times[s, oz + mz, oy + my, ox + mx] = t_tile[s, me]
                 predecessor[s, oz + mz, oy + my, ox + mx] = improved[s]
-                wrote = True
-        if wrote:
+                best = min(best, np.float64(t_tile[s, me]))
+        if best < np.inf:
             node_pass[oz + mz, oy + my, ox + mx] = pass_id
-            stamps[(pass_id + 1) % 2, cz, cy, cx] = pass_id + 1  # every writer: the same
-            changes[pass_id % 3] = 1  # only zero or not matters: no atomic needed
+            iz = mz - rz
+            iy = my - ry
+            ix = mx - rx
+            for dz in range(-1, 2):
+                if (dz == -1 and iz >= rz) or (dz == 1 and iz < bz - rz):
+                    continue  # not in that neighbour's halo
+                for dy in range(-1, 2):
+                    if (dy == -1 and iy >= ry) or (dy == 1 and iy < by - ry):
+                        continue
+                    for dx in range(-1, 2):
+                        if (dx == -1 and ix >= rx) or (dx == 1 and ix < bx - rx):
+                            continue
+                        cuda.atomic.min(side_min, (dz + 1) * 9 + (dy + 1) * 3 + dx + 1, best)
         cuda.atomic.add(work, 0, evaluated)
-        cuda.syncthreads()  # the block may load its next tile into the same shared arrays
+        cuda.syncthreads()
+        for side in range(tid, 27, threads):
+            value = side_min[side]
+            nz = cz + side // 9 - 1
+            ny = cy + (side // 3) % 3 - 1
+            nx = cx + side % 3 - 1
+            # The tile itself only if it stopped at the bound before it was stable.
+            if value < np.inf and (side != 13 or again != 0):
+                if 0 <= nz < nbz and 0 <= ny < nby and 0 <= nx < nbx:
+                    notify((nz * nby + ny) * nbx + nx, value, pass_id, worklist)
         if tid == 0:
             cuda.atomic.add(relaxed, 3, work[0])
+        cuda.syncthreads()  # the block may load its next tile into the same shared arrays
+
+    @cuda.jit(device=True, inline="always")
+    def pick_tile(i, pass_id, threshold, worklist, relaxed, decision):
+        # The i-th queued tile of the pass, if its smallest pending time lies within the
+        # band (`threshold`); else -1, and the tile is queued again for the next pass
+        # (delta-stepping over tiles: a tile is relaxed once the times reaching it are
+        # close to final, not every time they move). Every thread of the block returns the
+        # same answer.
+        pending, queued, queue, counts, lowest = worklist
+        parity = pass_id % 2
+        if cuda.threadIdx.x == 0:
+            tile = queue[parity, i]
+            value = pending[parity, tile]
+            # Consumed: only this block touches this entry during the pass (notify writes
+            # the other parity), so the next pass of this parity finds it clear.
+            pending[parity, tile] = np.inf
+            queued[parity, tile] = 0
+            if value <= threshold:
+                decision[0] = tile
+            else:
+                decision[0] = -1
+                notify(tile, value, pass_id, worklist)
+                cuda.atomic.add(relaxed, 4, 1)
+        cuda.syncthreads()
+        tile = decision[0]
+        cuda.syncthreads()  # every thread has read the decision before the next one
+        return tile
 
     def per_pass(
         slowness, offsets, tile_step, half, is_forward, reach,
         cross_start, cross_step, cross_fraction, cross_length, weights,
-        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed, pass_id,
+        times, predecessor, node_pass, tile_pass, pending, queued, queue, counts, lowest,
+        relaxed,
+        delta, pass_id,
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
@@ -277,27 +351,32 @@ def pull_kernels(
         flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
+        side_min = cuda.shared.array(27, numba.float64)
+        decision = cuda.shared.array(1, numba.int32)
         improved = cuda.local.array(batch, numba.int32)
-        b = cuda.blockIdx.x
-        if cuda.threadIdx.x == 0:
-            # Changes are counted in a ring of three: pass p writes slot p % 3 and clears
-            # the one pass p + 1 will write, which pass p - 2 wrote and the host has read.
-            if b == 0:
-                changes[(pass_id + 1) % 3] = 0
-            flag[0] = 1 if tile_active(stamps, b, pass_id) else 0
-        cuda.syncthreads()
-        if flag[0] == 1:  # the same answer for every thread of the block
-            relax_tile(
-                b, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
-                cross_start, cross_step, cross_fraction, cross_length, weights,
-                times, predecessor, node_pass, tile_pass, stamps, changes, relaxed,
-                s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
-            )  # fmt: skip
+        worklist = (pending, queued, queue, counts, lowest)
+        if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
+            clear_slot(pass_id, counts, lowest)
+        # The pass's queued tiles, spread over the grid's blocks.
+        threshold = lowest[pass_id % 3] + delta
+        for i in range(cuda.blockIdx.x, counts[pass_id % 3], cuda.gridDim.x):
+            tile = pick_tile(i, pass_id, threshold, worklist, relaxed, decision)
+            if tile >= 0:
+                relax_tile(
+                    tile, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
+                    (cross_start, cross_step, cross_fraction, cross_length), weights,
+                    times, predecessor, node_pass, tile_pass,
+                    worklist, relaxed,
+                    s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+                    side_min,
+                )  # fmt: skip
 
     def persistent(
         slowness, offsets, tile_step, half, is_forward, reach,
         cross_start, cross_step, cross_fraction, cross_length, weights,
-        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed, limit,
+        times, predecessor, node_pass, tile_pass, pending, queued, queue, counts, lowest,
+        relaxed,
+        delta, limit,
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
@@ -306,37 +385,37 @@ def pull_kernels(
         flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
+        side_min = cuda.shared.array(27, numba.float64)
         decision = cuda.shared.array(1, numba.int32)
         improved = cuda.local.array(batch, numba.int32)
+        worklist = (pending, queued, queue, counts, lowest)
         grid = cuda.cg.this_grid()
-        tid = cuda.threadIdx.x
-        n_tiles = stamps.shape[1] * stamps.shape[2] * stamps.shape[3]
         pass_id = 0
         while pass_id < limit:
-            if cuda.blockIdx.x == 0 and tid == 0:
-                changes[(pass_id + 1) % 3] = 0  # see per_pass: the ring of three
-            for b in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
-                if tid == 0:
-                    decision[0] = 1 if tile_active(stamps, b, pass_id) else 0
-                cuda.syncthreads()
-                active = decision[0] == 1
-                cuda.syncthreads()  # every thread has read the decision before the next
-                if active:
+            if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
+                clear_slot(pass_id, counts, lowest)
+            threshold = lowest[pass_id % 3] + delta
+            for i in range(cuda.blockIdx.x, counts[pass_id % 3], cuda.gridDim.x):
+                tile = pick_tile(i, pass_id, threshold, worklist, relaxed, decision)
+                if tile >= 0:
                     relax_tile(
-                        b, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
-                        cross_start, cross_step, cross_fraction, cross_length, weights,
-                        times, predecessor, node_pass, tile_pass, stamps, changes, relaxed,
-                        s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+                        tile, pass_id, slowness, offsets, tile_step, half, is_forward,
+                        reach, (cross_start, cross_step, cross_fraction, cross_length),
+                        weights, times, predecessor, node_pass, tile_pass,
+                        worklist, relaxed,
+                        s_tile, t_tile, changed_at, row_changed, flag, floor, work,
+                        improved, side_min,
                     )  # fmt: skip
             grid.sync()
-            finished = changes[pass_id % 3] == 0  # read by every thread after the sync
+            finished = counts[(pass_id + 1) % 3] == 0  # read by every thread after the sync
             pass_id += 1
             if finished:
                 break
-        if cuda.blockIdx.x == 0 and tid == 0:
+        if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
             relaxed[2] = pass_id
 
-    return cuda.jit(per_pass), cuda.jit(persistent)
+    options = {} if MAX_REGISTERS is None else {"max_registers": MAX_REGISTERS}
+    return cuda.jit(per_pass, **options), cuda.jit(persistent, **options)
 
 
 def solve_pull(
@@ -353,6 +432,7 @@ def solve_pull(
     max_inner: int = MAX_INNER,
     stats: dict | None = None,
     cooperative: bool = False,
+    delta: float | None = None,
     times: np.ndarray | None = None,
     predecessor: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -389,16 +469,25 @@ def solve_pull(
         ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
         ``inner_iterations`` (in-block iterations, summed over tile relaxations),
         ``weights_evaluated`` (edge weights computed or read: once per edge and pull, for
-        all the sources of a batch),
+        all the sources of a batch), ``tiles_deferred`` (queued tiles left for a later
+        pass by the ``delta`` band), ``most_inner`` (most in-block iterations of one tile
+        relaxation), ``delta``,
         ``cooperative`` (whether passes ran in one cooperative launch), and wall seconds:
-        ``setup_s`` (arrays to the device, weights), ``passes_s`` (the relaxation) and
-        ``copy_s`` (results back to the host).
+        ``setup_s`` (arrays to the device, weights), ``passes_s`` (the relaxation),
+        ``copy_s`` (results back to the host) and ``launch_s`` (of ``passes_s``, host
+        time spent launching passes).
     cooperative : bool
         Run every pass in one cooperative launch instead of one launch per pass. On an H100
         this wins only where launches dominate (small grids: 64^2 in 0.9 ms of passes
         instead of 2.3 ms) and loses on large ones, whose tiles then queue behind the
         co-resident blocks (1601^2, radius 5: 0.49 s instead of 0.20 s); see
         benchmarks/results. The simulator runs a cooperative grid of one block.
+    delta : float, optional
+        Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
+        only if the smallest time that changed around it is within ``delta`` of the
+        smallest over all queued tiles; the others wait. ``None``: :data:`DELTA_TILES`
+        tiles' worth of the model's median slowness; ``numpy.inf``: every queued tile in
+        every pass. Any value gives the same times; it sets how much work is repeated.
 
     Returns
     -------
@@ -448,24 +537,27 @@ def solve_pull(
     per_pass, persistent = pull_kernels(
         tuple(block), star.radius, batch, dtype.type, precomputed, max_inner
     )
-    per_pass = per_pass[layout.n_blocks, layout.threads]  # configured once for every pass
-    # A bound no solve reaches (every pass lowers some time): a safety net, not a setting.
-    limit = 4 * layout.n_blocks * max_inner + 64
+    launch = None  # per_pass configured once for every pass (its grid needs the arguments)
+    # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
+    # tile): a safety net, not a setting.
+    limit = 64 * layout.n_blocks * max_inner + 1024
+    if delta is None:
+        delta = default_delta(slowness, spacing, layout)
 
     times_out = np.empty((n_sources, n_nodes), dtype=dtype)
     predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
     passes_total = 0
     reads_total = 0
     # Tile relaxations, in-block iterations, passes of the last cooperative launch, weights
-    # read or computed.
-    relaxed = cuda.to_device(np.zeros(4, dtype=np.int64))
-    seconds = {"setup_s": 0.0, "passes_s": 0.0, "copy_s": 0.0}
+    # read or computed, tiles deferred, most in-block iterations of one relaxation.
+    relaxed = cuda.to_device(np.zeros(6, dtype=np.int64))
+    seconds = {"setup_s": 0.0, "passes_s": 0.0, "copy_s": 0.0, "launch_s": 0.0}
     for first in range(0, n_sources, batch):
         group = seeds[first : first + batch]
         count = len(group)
-        # Update map, double-buffered by pass parity (see tile_active); seed tiles start as
-        # "changed in pass -1".
-        stamps = np.full((2, *layout.blocks), -1, dtype=np.int32)
+        # The first pass's queue: every tile whose tile and halo hold a seed, keyed by the
+        # smallest seed time it holds.
+        first_pending = np.full(layout.n_blocks, np.inf)
         seed_real, seed_index, seed_time = [], [], []
         for s, (nodes, values) in enumerate(group):
             nodes = np.asarray(nodes, dtype=np.int64)
@@ -477,7 +569,8 @@ def solve_pull(
             seed_real.append(s * n_nodes + unique)
             seed_index.append(s * n_padded + layout.padded_flat(unique))
             seed_time.append(lowest)
-            stamps[0].reshape(-1)[layout.block_of(unique)] = 0
+            holder, tile = layout.tiles_reading(unique)
+            np.minimum.at(first_pending, tile, lowest[holder].astype(np.float64))
         seed_real = np.concatenate(seed_real)
         seed_index = np.concatenate(seed_index)
         seed_time = np.concatenate(seed_time)
@@ -499,15 +592,26 @@ def solve_pull(
         scatter(times_device.reshape(-1), seed_index, seed_time)
         scatter(predecessor_device.reshape(-1), seed_index,
                 np.full(len(seed_index), -1, dtype=star.predecessor_dtype))  # fmt: skip
-        stamps_device = cuda.to_device(stamps)
+        # The queue of tiles to visit in a pass and each tile's smallest pending time, by
+        # pass parity; queue lengths and smallest pending times in rings of three.
+        queued = np.flatnonzero(np.isfinite(first_pending)).astype(np.int32)
+        pending = np.full((2, layout.n_blocks), np.inf)
+        pending[0] = first_pending
+        queue = np.zeros((2, layout.n_blocks), dtype=np.int32)
+        queue[0, : len(queued)] = queued
+        queued_flags = np.isfinite(pending).astype(np.int32)  # see notify
+        counts = np.array([len(queued), 0, 0], dtype=np.int32)
+        lowest = np.array([first_pending.min(initial=np.inf), np.inf, np.inf])
+        counts_device = cuda.to_device(counts)
         # Pass of each node's last write and of each tile's last run (-1: never), so a tile
         # run again re-pulls only from what changed since.
         node_pass = device_full(layout.padded, -1, np.int32)
         tile_pass = device_full(layout.blocks, -1, np.int32)
-        changes = cuda.to_device(np.zeros(3, dtype=np.int32))
         arguments = (
             slowness_padded, *tables, weights, times_device, predecessor_device, node_pass,
-            tile_pass, stamps_device, changes, relaxed,
+            tile_pass, cuda.to_device(pending), cuda.to_device(queued_flags),
+            cuda.to_device(queue), counts_device, cuda.to_device(lowest), relaxed,
+            np.float64(delta),
         )  # fmt: skip
         cuda.synchronize()
         seconds["setup_s"] += time.perf_counter() - clock
@@ -516,16 +620,20 @@ def solve_pull(
         passes = _run_cooperative(persistent, layout, arguments, limit) if cooperative else None
         if passes is None:
             cooperative = False
+            if launch is None:
+                launch = per_pass[_pass_grid(per_pass, layout, arguments), layout.threads]
             passes = 0
             while True:
                 for _ in range(PASSES_PER_CHECK):
                     try:
-                        per_pass(*arguments, passes)
+                        launched = time.perf_counter()
+                        launch(*arguments, passes)
+                        seconds["launch_s"] += time.perf_counter() - launched
                     except Exception as error:
                         raise _launch_error(error, layout) from error
                     passes += 1
                 reads_total += 1
-                if changes.copy_to_host()[(passes - 1) % 3] == 0:
+                if counts_device.copy_to_host()[passes % 3] == 0:
                     break
                 if passes >= limit:
                     raise RuntimeError("pull relaxation did not converge")  # cannot happen
@@ -548,16 +656,40 @@ def solve_pull(
             tiles_relaxed=int(counters[0]),
             inner_iterations=int(counters[1]),
             weights_evaluated=int(counters[3]),
+            tiles_deferred=int(counters[4]),
+            most_inner=int(counters[5]),
+            delta=float(delta),
             cooperative=bool(cooperative),
         )
     return times_out, predecessor_out
+
+
+def default_delta(slowness: np.ndarray, spacing: np.ndarray, layout: PaddedLayout) -> float:
+    """The default band of :func:`solve_pull`: the time to cross :data:`DELTA_TILES` tiles
+    (along their shortest side) at the model's median slowness."""
+    extents = [b * h for b, h, n in zip(layout.block, spacing, layout.shape) if n > 1]
+    finite = slowness[np.isfinite(slowness)]
+    if not extents or not finite.size:
+        return np.inf
+    return float(DELTA_TILES * min(extents) * np.median(finite))
+
+
+def _pass_grid(per_pass, layout: PaddedLayout, arguments) -> int:
+    """Blocks of a per-pass launch: :data:`PASS_WAVES` times as many as the device runs at
+    once, each taking queued tiles ``b, b + grid, ...``; a block per tile (most of which
+    find the queue shorter and exit) where ``PASS_WAVES`` is None or in the simulator."""
+    if PASS_WAVES is None or simulating():
+        return layout.n_blocks
+    kernel = per_pass.compile(tuple(numba.typeof(a) for a in (*arguments, 0)))
+    resident = kernel.max_cooperative_grid_blocks(layout.threads)
+    return max(1, min(layout.n_blocks, PASS_WAVES * resident))
 
 
 def _run_cooperative(persistent, layout: PaddedLayout, arguments, limit: int) -> int | None:
     """Every pass in one cooperative launch; the number of passes, or ``None`` where the
     device or driver cannot launch it (then the caller launches pass by pass)."""
     global _cooperative_failed
-    relaxed = arguments[-1]
+    relaxed = arguments[-2]
     if simulating():
         blocks = 1  # the simulator syncs a grid of one block only
     else:
