@@ -1,4 +1,5 @@
-"""GPU pull-solver settings side by side: tile shape, weights, cooperative launch, precision.
+"""GPU pull-solver settings side by side: the tile band (``delta``), the in-block bound,
+tile shape, weights, cooperative launch, precision.
 
 A companion to ``gpu_study.py`` (which runs the solvers at their defaults): the same source
 and gradient models, one row per setting, with the solver's own statistics (passes, tile
@@ -26,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_study import device_info, gradient_slowness, top_centre  # noqa: E402
 
 from raygrid.kernels import dijkstra, forward_star  # noqa: E402
-from raygrid.kernels.cuda.pull import solve_pull  # noqa: E402
+from raygrid.kernels.cuda.pull import DELTA_TILES, default_delta, solve_pull  # noqa: E402
+from raygrid.kernels.layout import PaddedLayout  # noqa: E402
 
 
 def run(tag, slowness, spacing, star, seeds, reference, repeat=2, **settings):
@@ -54,6 +56,14 @@ def run(tag, slowness, spacing, star, seeds, reference, repeat=2, **settings):
         return None
 
 
+def band(slowness, spacing, star, block, tiles):
+    """The ``delta`` of ``tiles`` tiles' worth of the model's median slowness (None: inf)."""
+    if tiles is None:
+        return np.inf
+    layout = PaddedLayout(slowness.shape, star.radius, block)
+    return tiles * default_delta(slowness, spacing, layout) / DELTA_TILES
+
+
 def main() -> None:
     print(json.dumps({"device": device_info()}), flush=True)
     h2 = np.array([10.0, 1.0, 10.0])
@@ -72,12 +82,17 @@ def main() -> None:
     start = time.perf_counter()
     reference, _ = dijkstra(slowness, h2, star, *seeds[0])
     print(json.dumps({"tag": "2d1601r5", "cpu_s": time.perf_counter() - start}), flush=True)
-    for block in [(16, 1, 16), (16, 1, 32), (8, 1, 32)]:
-        for precomputed in (False, True):
-            run("2d1601r5", slowness, h2, star, seeds, reference, block=block,
-                precomputed=precomputed)  # fmt: skip
+    block = (16, 1, 16)
+    # The band of tiles relaxed per pass (None: every queued tile) and the in-block bound.
+    for tiles in (None, 2, 4, 8):
+        for max_inner in (8, 64):
+            delta = band(slowness, h2, star, block, tiles)
+            run("2d1601r5", slowness, h2, star, seeds, reference, block=block, delta=delta,
+                max_inner=max_inner)  # fmt: skip
+    for block in [(16, 1, 32), (8, 1, 16)]:
+        run("2d1601r5", slowness, h2, star, seeds, reference, block=block)
+    run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), precomputed=True)
     run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), cooperative=True)
-    run("2d1601r5", slowness, h2, star, seeds, reference, block=(32, 1, 32))
     run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), dtype=np.float32)
 
     slowness = gradient_slowness((256, 256, 256))
@@ -85,16 +100,11 @@ def main() -> None:
     star = forward_star((2, 2, 2))
     seeds = top_centre(slowness.shape)
     first = run("3d256r2", slowness, h3, star, seeds, None, block=(4, 8, 8))
+    for tiles in (None, 1, 8):
+        delta = band(slowness, h3, star, (4, 8, 8), tiles)
+        run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 8), delta=delta)
     run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 16))
     run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 8), precomputed=True)
-
-    slowness = gradient_slowness((401, 1, 401))
-    star = forward_star((4, 0, 4))
-    xs = np.linspace(0, 400, 64).astype(int)
-    seeds = [(np.array([x]), np.array([0.0])) for x in xs]
-    for cooperative in (False, True):
-        run("survey401r4x64", slowness, h2, star, seeds, None, repeat=1, block=(16, 1, 16),
-            batch=1, dtype=np.float32, cooperative=cooperative)  # fmt: skip
 
 
 if __name__ == "__main__":

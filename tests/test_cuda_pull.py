@@ -185,7 +185,7 @@ PTX_SCRIPT = textwrap.dedent(
     """
     import numba, numpy as np
     from numba import cuda
-    from raygrid.kernels import EXACT, MEAN
+    from raygrid.kernels import EXACT, MEAN, forward_star
     from numba.cuda.cudadrv.error import CudaSupportError
     from raygrid.kernels.cuda.pull import pull_kernels
     from raygrid.kernels.cuda.weights import weight_kernel
@@ -199,10 +199,9 @@ PTX_SCRIPT = textwrap.dedent(
     for block, radius in (((16, 1, 16), (5, 0, 5)), ((4, 8, 8), (2, 2, 2))):
         for dtype, t in ((np.float64, f8), (np.float32, numba.float32)):
             for pre in (False, True):
-                per_pass, persistent = pull_kernels(block, radius, 4, dtype, pre)
+                per_pass, persistent = pull_kernels(block, forward_star(radius), 4, dtype, pre)
                 common = (
-                    f8[:, :, ::1], i8[:, ::1], i8[::1], i8[::1], numba.uint8[::1], f8[::1],
-                    i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
+                    f8[:, :, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
                     t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
                     f8[:, ::1], i4[:, ::1], i4[:, ::1], i4[::1], f8[::1], i8[::1], f8, i8,
                 )

@@ -39,8 +39,10 @@ logger = logging.getLogger("raygrid")
 #: Tile shapes for real GPUs: 256 threads per block.
 DEFAULT_BLOCK_2D = (16, 1, 16)
 DEFAULT_BLOCK_3D = (4, 8, 8)
-#: In-block iterations before a tile writes back even if not yet stable.
-MAX_INNER = 64
+#: In-block iterations before a tile writes back even if not yet stable (it is then queued
+#: again): a pass lasts as long as its slowest tile, so a tile still busy after a few
+#: iterations yields (1601^2, radius 5 on an H100: 8 -> 62 ms, 64 -> 70 ms).
+MAX_INNER = 8
 #: Default width of the band of tiles relaxed in a pass, in tiles crossed at the median
 #: slowness (see ``delta`` in :func:`solve_pull`).
 DELTA_TILES = 4.0
@@ -48,10 +50,6 @@ DELTA_TILES = 4.0
 PASSES_PER_CHECK = 8
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
-
-#: Blocks of a per-pass launch, in multiples of the blocks the device holds at once (None:
-#: one block per tile; most find the queue shorter and exit, but each is still scheduled).
-PASS_WAVES: int | None = 2
 
 #: Register cap per thread for the pull kernels (None: the compiler's choice). Fewer
 #: registers let more blocks share a multiprocessor; read when the kernels are built.
@@ -83,16 +81,15 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
         )
 
 
-@cache
 def pull_kernels(
     block: tuple[int, int, int],
-    radius: tuple[int, int, int],
+    star: Star,
     batch: int,
     dtype: type,
     precomputed: bool,
     max_inner: int = MAX_INNER,
 ):
-    """The pull kernels for one tile shape, radius, batch and precision (compiled on first
+    """The pull kernels for one tile shape, star, batch and precision (compiled on first
     launch): ``(per_pass, persistent)``.
 
     ``per_pass`` relaxes, in one launch, every tile of the pass (block ``b`` takes tile
@@ -100,7 +97,11 @@ def pull_kernels(
     tiles ``b, b + grid, ...`` of every pass, with a grid sync between passes. Both run the
     same tile relaxation. Shapes of shared and local arrays must be compile-time constants
     on a real GPU, so each configuration gets its own kernels; the simulator would accept
-    computed shapes and hide that (STYLE.md).
+    computed shapes and hide that (STYLE.md). The star's offsets, their steps in the shared
+    tile and their half-star indices are compile-time constants too (constant memory, and
+    the compiler folds each step into an address offset where it unrolls the star loop):
+    they depend only on the radius and the tile shape, unlike the crossing tables, which
+    depend on the spacing and stay arguments.
 
     Work is spent only where something changed, which makes relaxing a tile again cheap:
 
@@ -117,6 +118,12 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
+    key = (star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes())
+    return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner)
+
+
+@cache
+def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner):
     bz, by, bx = block
     rz, ry, rx = radius
     tz, ty, tx = bz + 2 * rz, by + 2 * ry, bx + 2 * rx
@@ -125,6 +132,11 @@ def pull_kernels(
     threads = bz * by * bx
     time_type = numba.from_dtype(np.dtype(dtype))
     cast = np.float32 if np.dtype(dtype) == np.float32 else np.float64
+    offsets = np.frombuffer(star_key[0], dtype=np.int64).reshape(-1, 3).copy()
+    half = np.frombuffer(star_key[1], dtype=np.int64).copy()
+    is_forward = np.frombuffer(star_key[2], dtype=np.bool_).astype(np.uint8)
+    tile_step = (offsets[:, 0] * ty + offsets[:, 1]) * tx + offsets[:, 2]
+    n_offsets = len(offsets)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -152,7 +164,7 @@ def pull_kernels(
 
     @cuda.jit(device=True, inline="always")
     def relax_tile(
-        b, pass_id, slowness, offsets, tile_step, half, is_forward, reach, crossing,
+        b, pass_id, slowness, reach, crossing,
         weights, times, predecessor, node_pass, tile_pass, worklist, relaxed,
         s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved, side_min,
     ):  # fmt: skip
@@ -223,7 +235,7 @@ def pull_kernels(
                         near = True
             changed = False
             if near:
-                for k in range(offsets.shape[0]):
+                for k in range(n_offsets):
                     u = me - tile_step[k]
                     if changed_at[u] < inner - 1:
                         continue  # u has not changed since this node last pulled from it
@@ -338,7 +350,7 @@ def pull_kernels(
         return tile
 
     def per_pass(
-        slowness, offsets, tile_step, half, is_forward, reach,
+        slowness, reach,
         cross_start, cross_step, cross_fraction, cross_length, weights,
         times, predecessor, node_pass, tile_pass, pending, queued, queue, counts, lowest,
         relaxed,
@@ -363,7 +375,7 @@ def pull_kernels(
             tile = pick_tile(i, pass_id, threshold, worklist, relaxed, decision)
             if tile >= 0:
                 relax_tile(
-                    tile, pass_id, slowness, offsets, tile_step, half, is_forward, reach,
+                    tile, pass_id, slowness, reach,
                     (cross_start, cross_step, cross_fraction, cross_length), weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
@@ -372,7 +384,7 @@ def pull_kernels(
                 )  # fmt: skip
 
     def persistent(
-        slowness, offsets, tile_step, half, is_forward, reach,
+        slowness, reach,
         cross_start, cross_step, cross_fraction, cross_length, weights,
         times, predecessor, node_pass, tile_pass, pending, queued, queue, counts, lowest,
         relaxed,
@@ -399,8 +411,8 @@ def pull_kernels(
                 tile = pick_tile(i, pass_id, threshold, worklist, relaxed, decision)
                 if tile >= 0:
                     relax_tile(
-                        tile, pass_id, slowness, offsets, tile_step, half, is_forward,
-                        reach, (cross_start, cross_step, cross_fraction, cross_length),
+                        tile, pass_id, slowness, reach,
+                        (cross_start, cross_step, cross_fraction, cross_length),
                         weights, times, predecessor, node_pass, tile_pass,
                         worklist, relaxed,
                         s_tile, t_tile, changed_at, row_changed, flag, floor, work,
@@ -515,15 +527,10 @@ def solve_pull(
     cooperative = bool(cooperative) and not _cooperative_failed
 
     slowness_padded = to_padded(layout, np.asarray(slowness, np.float64), np.inf)
-    # Flat step of each offset inside the shared tile, and the crossing tables with steps in
-    # the tile's shape: on-the-fly weights are the CPU's table sums over the shared tile.
-    _, ty, tx = layout.tile
+    # The crossing tables with steps in the tile's shape: on-the-fly weights are the CPU's
+    # table sums over the shared tile.
     crossings = star_crossings(star, spacing, rule, layout.tile)
     tables = (
-        cuda.to_device(star.offsets),
-        cuda.to_device((star.offsets[:, 0] * ty + star.offsets[:, 1]) * tx + star.offsets[:, 2]),
-        cuda.to_device(star.half),
-        cuda.to_device(star.is_forward.astype(np.uint8)),
         cuda.to_device(reach_lengths(crossings.length)),
         cuda.to_device(crossings.start),
         cuda.to_device(crossings.step),
@@ -535,9 +542,11 @@ def solve_pull(
     else:
         weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
     per_pass, persistent = pull_kernels(
-        tuple(block), star.radius, batch, dtype.type, precomputed, max_inner
+        tuple(block), star, batch, dtype.type, precomputed, max_inner
     )
-    launch = None  # per_pass configured once for every pass (its grid needs the arguments)
+    # One block per tile: blocks beyond the queue's length exit at once. (A grid of only as
+    # many blocks as the device holds at once, looping over the queue, was no faster.)
+    launch = per_pass[layout.n_blocks, layout.threads]
     # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
     # tile): a safety net, not a setting.
     limit = 64 * layout.n_blocks * max_inner + 1024
@@ -620,8 +629,6 @@ def solve_pull(
         passes = _run_cooperative(persistent, layout, arguments, limit) if cooperative else None
         if passes is None:
             cooperative = False
-            if launch is None:
-                launch = per_pass[_pass_grid(per_pass, layout, arguments), layout.threads]
             passes = 0
             while True:
                 for _ in range(PASSES_PER_CHECK):
@@ -672,17 +679,6 @@ def default_delta(slowness: np.ndarray, spacing: np.ndarray, layout: PaddedLayou
     if not extents or not finite.size:
         return np.inf
     return float(DELTA_TILES * min(extents) * np.median(finite))
-
-
-def _pass_grid(per_pass, layout: PaddedLayout, arguments) -> int:
-    """Blocks of a per-pass launch: :data:`PASS_WAVES` times as many as the device runs at
-    once, each taking queued tiles ``b, b + grid, ...``; a block per tile (most of which
-    find the queue shorter and exit) where ``PASS_WAVES`` is None or in the simulator."""
-    if PASS_WAVES is None or simulating():
-        return layout.n_blocks
-    kernel = per_pass.compile(tuple(numba.typeof(a) for a in (*arguments, 0)))
-    resident = kernel.max_cooperative_grid_blocks(layout.threads)
-    return max(1, min(layout.n_blocks, PASS_WAVES * resident))
 
 
 def _run_cooperative(persistent, layout: PaddedLayout, arguments, limit: int) -> int | None:
