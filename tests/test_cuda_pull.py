@@ -61,6 +61,13 @@ def test_layout_geometry():
     np.testing.assert_array_equal(layout.block_of(flat), [0, 0, 8])
     with pytest.raises(ValueError, match="smaller than the halo"):
         PaddedLayout((9, 1, 11), (3, 0, 3), (2, 1, 4))
+    # Tiles whose tile plus halo holds a node: node 12 = (1, 0, 1) lies in tile (0, 0) and
+    # within the radius of tiles (0, 1) (x: 1 >= 4 - 3) but not of (1, *) (z: 1 < 4 - 2).
+    which, tiles = layout.tiles_reading(np.array([12, 98]))
+    assert sorted(tiles[which == 0].tolist()) == [0, 1]
+    # Node 98 = (8, 0, 10), in the last tile (2, 2): also read by (1, 2) (z: 8 < 8 + 2),
+    # (2, 1) (x: 10 < 8 + 3) and the diagonal (1, 1).
+    assert sorted(tiles[which == 1].tolist()) == [4, 5, 7, 8]
 
 
 def test_launch_limits_are_clear_errors():
@@ -104,6 +111,28 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, cooperative)
     assert stats["host_reads"] == (2 if cooperative else stats["passes"] / 8)
     assert stats["inner_iterations"] >= stats["tiles_relaxed"] > 0
     assert 0 < stats["weights_evaluated"] < stats["inner_iterations"] * 64 * star.size
+
+
+@simulator_only
+@pytest.mark.parametrize("delta", [0.0, None, np.inf], ids=["tile-by-tile", "default", "all"])
+def test_any_tile_band_gives_the_same_floats(delta):
+    """The band only orders the work: a zero band relaxes the lowest queued tiles only (and
+    defers the rest), an infinite one every queued tile; the fixed point is the same."""
+    from raygrid.kernels.cuda.pull import solve_pull
+
+    shape, radius, block = CASES_2D
+    slowness = model(shape, seed=11)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)[:2]
+    stats = {}
+    times, _ = solve_pull(slowness, spacing, star, seeds, block=block, delta=delta, stats=stats)
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
+    if delta == 0.0:
+        assert stats["tiles_deferred"] > 0
+    if delta == np.inf:
+        assert stats["tiles_deferred"] == 0 and stats["delta"] == np.inf
+    assert 0 < stats["most_inner"] <= 8
 
 
 @simulator_only

@@ -4,13 +4,18 @@ One thread per node reads its neighbours' times and writes only its own time and
 predecessor, so no atomics are needed and a time and its predecessor always agree
 (Monsegny & Agudelo 2013, section 3). A thread block owns a tile of nodes and loads it, with
 a halo of width ``radius``, into shared memory, then iterates there until the tile is stable
-before writing back (Kanoksirirath, "in-block iteration"). An update map keeps one stamp per
-tile; a tile is relaxed in a pass only if a tile of its neighbourhood changed in the last.
+before writing back (Kanoksirirath, "in-block iteration").
 
-Passes run inside one cooperative kernel (a grid sync between passes, convergence read on
-the device): no launch and no host round trip per pass. Where a cooperative launch is not
-available, the same tile relaxation runs as one launch per pass, and the host reads one
-counter per batch of passes.
+The update map (Kanoksirirath) is a queue of tiles kept on the device: a tile that writes
+queues the neighbours whose halo holds a written node, with the smallest time it wrote
+there, and a pass visits only the queued tiles. Of those, it relaxes the ones whose pending
+time lies within ``delta`` of the smallest pending time of all and queues the others again
+(delta-stepping, Meyer & Sanders 2003, over tiles instead of nodes): a tile is relaxed once
+the times reaching it are close to final, not every time they move.
+
+Passes run as one launch each, with one read of the queue's length per batch of passes; or,
+opt-in, inside one cooperative kernel (a grid sync between passes, convergence read on the
+device).
 """
 
 from __future__ import annotations
