@@ -495,9 +495,9 @@ def solve_pull(
         time spent launching passes).
     cooperative : bool
         Run every pass in one cooperative launch instead of one launch per pass. On an H100
-        this wins only where launches dominate (small grids: 64^2 in 0.9 ms of passes
-        instead of 2.3 ms) and loses on large ones, whose tiles then queue behind the
-        co-resident blocks (1601^2, radius 5: 0.49 s instead of 0.20 s); see
+        this wins only where launches dominate (small grids: 64^2 in 1.4 ms of passes
+        instead of 3.3 ms) and loses on large ones, where only the co-resident blocks take
+        the queue (1601^2, radius 5: 55 ms of passes instead of 44-50 ms); see
         benchmarks/results. The simulator runs a cooperative grid of one block.
     delta : float, optional
         Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
