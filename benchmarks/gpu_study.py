@@ -106,7 +106,7 @@ def efficiency(stats: dict, seconds: float, block, radius, star, spacing, info, 
 
 
 PULL_STATS = (
-    "passes", "tiles_relaxed", "inner_iterations", "weights_evaluated", "cooperative",
+    "passes", "tiles_relaxed", "inner_iterations", "weights_evaluated", "schedule",
     "setup_s", "passes_s", "copy_s",
 )  # fmt: skip
 
@@ -155,7 +155,8 @@ def solvers(only=None):
     found = {
         "pull": lambda *a, **k: solve_pull(*a, **k),
         "pull-precomputed": lambda *a, **k: solve_pull(*a, precomputed=True, **k),
-        "pull-cooperative": lambda *a, **k: solve_pull(*a, cooperative=True, **k),
+        "pull-cooperative": lambda *a, **k: solve_pull(*a, schedule="cooperative", **k),
+        "pull-phases": lambda *a, **k: solve_pull(*a, schedule="phases", **k),
     }
     try:
         from raygrid.kernels.cuda.nearfar import solve_near_far
@@ -185,9 +186,13 @@ def study_2d(sizes, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
                 row["cpu_s"] = time.perf_counter() - start
             for name, solve in solvers(only).items():
                 stats = {}
-                first, best, (times, _) = best_time(
-                    partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
-                )
+                try:
+                    first, best, (times, _) = best_time(
+                        partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
+                    )
+                except RuntimeError as error:  # e.g. the phases schedule's stall guard
+                    row[f"{name}_error"] = str(error)
+                    continue
                 row[f"{name}_s"] = best
                 row[f"{name}_first_s"] = first
                 row[f"{name}_gteps"] = edges / best / 1e9
@@ -225,9 +230,13 @@ def study_3d(n, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
             row["cpu_s"] = time.perf_counter() - start
         for name, solve in solvers(only).items():
             stats = {}
-            first, best, _ = best_time(
-                partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
-            )
+            try:
+                first, best, _ = best_time(
+                    partial(solve, slowness, spacing, star, seeds, stats=stats), repeat
+                )
+            except RuntimeError as error:  # e.g. the phases schedule's stall guard
+                row[f"{name}_error"] = str(error)
+                continue
             row[f"{name}_s"] = best
             row[f"{name}_first_s"] = first
             row[f"{name}_gteps"] = edges / best / 1e9

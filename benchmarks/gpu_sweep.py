@@ -1,5 +1,5 @@
 """GPU pull-solver settings side by side: the tile band (``delta``), the in-block bound,
-tile shape, weights, cooperative launch, precision.
+tile shape, weights, schedule (passes, cooperative, phases), precision.
 
 A companion to ``gpu_study.py`` (which runs the solvers at their defaults): the same source
 and gradient models, one row per setting, with the solver's own statistics (passes, tile
@@ -71,9 +71,9 @@ def main() -> None:
     # Per-pass cost where launches dominate: a small model.
     slowness = gradient_slowness((64, 1, 64))
     star = forward_star((1, 0, 1))
-    for cooperative in (True, False):
+    for schedule in ("cooperative", "passes", "phases"):
         run("2d64r1", slowness, h2, star, top_centre(slowness.shape), None,
-            block=(8, 1, 8), cooperative=cooperative)  # fmt: skip
+            block=(8, 1, 8), schedule=schedule)  # fmt: skip
 
     slowness = gradient_slowness((1601, 1, 1601))
     star = forward_star((5, 0, 5))
@@ -92,7 +92,12 @@ def main() -> None:
     for block in [(16, 1, 32), (8, 1, 16)]:
         run("2d1601r5", slowness, h2, star, seeds, reference, block=block)
     run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), precomputed=True)
-    run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), cooperative=True)
+    run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), schedule="cooperative")
+    # Phases: one barrier per band instead of per pass, so wider bands may pay.
+    for tiles in (1, 2, 4, 8, 16, None):
+        delta = band(slowness, h2, star, block, tiles)
+        run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), delta=delta,
+            schedule="phases")  # fmt: skip
     run("2d1601r5", slowness, h2, star, seeds, reference, block=(16, 1, 16), dtype=np.float32)
 
     slowness = gradient_slowness((256, 256, 256))
@@ -105,6 +110,10 @@ def main() -> None:
         run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 8), delta=delta)
     run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 16))
     run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 8), precomputed=True)
+    for tiles in (4, 16):
+        delta = band(slowness, h3, star, (4, 8, 8), tiles)
+        run("3d256r2", slowness, h3, star, seeds, first, block=(4, 8, 8), delta=delta,
+            schedule="phases")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -86,10 +86,11 @@ def test_launch_limits_are_clear_errors():
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize(
-    "precomputed, cooperative", [(False, True), (True, True), (False, False)],
-    ids=["on-the-fly", "precomputed", "launch-per-pass"],
+    "precomputed, schedule",
+    [(False, "cooperative"), (True, "cooperative"), (False, "passes"), (False, "phases")],
+    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases"],
 )  # fmt: skip
-def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, cooperative):
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
     from raygrid.kernels.cuda.pull import solve_pull
 
     slowness = model(shape)
@@ -99,26 +100,47 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, cooperative)
     stats = {}
     times, predecessor = solve_pull(
         slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
-        stats=stats, cooperative=cooperative,
+        stats=stats, schedule=schedule,
     )  # fmt: skip
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
     assert predecessor.dtype == star.predecessor_dtype
     # Seeds keep -1 unless a path beat their seed time; everything else has a predecessor.
     assert np.all(predecessor[0][np.arange(slowness.size) != slowness.size // 2] >= 0)
-    assert stats["cooperative"] == cooperative
-    # Convergence is read on the device: once per solve in one cooperative launch, else
-    # once per batch of passes.
-    assert stats["host_reads"] == (2 if cooperative else stats["passes"] / 8)
+    assert stats["schedule"] == schedule
+    # Convergence is read on the device: once per batch of sources in one cooperative
+    # launch, else once per 8 passes or 4 phases.
+    per_read = {"cooperative": None, "passes": 8, "phases": 4}[schedule]
+    assert stats["host_reads"] == (2 if per_read is None else stats["passes"] / per_read)
     assert stats["inner_iterations"] >= stats["tiles_relaxed"] > 0
     assert 0 < stats["weights_evaluated"] < stats["inner_iterations"] * 64 * star.size
 
 
+def test_default_band_samples_every_column():
+    """A large model's band comes from a sample of its slowness; with a step equal to the
+    row length the sample would hold one column only (here the slowest, x = 0)."""
+    from raygrid.kernels.cuda.pull import DELTA_SAMPLE, DELTA_TILES, default_delta
+
+    shape = (64, 1024, 32)
+    assert np.prod(shape) // DELTA_SAMPLE == shape[2]  # the aligned step
+    slowness = np.broadcast_to(1.0 / np.linspace(500.0, 4000.0, shape[2]), shape)
+    layout = PaddedLayout(shape, (2, 2, 2), (4, 8, 8))
+    spacing = np.array([10.0, 10.0, 10.0])
+    exact = DELTA_TILES * 40.0 * np.median(slowness)
+    # Adjacent columns differ by 2.5 %; the first column alone would give 4.5 times more.
+    assert default_delta(slowness, spacing, layout) == pytest.approx(exact, rel=0.05)
+    assert default_delta(np.full(shape, np.inf), spacing, layout) == np.inf
+
+
 @simulator_only
-@pytest.mark.parametrize("delta", [0.0, np.inf], ids=["tile-by-tile", "all"])
-def test_any_tile_band_gives_the_same_floats(delta):
+@pytest.mark.parametrize(
+    "schedule, delta", [("passes", 0.0), ("passes", np.inf), ("phases", 0.0)],
+    ids=["tile-by-tile", "all", "phase-by-phase"],
+)  # fmt: skip
+def test_any_tile_band_gives_the_same_floats(schedule, delta):
     """The band only orders the work: a zero band relaxes the lowest queued tiles only (and
     defers the rest), an infinite one every queued tile; the fixed point is the same (the
-    default band runs in every other test)."""
+    default band runs in every other test). Phases of a zero band each hold the lowest far
+    tiles, and what they notify."""
     from raygrid.kernels.cuda.pull import solve_pull
 
     shape, radius, block = CASES_2D
@@ -127,7 +149,9 @@ def test_any_tile_band_gives_the_same_floats(delta):
     star = forward_star(radius)
     seeds = seeds_for(slowness)[1:2]  # two seeds at opposite corners: two fronts meet
     stats = {}
-    times, _ = solve_pull(slowness, spacing, star, seeds, block=block, delta=delta, stats=stats)
+    times, _ = solve_pull(
+        slowness, spacing, star, seeds, block=block, delta=delta, stats=stats, schedule=schedule
+    )
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
     if delta == 0.0:
         assert stats["tiles_deferred"] > 0
@@ -147,16 +171,19 @@ def test_pull_mean_rule_float32_and_batch_of_one():
     seeds = seeds_for(slowness)[:2]
     times, _ = solve_pull(slowness, spacing, star, seeds, block=block, rule=MEAN)
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds, MEAN))
-    # float32: weights rounded once to float32 and summed in float32, as on the CPU.
-    times32, _ = solve_pull(slowness, spacing, star, seeds, block=block, dtype=np.float32)
+    # float32: weights rounded once to float32 and summed in float32, as on the CPU (and
+    # the phases schedule with batches of one source).
+    times32, _ = solve_pull(
+        slowness, spacing, star, seeds, block=block, dtype=np.float32, schedule="phases"
+    )
     assert times32.dtype == np.float32
     expected = cpu_reference(slowness, spacing, star, seeds, dtype=np.float32)
     np.testing.assert_array_equal(times32, expected)
 
 
 @simulator_only
-@pytest.mark.parametrize("cooperative", [True, False], ids=["cooperative", "launch-per-pass"])
-def test_update_map_skips_quiet_tiles(cooperative):
+@pytest.mark.parametrize("schedule", ["cooperative", "passes"])
+def test_update_map_skips_quiet_tiles(schedule):
     from raygrid.kernels.cuda.pull import solve_pull
 
     shape, radius, block = (4, 1, 24), (1, 0, 2), (4, 1, 2)  # a strip of 12 tiles
@@ -168,7 +195,7 @@ def test_update_map_skips_quiet_tiles(cooperative):
     # before it in the same pass, as a real GPU may); against it, one tile per pass.
     seeds = [(np.array([slowness.size - 1]), np.array([0.0]))]
     times, _ = solve_pull(
-        slowness, np.ones(3), star, seeds, block=block, stats=stats, cooperative=cooperative
+        slowness, np.ones(3), star, seeds, block=block, stats=stats, schedule=schedule
     )
     np.testing.assert_array_equal(times, cpu_reference(slowness, np.ones(3), star, seeds))
     # The front sweeps the strip: each pass relaxes a few tiles, never all of them.
@@ -213,37 +240,56 @@ def test_auto_never_picks_the_simulator():
 
 PTX_SCRIPT = textwrap.dedent(
     """
+    import sys
     import numba, numpy as np
     from numba import cuda
     from raygrid.kernels import EXACT, MEAN, forward_star
     from numba.cuda.cudadrv.error import CudaSupportError
     from raygrid.kernels.cuda.pull import pull_kernels
+    from raygrid.kernels.cuda.tile_queue import promote_kernel
     from raygrid.kernels.cuda.weights import weight_kernel
 
     f8, i8, i4 = numba.float64, numba.int64, numba.int32
-    for rule in (EXACT, MEAN):
+    part = int(sys.argv[1])  # two processes share the work: CI has two cores
+    for rule in (EXACT, MEAN)[part::2]:
         ptx, _ = cuda.compile_ptx(
             weight_kernel(rule).py_func, (f8[:, :, ::1], f8[::1], i8[:, ::1], f8[:, ::1]),
             cc=(9, 0),
         )
-    for block, radius in (((16, 1, 16), (5, 0, 5)), ((4, 8, 8), (2, 2, 2))):
-        for dtype, t in ((np.float64, f8), (np.float32, numba.float32)):
-            for pre in (False, True):
-                per_pass, persistent = pull_kernels(block, forward_star(radius), 4, dtype, pre)
-                common = (
-                    f8[:, :, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
-                    t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
-                    f8[:, ::1], i4[:, ::1], i4[:, ::1], i4[::1], f8[::1], i8[::1], f8, i8,
-                )
-                ptx, _ = cuda.compile_ptx(per_pass.py_func, common, cc=(9, 0))
-                assert "st.shared" in ptx and ".entry" in ptx
-                # Numba resolves cuda.cg.this_grid() through the driver: without one, only
-                # a driver error is acceptable (the real-GPU test runs this kernel).
-                try:
-                    ptx, _ = cuda.compile_ptx(persistent.py_func, common, cc=(9, 0))
-                    assert "cudaCGSynchronize" in ptx
-                except CudaSupportError as error:
-                    assert "driver" in str(error).lower()
+    # Each tile shape with each precision and each kind of weights, and the phases kernel
+    # for each tile shape (every combination took twice as long and found nothing more).
+    configurations = (
+        ((16, 1, 16), (5, 0, 5), np.float64, f8, False, True),
+        ((16, 1, 16), (5, 0, 5), np.float32, numba.float32, True, False),
+        ((4, 8, 8), (2, 2, 2), np.float64, f8, True, False),
+        ((4, 8, 8), (2, 2, 2), np.float32, numba.float32, False, True),
+    )
+    for block, radius, dtype, t, pre, with_phases in configurations[part::2]:
+        per_pass, persistent, phases = pull_kernels(block, forward_star(radius), 4, dtype, pre)
+        model = (
+            f8[:, :, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
+            t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
+        )
+        common = (*model, f8[:, ::1], i4[:, ::1], i4[:, ::1], i4[::1], f8[::1], i8[::1], f8, i8)
+        ptx, _ = cuda.compile_ptx(per_pass.py_func, common, cc=(9, 0))
+        assert "st.shared" in ptx and ".entry" in ptx
+        # Numba resolves cuda.cg.this_grid() through the driver: without one, only a
+        # driver error is acceptable (the real-GPU test runs this kernel).
+        try:
+            ptx, _ = cuda.compile_ptx(persistent.py_func, common, cc=(9, 0))
+            assert "cudaCGSynchronize" in ptx
+        except CudaSupportError as error:
+            assert "driver" in str(error).lower()
+        if with_phases:
+            queue = (f8[::1], i4[::1], i8[::1], i4[:, ::1], i4[::1], i4[::1], f8[::1])
+            ptx, _ = cuda.compile_ptx(phases.py_func, (*model, *queue, i8[::1], f8, i8), cc=(9, 0))
+            assert "nanosleep" in ptx and "atom.global.cas.b64" in ptx
+    if part == 0:
+        ptx, _ = cuda.compile_ptx(
+            promote_kernel().py_func,
+            (f8[::1], i4[::1], i8[::1], i4[:, ::1], i4[::1], i4[::1], f8[::1], i8[::1], f8, i8),
+            cc=(9, 0),
+        )
     print("compiled")
     """
 )
@@ -253,13 +299,27 @@ def test_kernels_compile_to_sm90_ptx():
     """The simulator runs Python; NVVM is the real compiler (no GPU or driver needed)."""
     pytest.importorskip("cuda.bindings")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    run = subprocess.run(
-        [sys.executable, "-c", PTX_SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
-    if "NVVM" in run.stderr and "not found" in run.stderr.lower():
-        pytest.skip("NVVM is not installed (pip install 'numba-cuda[cu13]')")
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "compiled" in run.stdout
+    parts = [
+        subprocess.Popen(
+            [sys.executable, "-c", PTX_SCRIPT, str(part)],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for part in (0, 1)
+    ]
+    try:
+        outputs = [part.communicate(timeout=600) for part in parts]
+    finally:
+        for part in parts:
+            part.kill()  # none is left behind, even on a timeout
+            part.wait()
+    for part, (out, err) in zip(parts, outputs):
+        if "NVVM" in err and "not found" in err.lower():
+            pytest.skip("NVVM is not installed (pip install 'numba-cuda[cu13]')")
+        assert part.returncode == 0, err[-3000:]
+        assert "compiled" in out
 
 
 @pytest.mark.gpu
@@ -274,15 +334,17 @@ def test_pull_on_a_real_gpu():
     reference = cpu_reference(slowness, spacing, star, seeds)
     # Every queued tile in every pass (delta inf) runs the most tiles at once: the case
     # that once queued a tile twice (see notify in pull.py) and gave wrong times.
-    settings = [(False, False, None), (True, False, None), (False, True, None),
-                (False, False, np.inf), (False, True, np.inf), (False, False, 1e-4)]  # fmt: skip
-    for precomputed, cooperative, delta in settings:
+    settings = [(False, "passes", None), (True, "passes", None), (False, "cooperative", None),
+                (False, "passes", np.inf), (False, "cooperative", np.inf),
+                (False, "passes", 1e-4), (False, "phases", None), (True, "phases", None),
+                (False, "phases", np.inf), (False, "phases", 1e-4)]  # fmt: skip
+    for precomputed, schedule, delta in settings:
         stats = {}
         times, _ = solve_pull(
             slowness, spacing, star, seeds, batch=2, precomputed=precomputed,
-            cooperative=cooperative, stats=stats, delta=delta,
+            schedule=schedule, stats=stats, delta=delta,
         )  # fmt: skip
-        assert stats["cooperative"] == cooperative
+        assert stats["schedule"] == schedule
         # NVVM may contract a multiply and an add into an FMA inside the weight, which
         # rounds once instead of twice: a few ulps per edge, summed along the path.
         np.testing.assert_allclose(times, reference, rtol=1e-12)
