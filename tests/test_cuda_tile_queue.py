@@ -106,20 +106,11 @@ def test_concurrent_workers_reach_the_shortest_paths(delta, seed):
     dist = np.full(n, np.inf)
     dist[source] = 0.0
     # As the pull solver queues its first tiles: the source's neighbours, in phase 0's far
-    # list, keyed by the source's time.
+    # list, keyed by the source's time. The ring has n + 1 slots, so it laps often.
     first = neighbours[source][neighbours[source] >= 0]
     pending = np.full(n, np.inf)
     pending[first] = 0.0
-    state = np.full(n, q.IDLE, dtype=np.int32)
-    state[first] = q.FAR
-    far = np.zeros((2, n), dtype=np.int32)
-    far[0, : len(first)] = first
-    far_mark = np.full(n, -1, dtype=np.int32)
-    far_mark[first] = 0
-    control = np.zeros(q.CONTROL_SIZE, dtype=np.int32)
-    control[q.FAR_COUNT] = len(first)
-    bounds = np.array([0.0, np.inf])
-    near = np.full(n + 1, q.EMPTY, dtype=np.int64)  # one slot per queued tile: laps often
+    pending, state, near, far, far_mark, control, bounds = q.first_phase(pending)
     relaxed = np.zeros(6, dtype=np.int64)
     running = np.zeros(n, dtype=np.int32)
 

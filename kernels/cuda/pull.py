@@ -757,28 +757,11 @@ def _pass_queue(layout: PaddedLayout, first_pending: np.ndarray) -> tuple:
 
 
 def _phase_queue(layout: PaddedLayout, first_pending: np.ndarray) -> tuple:
-    """Device arrays of the phases schedule (:mod:`raygrid.kernels.cuda.tile_queue`), the
-    first tiles in phase 0's far list: a stand-in for the node stamps it does not use, the
-    tile grid (for its shape), each tile's pending time and state, the ring, the two far
-    lists and their marks, the control counters and the smallest far time of each list."""
-    n_tiles = layout.n_blocks
-    first_tiles = np.flatnonzero(np.isfinite(first_pending)).astype(np.int32)
-    state = np.full(n_tiles, tile_queue.IDLE, dtype=np.int32)
-    state[first_tiles] = tile_queue.FAR
-    far = np.zeros((2, n_tiles), dtype=np.int32)
-    far[0, : len(first_tiles)] = first_tiles
-    far_mark = np.full(n_tiles, -1, dtype=np.int32)
-    far_mark[first_tiles] = 0
-    control = np.zeros(tile_queue.CONTROL_SIZE, dtype=np.int32)
-    control[tile_queue.FAR_COUNT] = len(first_tiles)
-    bounds = np.array([first_pending.min(initial=np.inf), np.inf])
-    return (
-        device_full((1, 1, 1), -1, np.int32), device_full(layout.blocks, -1, np.int32),
-        cuda.to_device(first_pending), cuda.to_device(state),
-        device_full(n_tiles + 1, tile_queue.EMPTY, np.int64),  # one slot per queued tile
-        cuda.to_device(far), cuda.to_device(far_mark), cuda.to_device(control),
-        cuda.to_device(bounds),
-    )  # fmt: skip
+    """Device arrays of the phases schedule, the first tiles in phase 0's far list
+    (:func:`raygrid.kernels.cuda.tile_queue.first_phase`), after a stand-in for the node
+    stamps it does not use and the tile grid (for its shape)."""
+    queue = tuple(cuda.to_device(a) for a in tile_queue.first_phase(first_pending))
+    return (device_full((1, 1, 1), -1, np.int32), device_full(layout.blocks, -1, np.int32), *queue)
 
 
 def _run_passes(per_pass, layout: PaddedLayout, arguments, limit: int, seconds: dict):

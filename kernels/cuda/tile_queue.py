@@ -47,6 +47,7 @@ __all__ = [
     "IDLE", "NEAR", "RUNNING", "DIRTY", "FAR",
     "HEAD", "TAIL", "OUTSTANDING", "EXITED", "FAR_COUNT", "ERROR", "CONTROL_SIZE",
     "notify_phase", "take_tile", "finish_tile", "end_phase", "promote_kernel", "EMPTY",
+    "first_phase",
 ]  # fmt: skip
 
 # Tile states.
@@ -215,6 +216,26 @@ def end_phase(phase, control, bounds):
         control[FAR_COUNT + phase % 2] = 0
         bounds[phase % 2] = np.inf
         control[EXITED] = 0
+
+
+def first_phase(pending: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Host arrays of a queue whose tiles with a finite ``pending`` time wait in phase 0's
+    far list: ``(pending, state, near, far, far_mark, control, bounds)``, in the order the
+    kernels take them. The ring has one slot per tile and one more: a tile is queued at
+    most once at a time."""
+    n_tiles = len(pending)
+    first = np.flatnonzero(np.isfinite(pending)).astype(np.int32)
+    state = np.full(n_tiles, IDLE, dtype=np.int32)
+    state[first] = FAR
+    far = np.zeros((2, n_tiles), dtype=np.int32)
+    far[0, : len(first)] = first
+    far_mark = np.full(n_tiles, -1, dtype=np.int32)
+    far_mark[first] = 0
+    control = np.zeros(CONTROL_SIZE, dtype=np.int32)
+    control[FAR_COUNT] = len(first)
+    bounds = np.array([pending.min(initial=np.inf), np.inf])
+    near = np.full(n_tiles + 1, EMPTY, dtype=np.int64)
+    return np.asarray(pending, np.float64), state, near, far, far_mark, control, bounds
 
 
 @cache
