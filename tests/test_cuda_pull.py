@@ -7,12 +7,11 @@ update map are all exercised. Real-GPU runs: ``NUMBA_ENABLE_CUDASIM=0 pytest -m 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from ptx import compile_in_parts
 
 import raygrid.pipeline as rg
 from raygrid.kernels import EXACT, MEAN, dijkstra, forward_star
@@ -298,27 +297,10 @@ PTX_SCRIPT = textwrap.dedent(
 def test_kernels_compile_to_sm90_ptx():
     """The simulator runs Python; NVVM is the real compiler (no GPU or driver needed)."""
     pytest.importorskip("cuda.bindings")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    parts = [
-        subprocess.Popen(
-            [sys.executable, "-c", PTX_SCRIPT, str(part)],
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
-        for part in (0, 1)
-    ]
-    try:
-        outputs = [part.communicate(timeout=600) for part in parts]
-    finally:
-        for part in parts:
-            part.kill()  # none is left behind, even on a timeout
-            part.wait()
-    for part, (out, err) in zip(parts, outputs):
+    for returncode, out, err in compile_in_parts(PTX_SCRIPT):
         if "NVVM" in err and "not found" in err.lower():
             pytest.skip("NVVM is not installed (pip install 'numba-cuda[cu13]')")
-        assert part.returncode == 0, err[-3000:]
+        assert returncode == 0, err[-3000:]
         assert "compiled" in out
 
 
