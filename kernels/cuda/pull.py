@@ -798,7 +798,10 @@ def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
     relaxed, delta = arguments[-2:]
     blocks = _resident_grid(phases, layout, (*arguments, 0))
     if blocks is None:
-        raise RuntimeError(f"no block of {layout.block} fits on the device")
+        raise RuntimeError(
+            f"the phases kernel for block {layout.block} did not compile or no block fits on "
+            "the device (see the log); use schedule='passes'"
+        )
     promote = tile_queue.promote_kernel()[max(-(-layout.n_blocks // 256), 1), 256]
     launch = phases[blocks, layout.threads]
     phase = reads = 0
