@@ -107,7 +107,7 @@ def efficiency(stats: dict, seconds: float, block, radius, star, spacing, info, 
 
 PULL_STATS = (
     "passes", "tiles_relaxed", "inner_iterations", "weights_evaluated", "schedule",
-    "setup_s", "passes_s", "copy_s",
+    "setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s",
 )  # fmt: skip
 
 

@@ -111,6 +111,7 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
     per_read = {"cooperative": None, "passes": 8, "phases": 4}[schedule]
     assert stats["host_reads"] == (2 if per_read is None else stats["passes"] / per_read)
     assert stats["inner_iterations"] >= stats["tiles_relaxed"] > 0
+    assert 0 < stats["setup_model_s"] <= stats["setup_s"]  # the model's part of the setup
     assert 0 < stats["weights_evaluated"] < stats["inner_iterations"] * 64 * star.size
 
 
