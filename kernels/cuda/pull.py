@@ -199,7 +199,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             cz = b // (nby * nbx)
             cy = (b // nbx) % nby
             cx = b % nbx
-            last = tile_pass[cz, cy, cx]
+            last = 0 if concurrent else tile_pass[cz, cy, cx]  # unused when concurrent
             # Padded index of the tile's first halo node: the interior starts `radius` later.
             oz = cz * bz
             oy = cy * by
@@ -502,7 +502,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         if cuda.threadIdx.x == 0:
             end_phase(phase, control, bounds)
 
-    # The pass body below is written out in the kernels on purpose: folding it into one
+    # The pass body above is written out in each kernel on purpose: folding it into one
     # inlined device function gave the same PTX but ~1.5 s more compile time per kernel.
     # ptxas 13.0 for sm_90 gives `phases` 125-165 registers per thread by configuration
     # (3D radius 2: 165, so one block of 256 threads per SM where `per_pass` has two);
