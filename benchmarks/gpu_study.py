@@ -150,7 +150,7 @@ def device_info() -> dict:
 
 def solvers(only=None):
     """The GPU solvers present in this checkout, by name (``only``: a subset of names)."""
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     found = {
         "pull": lambda *a, **k: solve_pull(*a, **k),
@@ -256,7 +256,7 @@ def study_3d(n, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
 
 
 def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     shape = (n, 1, n)
     slowness = gradient_slowness(shape)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_study import device_info, gradient_slowness, top_centre  # noqa: E402
 
 from raygrid.kernels import dijkstra, forward_star  # noqa: E402
-from raygrid.kernels.cuda.pull import DELTA_TILES, default_delta, solve_pull  # noqa: E402
+from raygrid.kernels.cuda.pull_solver import DELTA_TILES, default_delta, solve_pull  # noqa: E402
 from raygrid.kernels.layout import PaddedLayout  # noqa: E402
 
 

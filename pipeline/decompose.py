@@ -136,7 +136,7 @@ def solve_tile(
         flat_times = times.reshape(-1)
         before = state.times.reshape(-1)
         if backend == "cuda":
-            from ..kernels.cuda.pull import solve_pull
+            from ..kernels.cuda.pull_solver import solve_pull
 
             new_times, new_predecessor = solve_pull(
                 state.slowness, spacing, star, [(nodes, values)], rule=rule,

@@ -90,7 +90,7 @@ def test_launch_limits_are_clear_errors():
     ids=["on-the-fly", "precomputed", "launch-per-pass", "phases"],
 )  # fmt: skip
 def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model(shape)
     spacing = np.array([10.0, 8.0, 12.0])
@@ -118,7 +118,7 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
 def test_default_band_samples_every_column():
     """A large model's band comes from a sample of its slowness; with a step equal to the
     row length the sample would hold one column only (here the slowest, x = 0)."""
-    from raygrid.kernels.cuda.pull import DELTA_SAMPLE, DELTA_TILES, default_delta
+    from raygrid.kernels.cuda.pull_solver import DELTA_SAMPLE, DELTA_TILES, default_delta
 
     shape = (64, 1024, 32)
     assert np.prod(shape) // DELTA_SAMPLE == shape[2]  # the aligned step
@@ -141,7 +141,7 @@ def test_any_tile_band_gives_the_same_floats(schedule, delta):
     defers the rest), an infinite one every queued tile; the fixed point is the same (the
     default band runs in every other test). Phases of a zero band each hold the lowest far
     tiles, and what they notify."""
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     shape, radius, block = CASES_2D
     slowness = model(shape, seed=11)
@@ -161,8 +161,29 @@ def test_any_tile_band_gives_the_same_floats(schedule, delta):
 
 
 @simulator_only
+def test_solver_keeps_its_model_for_many_solves():
+    """One PullSolver, its model and buffers on the device, serves solve after solve: no
+    state of one solve leaks into the next (times, predecessors, node and tile stamps are
+    reset) and a batch shorter than the solver's is right."""
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    shape, radius, block = CASES_2D
+    slowness = model(shape, seed=4)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)
+    solver = PullSolver(slowness, spacing, star, block=block, batch=2)
+    times, _ = solver.solve(seeds[1:])
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[1:]))
+    stats = {}
+    times, _ = solver.solve(seeds[:1], stats=stats)  # one source in a batch of two
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[:1]))
+    assert stats["setup_model_s"] == solver.setup_s > 0 and stats["schedule"] == "passes"
+
+
+@simulator_only
 def test_pull_mean_rule_float32_and_batch_of_one():
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     shape, radius, block = CASES_2D
     slowness = model(shape, seed=3)
@@ -184,7 +205,7 @@ def test_pull_mean_rule_float32_and_batch_of_one():
 @simulator_only
 @pytest.mark.parametrize("schedule", ["cooperative", "passes"])
 def test_update_map_skips_quiet_tiles(schedule):
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     shape, radius, block = (4, 1, 24), (1, 0, 2), (4, 1, 2)  # a strip of 12 tiles
     slowness = model(shape, seed=5)
@@ -227,6 +248,31 @@ def test_pipeline_near_far_and_precomputed_pull_equal_cpu():
     assert near_far.attrs["algorithm"] == "near-far" and "Near-Far" in near_far.attrs["method"]
     pull = rg.traveltimes(velocity, sources, radius=2, backend="cuda", precompute=True, batch=2)
     np.testing.assert_array_equal(pull.values, cpu.values)
+
+
+@simulator_only
+def test_pipeline_keeps_one_model_on_the_device():
+    """Calls on one grid object (a survey worker's batches: its task arrives once) reuse one
+    PullSolver; another grid or other options replace it; it goes when its grid goes."""
+    import gc
+
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.solve import _resident, check_options, resident_pull_solver
+
+    velocity = rg.constant_model({"z": 6, "x": 7}, 10.0, 2000.0)
+    grid = grid_from_velocity(velocity)
+    star = forward_star((1, 0, 1))
+    options = check_options("exact", "cuda", "float64", batch=2)
+    solver = resident_pull_solver(grid, star, options)
+    assert resident_pull_solver(grid, star, options) is solver
+    single = check_options("exact", "cuda", "float64", batch=1)
+    assert resident_pull_solver(grid, star, single) is not solver
+    other = grid_from_velocity(velocity)
+    kept = resident_pull_solver(other, star, options)
+    assert kept is not solver and resident_pull_solver(other, star, options) is kept
+    del grid, other
+    gc.collect()
+    assert "pull" not in _resident
 
 
 @simulator_only
@@ -308,7 +354,7 @@ def test_kernels_compile_to_sm90_ptx():
 @pytest.mark.gpu
 @pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
 def test_pull_on_a_real_gpu():
-    from raygrid.kernels.cuda.pull import solve_pull
+    from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model((257, 1, 263), seed=9)  # enough tiles for blocks to race
     spacing = np.array([10.0, 1.0, 10.0])

@@ -337,3 +337,43 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
     result, rays = expected(spec)
     np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for later tests
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the CUDA simulator"
+)
+def test_gpu_survey_keeps_one_model_per_worker(tmp_path, monkeypatch):
+    # On the GPU a worker keeps the model on the device from one batch to the next (its
+    # task arrives once; raygrid.pipeline.solve.resident_pull_solver): one PullSolver for
+    # three batches, and the store holds the CPU's floats. One in-process worker, so the
+    # count is seen here.
+    from distributed import Client, LocalCluster
+
+    from raygrid.kernels.cuda import pull_solver
+
+    built = []
+
+    class Counted(pull_solver.PullSolver):
+        def __init__(self, *args, **kwargs):
+            built.append(args[0].shape)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(pull_solver, "PullSolver", Counted)
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["model"]["shape"] = {"z": 6, "x": 9}
+    spec["grid"] = {"radius": 2}
+    spec["sources"] = [{"z": 0.0, "x": 10.0 * k} for k in (0, 4, 8)]
+    spec["receivers"] = [{"z": 50.0, "x": 40.0}]
+    spec["compute"] = {"backend": "cuda", "batch": 1}
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as own,
+    ):  # fmt: skip
+        dataset = run_workflow(read_workflow(workflow_file(tmp_path, spec)), client=own)
+    assert built == [(6, 1, 9)]
+    prepared = rg.workflow.prepare_workflow(rg.workflow.Workflow.model_validate(spec))
+    cpu = rg.traveltimes(prepared.velocity, prepared.sources, radius=2)
+    np.testing.assert_array_equal(dataset["traveltime"].values, cpu.values)
+    assert dataset.attrs["backend"] == "cuda"

@@ -15,7 +15,7 @@ from numba import cuda
 
 from ..layout import PaddedLayout
 
-__all__ = ["device_full", "to_padded", "from_padded", "scatter"]
+__all__ = ["fill", "device_full", "to_padded", "from_padded", "scatter"]
 
 _THREADS = 256
 
@@ -26,12 +26,12 @@ def _grid(n: int) -> tuple[int, int]:
 
 @cache
 def _fill_kernel():
-    def fill(flat, value):
+    def put_value(flat, value):
         i = cuda.grid(1)
         if i < flat.shape[0]:
             flat[i] = value
 
-    return cuda.jit(fill)
+    return cuda.jit(put_value)
 
 
 @cache
@@ -65,21 +65,32 @@ def _scatter_kernel():
     return cuda.jit(put)
 
 
+def fill(array, value) -> None:
+    """Set every element of the C-contiguous device array ``array`` to ``value``."""
+    flat = array.reshape(-1)
+    _fill_kernel()[_grid(flat.size)](flat, array.dtype.type(value))
+
+
 def device_full(shape: tuple[int, ...], value, dtype) -> cuda.devicearray.DeviceNDArray:
     """A device array of ``shape`` filled with ``value`` on the device."""
     array = cuda.device_array(shape, dtype=dtype)
-    flat = array.reshape(-1)
-    _fill_kernel()[_grid(flat.size)](flat, np.dtype(dtype).type(value))
+    fill(array, value)
     return array
 
 
-def to_padded(layout: PaddedLayout, real: np.ndarray, fill, lead: int | None = None):
+def to_padded(layout: PaddedLayout, real: np.ndarray, value, lead: int | None = None, out=None):
     """Device copy of ``real`` (``(nz, ny, nx)`` or ``(lead, nz, ny, nx)``) padded by the
-    layout's radius with ``fill``; ``lead`` rows beyond those of ``real`` are all ``fill``."""
+    layout's radius with ``value``; ``lead`` rows beyond those of ``real`` are all
+    ``value``. ``out``: a device array ``(lead, *layout.padded)`` to write into instead of
+    a new one (a solver's buffer, reused across calls)."""
     real = np.ascontiguousarray(real)
     stacked = real.reshape((-1, *layout.shape))
     rows = stacked.shape[0] if lead is None else lead
-    padded = device_full((rows, *layout.padded), fill, real.dtype)
+    if out is None:
+        padded = device_full((rows, *layout.padded), value, real.dtype)
+    else:
+        padded = out
+        fill(padded, value)
     if stacked.shape[0]:
         _interior_kernel()[_grid(stacked.size)](
             cuda.to_device(stacked), padded, *layout.radius, True
@@ -87,12 +98,15 @@ def to_padded(layout: PaddedLayout, real: np.ndarray, fill, lead: int | None = N
     return padded if real.ndim == 4 or lead is not None else padded.reshape(layout.padded)
 
 
-def from_padded(layout: PaddedLayout, padded, out: np.ndarray) -> np.ndarray:
+def from_padded(layout: PaddedLayout, padded, out: np.ndarray, real=None) -> np.ndarray:
     """Copy the real grid of the device array ``padded`` (``(lead, *layout.padded)``) into the
-    host array ``out`` (``(rows, nz * ny * nx)`` with ``rows <= lead``, C-contiguous)."""
+    host array ``out`` (``(rows, nz * ny * nx)`` with ``rows <= lead``, C-contiguous), through
+    the device array ``real`` (``(lead, *layout.shape)``, same dtype; a new one if ``None``)."""
     rows = out.shape[0]
     stacked = padded.reshape((-1, *layout.padded))
-    real = cuda.device_array((rows, *layout.shape), dtype=padded.dtype)
+    if real is None:
+        real = cuda.device_array((rows, *layout.shape), dtype=padded.dtype)
+    real = real[:rows]
     _interior_kernel()[_grid(real.size)](real, stacked[:rows], *layout.radius, False)
     real.reshape(out.shape).copy_to_host(out)
     return out

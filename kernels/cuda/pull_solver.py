@@ -1,0 +1,530 @@
+"""The host side of the GPU pull solver: a model kept on the device, solved batch by batch.
+
+:class:`PullSolver` puts one model on the device once (padded slowness, crossing tables,
+precomputed weights, the band) together with one batch's state (times, predecessors, node
+stamps, the buffer the results leave through), and solves any number of sources against
+it; :func:`solve_pull` is one solver used once. The kernels are in
+:mod:`raygrid.kernels.cuda.pull`; this module launches them pass by pass, in one
+cooperative launch, or phase by phase (:mod:`raygrid.kernels.cuda.tile_queue`), reading the
+device's counters as rarely as it can.
+
+Why a resident model: on an H100 the setup (model to the device, allocations, fills) took
+8-31 ms of a 62-87 ms solve at 1601^2 and 0.15-0.19 s against 75 ms of relaxation at
+256^3 (benchmarks/results/gpu_study_h100.md); a survey worker paid it for every batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ..bounds import reach_lengths
+from ..crossings import star_crossings
+from ..layout import PaddedLayout
+from ..rules import EXACT
+from ..star import Star
+from . import tile_queue
+from .arrays import fill, from_padded, scatter, to_padded
+from .device import simulating
+from .pull import DEFAULT_BLOCK_2D, DEFAULT_BLOCK_3D, MAX_INNER, check_launch, pull_kernels
+from .weights import precompute_weights_gpu
+
+__all__ = ["PullSolver", "solve_pull", "default_delta", "DELTA_TILES", "SCHEDULES"]
+
+logger = logging.getLogger("raygrid")
+
+#: Default width of the band of tiles relaxed in a pass, in tiles crossed at the median
+#: slowness (see ``delta`` in :class:`PullSolver`).
+DELTA_TILES = 4.0
+#: Nodes whose median slowness sets the default band (a sample on larger models).
+DELTA_SAMPLE = 1 << 16
+#: Passes launched between two reads of the change counter (launch-per-pass mode).
+PASSES_PER_CHECK = 8
+#: Phases launched between two reads of the far list's length (phases schedule).
+PHASES_PER_CHECK = 4
+#: How passes are run: see ``schedule`` in :class:`PullSolver`.
+SCHEDULES = ("passes", "cooperative", "phases")
+
+#: Set once a cooperative launch failed in this process (e.g. no cudadevrt to link).
+_cooperative_failed = False
+
+
+class PullSolver:
+    """A model resident on the GPU, solved by tiled pull relaxation for any number of sources.
+
+    Building it puts the model on the device (padded slowness, crossing tables, precomputed
+    weights if asked, the band) and allocates one batch's state; :meth:`solve` then pays per
+    batch only for its seeds, a reset of that state, the relaxation and the copy back. One
+    solve runs at a time: calls from several threads wait for each other (they share the
+    device buffers). The device memory is held until the solver is dropped.
+
+    Parameters
+    ----------
+    slowness : numpy.ndarray, shape (nz, ny, nx), float64
+    spacing : numpy.ndarray, shape (3,)
+    star : Star
+    rule : int
+        Weight rule (:data:`raygrid.kernels.EXACT` or :data:`raygrid.kernels.MEAN`).
+    precomputed : bool
+        Precompute every edge weight once on the device (``N * n_offsets / 2`` values) and
+        read them; otherwise compute each weight in the kernel from the shared slowness tile.
+    dtype : numpy dtype
+        Precision of the times; weights are computed in float64 and rounded once to it.
+    block : tuple of int, optional
+        Tile shape ``(bz, by, bx)``; defaults to 256 threads. Each must be at least the
+        radius along its axis (tests shrink it so small grids span many tiles).
+    batch : int
+        Sources relaxed together by one block: each weight computed is used ``batch`` times.
+    max_inner : int
+        Bound on the in-block iterations per pass.
+    schedule : {"passes", "cooperative", "phases"}
+        ``"passes"``: one launch per pass. ``"cooperative"``: every pass in one cooperative
+        launch; on an H100 this wins only where launches dominate (small grids: 64^2 in
+        1.4 ms of passes instead of 3.3 ms) and loses on large ones, where only the
+        co-resident blocks take the queue (1601^2, radius 5: 55 ms of passes instead of
+        44-50 ms); see benchmarks/results. The simulator runs a cooperative grid of one
+        block. ``"phases"``: no passes; resident blocks take queued tiles as they finish,
+        one launch per phase of the band (:mod:`raygrid.kernels.cuda.tile_queue`); not yet
+        timed on a GPU. For ``"phases"``, ``passes`` in the statistics counts phases.
+    delta : float, optional
+        Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
+        only if the smallest time that changed around it is within ``delta`` of the
+        smallest over all queued tiles; the others wait. ``None``: :data:`DELTA_TILES`
+        tiles' worth of the model's median slowness; ``numpy.inf``: every queued tile in
+        every pass. Any value gives the same times; it sets how much work is repeated.
+
+    Attributes
+    ----------
+    setup_s : float
+        Wall seconds spent building the solver (the model's part of a one-off solve).
+
+    Notes
+    -----
+    Pull relaxation, tiles and halos: Monsegny & Agudelo (2013), section 3. Update map and
+    in-block iteration: Kanoksirirath. The times are the unique fixed point of
+    ``t(v) = min(seed(v), min_u t(u) + w(u, v))`` in floating point, the same floats as the
+    CPU Dijkstra's (DESIGN.md section 1); a real GPU may differ where the compiler contracts
+    a multiply and an add into one FMA inside the weight.
+    """
+
+    def __init__(
+        self,
+        slowness: np.ndarray,
+        spacing: np.ndarray,
+        star: Star,
+        *,
+        rule: int = EXACT,
+        precomputed: bool = False,
+        dtype: type = np.float64,
+        block: tuple[int, int, int] | None = None,
+        batch: int = 1,
+        max_inner: int = MAX_INNER,
+        schedule: str = "passes",
+        delta: float | None = None,
+    ) -> None:
+        clock = time.perf_counter()
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        if block is None:
+            default = DEFAULT_BLOCK_2D if slowness.shape[1] == 1 else DEFAULT_BLOCK_3D
+            block = tuple(max(b, r) for b, r in zip(default, star.radius))  # tiles >= halo
+        layout = PaddedLayout(slowness.shape, star.radius, tuple(block))
+        dtype = np.dtype(dtype)
+        check_launch(layout, batch, dtype)
+        self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
+        self.schedule = schedule
+        self._lock = threading.Lock()
+
+        slowness_padded = to_padded(layout, np.asarray(slowness, np.float64), np.inf)
+        # The crossing tables with steps in the tile's shape: on-the-fly weights are the
+        # CPU's table sums over the shared tile.
+        crossings = star_crossings(star, spacing, rule, layout.tile)
+        tables = (
+            cuda.to_device(reach_lengths(crossings.length)),
+            cuda.to_device(crossings.start),
+            cuda.to_device(crossings.step),
+            cuda.to_device(crossings.fraction),
+            cuda.to_device(crossings.length),
+        )
+        if precomputed:
+            weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
+        else:
+            weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
+        self._model = (slowness_padded, *tables, weights)
+        self._kernels = pull_kernels(tuple(block), star, batch, dtype.type, precomputed, max_inner)
+        # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
+        # tile): a safety net, not a setting.
+        self._limit = 64 * layout.n_blocks * max_inner + 1024
+        self.delta = default_delta(slowness, spacing, layout) if delta is None else delta
+
+        # One batch's state, reset by each batch: times and predecessors on the padded grid,
+        # the buffers the results leave through (the real grid only), and the pass stamps
+        # of nodes and tiles (a stand-in for the node stamps where phases do not use them).
+        padded = (batch, *layout.padded)
+        self._times = cuda.device_array(padded, dtype=dtype)
+        self._predecessor = cuda.device_array(padded, dtype=star.predecessor_dtype)
+        self._times_real = cuda.device_array((batch, *layout.shape), dtype=dtype)
+        self._predecessor_real = cuda.device_array(
+            (batch, *layout.shape), dtype=star.predecessor_dtype
+        )
+        stamps = (1, 1, 1) if schedule == "phases" else layout.padded
+        self._node_pass = cuda.device_array(stamps, dtype=np.int32)
+        self._tile_pass = cuda.device_array(layout.blocks, dtype=np.int32)
+        cuda.synchronize()
+        self.setup_s = time.perf_counter() - clock
+
+    def solve(
+        self,
+        seeds: list[tuple[np.ndarray, np.ndarray]],
+        *,
+        stats: dict | None = None,
+        times: np.ndarray | None = None,
+        predecessor: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Traveltimes and predecessors of several sources, ``batch`` at a time.
+
+        Parameters
+        ----------
+        seeds : list of (seed_nodes, seed_times)
+            One entry per source: flat indices of its seeded nodes and their times.
+        times, predecessor : numpy.ndarray, optional
+            ``(n_sources, nz * ny * nx)`` starting upper bounds and their predecessors (a
+            domain-decomposition tile's state); only the seeds' tiles start active, so the
+            bounds must already be consistent away from the seeds, as a previous solve
+            leaves them.
+        stats : dict, optional
+            Filled with ``passes``, ``host_reads`` (counter reads), ``tiles``,
+            ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
+            ``inner_iterations`` (in-block iterations, summed over tile relaxations),
+            ``weights_evaluated`` (edge weights computed or read: once per edge and pull,
+            for all the sources of a batch), ``tiles_deferred`` (queued tiles left for a
+            later pass by the ``delta`` band), ``most_inner`` (most in-block iterations of
+            one tile relaxation), ``delta``, ``schedule`` (the one that ran:
+            ``"cooperative"`` falls back to ``"passes"`` where the device cannot launch
+            it), and wall seconds: ``setup_s`` (each batch's seeds and state reset),
+            ``passes_s`` (the relaxation), ``copy_s`` (results back to the host),
+            ``launch_s`` (of ``passes_s``, host time spent launching passes) and
+            ``setup_model_s`` (building this solver, :attr:`setup_s`).
+
+        Returns
+        -------
+        times, predecessor : numpy.ndarray, shape (n_sources, nz * ny * nx)
+            Same conventions as :func:`raygrid.kernels.dijkstra`.
+        """
+        with self._lock:
+            return self._solve(seeds, stats, times, predecessor)
+
+    def _solve(self, seeds, stats, times, predecessor):
+        layout, star, dtype, batch = self.layout, self.star, self.dtype, self.batch
+        n_sources = len(seeds)
+        n_nodes = int(np.prod(layout.shape))
+        if self.schedule == "cooperative" and _cooperative_failed:
+            self.schedule = "passes"
+        times_out = np.empty((n_sources, n_nodes), dtype=dtype)
+        predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
+        # Tile relaxations, in-block iterations, passes of the last cooperative launch,
+        # weights read or computed, tiles deferred, most in-block iterations of a relaxation.
+        relaxed = cuda.to_device(np.zeros(6, dtype=np.int64))
+        seconds = {"setup_s": 0.0, "passes_s": 0.0, "copy_s": 0.0, "launch_s": 0.0}
+        passes_total = reads_total = 0
+        for first in range(0, n_sources, batch):
+            clock = time.perf_counter()
+            group = seeds[first : first + batch]
+            count = len(group)
+            start = None
+            if times is not None:
+                start = (times[first : first + batch], predecessor[first : first + batch])
+            first_pending = self._reset(group, start)
+            if self.schedule == "phases":
+                queue = self._phase_queue(first_pending)
+            else:
+                queue = self._pass_queue(first_pending)
+            model = (*self._model, self._times, self._predecessor)
+            arguments = (*model, *queue, relaxed, np.float64(self.delta))
+            cuda.synchronize()
+            seconds["setup_s"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            passes, reads = self._relax(arguments, seconds)
+            passes_total += passes
+            reads_total += reads
+            seconds["passes_s"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            rows = slice(first, first + count)
+            from_padded(layout, self._times, times_out[rows], self._times_real)
+            from_padded(layout, self._predecessor, predecessor_out[rows], self._predecessor_real)
+            seconds["copy_s"] += time.perf_counter() - clock
+        if stats is not None:
+            counters = relaxed.copy_to_host()
+            stats.update(
+                **seconds,
+                setup_model_s=self.setup_s,
+                passes=passes_total,
+                host_reads=reads_total,
+                tiles=layout.n_blocks,
+                tiles_relaxed=int(counters[0]),
+                inner_iterations=int(counters[1]),
+                weights_evaluated=int(counters[3]),
+                tiles_deferred=int(counters[4]),
+                most_inner=int(counters[5]),
+                delta=float(self.delta),
+                schedule=self.schedule,
+            )
+        return times_out, predecessor_out
+
+    def _reset(self, group, start) -> np.ndarray:
+        """Put one batch's seeds (and starting bounds, if any) into the device state; the
+        first tiles to relax: each tile's smallest seed time in its tile and halo."""
+        layout, dtype = self.layout, self.dtype
+        n_nodes = int(np.prod(layout.shape))
+        n_padded = int(np.prod(layout.padded))
+        first_pending = np.full(layout.n_blocks, np.inf)
+        seed_real, seed_index, seed_time = [], [], []
+        for s, (nodes, values) in enumerate(group):
+            nodes = np.asarray(nodes, dtype=np.int64)
+            values = np.asarray(values, dtype=dtype)
+            # Several seeds on one node keep the smallest time, as in the CPU solver.
+            unique, where = np.unique(nodes, return_inverse=True)
+            lowest = np.full(len(unique), np.inf, dtype=dtype)
+            np.minimum.at(lowest, where, values)
+            seed_real.append(s * n_nodes + unique)
+            seed_index.append(s * n_padded + layout.padded_flat(unique))
+            seed_time.append(lowest)
+            holder, tile = layout.tiles_reading(unique)
+            np.minimum.at(first_pending, tile, lowest[holder].astype(np.float64))
+        seed_real = np.concatenate(seed_real)
+        seed_index = np.concatenate(seed_index)
+        seed_time = np.concatenate(seed_time)
+        if start is None:
+            fill(self._times, np.inf)
+            fill(self._predecessor, -1)
+        else:
+            # Starting upper bounds (a decomposition tile's state): a seed replaces a bound
+            # only where it is smaller, and then has no predecessor.
+            count = len(group)
+            bounds = np.asarray(start[0], dtype=dtype)
+            old = bounds.reshape(-1)[seed_real]
+            smaller = seed_time < old
+            seed_index, seed_time = seed_index[smaller], seed_time[smaller]
+            real = (count, *layout.shape)
+            to_padded(layout, bounds.reshape(real), np.inf, self.batch, self._times)
+            start_predecessor = np.asarray(start[1], dtype=self.star.predecessor_dtype)
+            to_padded(layout, start_predecessor.reshape(real), -1, self.batch, self._predecessor)
+        scatter(self._times.reshape(-1), seed_index, seed_time)
+        scatter(self._predecessor.reshape(-1), seed_index,
+                np.full(len(seed_index), -1, dtype=self.star.predecessor_dtype))  # fmt: skip
+        return first_pending
+
+    def _pass_queue(self, first_pending: np.ndarray) -> tuple:
+        """Device arrays of the passes schedules' update map, its first pass queued: node and
+        tile pass stamps, then each tile's smallest pending time, queued flag and the queue
+        (by pass parity), and the queue lengths and smallest pending times (rings of
+        three)."""
+        n_tiles = self.layout.n_blocks
+        first_tiles = np.flatnonzero(np.isfinite(first_pending)).astype(np.int32)
+        pending = np.full((2, n_tiles), np.inf)
+        pending[0] = first_pending
+        queue = np.zeros((2, n_tiles), dtype=np.int32)
+        queue[0, : len(first_tiles)] = first_tiles
+        queued_flags = np.isfinite(pending).astype(np.int32)  # see notify_pass
+        counts = np.array([len(first_tiles), 0, 0], dtype=np.int32)
+        lowest = np.array([first_pending.min(initial=np.inf), np.inf, np.inf])
+        # Pass of each node's last write and of each tile's last run (-1: never), so a tile
+        # run again re-pulls only from what changed since.
+        fill(self._node_pass, -1)
+        fill(self._tile_pass, -1)
+        return (
+            self._node_pass, self._tile_pass, cuda.to_device(pending),
+            cuda.to_device(queued_flags), cuda.to_device(queue), cuda.to_device(counts),
+            cuda.to_device(lowest),
+        )  # fmt: skip
+
+    def _phase_queue(self, first_pending: np.ndarray) -> tuple:
+        """Device arrays of the phases schedule, the first tiles in phase 0's far list
+        (:func:`raygrid.kernels.cuda.tile_queue.first_phase`), after a stand-in for the node
+        stamps it does not use and the tile grid (for its shape)."""
+        queue = tuple(cuda.to_device(a) for a in tile_queue.first_phase(first_pending))
+        return (self._node_pass, self._tile_pass, *queue)
+
+    def _relax(self, arguments, seconds: dict) -> tuple[int, int]:
+        """Relax one batch by the solver's schedule: ``(passes or phases, host reads)``."""
+        per_pass, persistent, phases = self._kernels
+        if self.schedule == "cooperative":
+            passes = _run_cooperative(persistent, self.layout, arguments, self._limit)
+            if passes is not None:
+                return passes, 1
+            self.schedule = "passes"
+        if self.schedule == "phases":
+            return _run_phases(phases, self.layout, arguments, self._limit)
+        return _run_passes(per_pass, self.layout, arguments, self._limit, seconds)
+
+
+def solve_pull(
+    slowness: np.ndarray,
+    spacing: np.ndarray,
+    star: Star,
+    seeds: list[tuple[np.ndarray, np.ndarray]],
+    *,
+    stats: dict | None = None,
+    times: np.ndarray | None = None,
+    predecessor: np.ndarray | None = None,
+    **settings,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Traveltimes of several sources by tiled pull relaxation on the GPU: one
+    :class:`PullSolver` (``settings``: its keyword arguments), used once.
+
+    ``stats`` is :meth:`PullSolver.solve`'s, with ``setup_s`` counting the solver's
+    construction too (``setup_model_s`` of it).
+    """
+    solver = PullSolver(slowness, spacing, star, **settings)
+    out = solver.solve(seeds, stats=stats, times=times, predecessor=predecessor)
+    if stats is not None:
+        stats["setup_s"] += solver.setup_s
+    return out
+
+
+def _specialized(kernel, arguments):
+    """``kernel`` compiled for exactly these arguments' types: its launches skip Numba's
+    typing of every argument (17 device arrays, ~3 us each on a fast host, paid per launch
+    and a launch per pass). Compiled once per process and argument types."""
+    return kernel.specialize(*arguments)
+
+
+def _run_passes(per_pass, layout: PaddedLayout, arguments, limit: int, seconds: dict):
+    """Passes launched one by one, the queue's length read once per
+    :data:`PASSES_PER_CHECK`; ``(passes, host reads)``."""
+    launch = _specialized(per_pass, (*arguments, 0))[layout.n_blocks, layout.threads]
+    counts = arguments[-4]
+    passes = reads = 0
+    while True:
+        for _ in range(PASSES_PER_CHECK):
+            try:
+                launched = time.perf_counter()
+                # One block per tile: blocks beyond the queue's length exit at once. (A grid
+                # of only as many blocks as the device holds at once, looping over the
+                # queue, was no faster.)
+                launch(*arguments, passes)
+                seconds["launch_s"] += time.perf_counter() - launched
+            except Exception as error:
+                raise _launch_error(error, layout) from error
+            passes += 1
+        reads += 1
+        if counts.copy_to_host()[passes % 3] == 0:
+            return passes, reads
+        if passes >= limit:
+            raise RuntimeError("pull relaxation did not converge")  # cannot happen
+
+
+def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
+    """Phases launched one by one (the far tiles promoted, then resident blocks taking
+    queued tiles until none is queued or running), the far list's length read once per
+    :data:`PHASES_PER_CHECK`; ``(phases, host reads)``."""
+    queue = arguments[11:18]  # pending, state, ring, far lists, marks, control, bounds
+    control = queue[5]
+    relaxed, delta = arguments[-2:]
+    try:
+        phases = _specialized(phases, (*arguments, 0))
+    except Exception as error:
+        logger.warning("phases kernel unavailable (%s)", error)
+        phases = None
+    blocks = None if phases is None else _resident_grid(phases, layout, (*arguments, 0))
+    if blocks is None:
+        raise RuntimeError(
+            f"the phases kernel for block {layout.block} did not compile or no block fits on "
+            "the device (see the log); use schedule='passes'"
+        )
+    promote = tile_queue.promote_kernel()[max(-(-layout.n_blocks // 256), 1), 256]
+    launch = phases[blocks, layout.threads]
+    phase = reads = 0
+    while True:
+        for _ in range(PHASES_PER_CHECK):
+            promote(*queue, relaxed, delta, phase)
+            try:
+                launch(*arguments, phase)
+            except Exception as error:
+                raise _launch_error(error, layout) from error
+            phase += 1
+        reads += 1
+        counters = control.copy_to_host()
+        if counters[tile_queue.ERROR]:
+            raise RuntimeError(
+                "the phases schedule's tile queue stalled (a device-side wait ran past its "
+                "bound); use schedule='passes'"
+            )
+        if counters[tile_queue.FAR_COUNT + phase % 2] == 0:
+            return phase, reads
+        if phase >= limit:
+            raise RuntimeError("pull relaxation did not converge")  # cannot happen
+
+
+def default_delta(slowness: np.ndarray, spacing: np.ndarray, layout: PaddedLayout) -> float:
+    """The default band of :class:`PullSolver`: the time to cross :data:`DELTA_TILES` tiles
+    (along their shortest side) at the model's median slowness.
+
+    Large models give the median of about :data:`DELTA_SAMPLE` nodes, every ``step``-th,
+    the step prime to the length of a plane so the sample covers every row and column:
+    the full median of 1601^2 nodes took 14 ms, a quarter of the GPU solve. The band only
+    orders the work, so any estimate gives the same times.
+    """
+    extents = [b * h for b, h, n in zip(layout.block, spacing, layout.shape) if n > 1]
+    plane = layout.shape[1] * layout.shape[2]
+    step = max(slowness.size // DELTA_SAMPLE, 1)
+    while math.gcd(step, plane) > 1:
+        step += 1
+    flat = np.asarray(slowness).reshape(-1)[::step]
+    finite = flat[np.isfinite(flat)]
+    if not extents or not finite.size:
+        return np.inf
+    return float(DELTA_TILES * min(extents) * np.median(finite))
+
+
+def _resident_grid(kernel, layout: PaddedLayout, arguments) -> int | None:
+    """Blocks of ``kernel`` the device runs at once (at most one per tile), for the kernels
+    whose blocks stay resident; ``None`` where it cannot be compiled or no block fits.
+
+    The simulator runs blocks one after another: it gets three (or one per tile), so the
+    tests see blocks that find nothing left to do.
+    """
+    if simulating():
+        return min(3, layout.n_blocks)
+    signature = tuple(numba.typeof(a) for a in arguments)
+    try:
+        compiled = kernel.compile(signature)
+    except Exception as error:  # e.g. no cudadevrt to link a grid sync against
+        logger.warning("kernel unavailable (%s)", error)
+        return None
+    blocks = min(compiled.max_cooperative_grid_blocks(layout.threads), layout.n_blocks)
+    return blocks if blocks >= 1 else None
+
+
+def _run_cooperative(persistent, layout: PaddedLayout, arguments, limit: int) -> int | None:
+    """Every pass in one cooperative launch; the number of passes, or ``None`` where the
+    device or driver cannot launch it (then the caller launches pass by pass)."""
+    global _cooperative_failed
+    relaxed = arguments[-2]
+    # The simulator syncs a grid of one block only.
+    blocks = 1 if simulating() else _resident_grid(persistent, layout, (*arguments, limit))
+    if blocks is None:
+        _cooperative_failed = True
+        logger.warning("no cooperative launch of %s; launching pass by pass", layout.block)
+        return None
+    persistent[blocks, layout.threads](*arguments, limit)
+    passes = int(relaxed.copy_to_host()[2])
+    if passes >= limit:
+        raise RuntimeError("pull relaxation did not converge")  # cannot happen
+    return passes
+
+
+def _launch_error(error: Exception, layout: PaddedLayout) -> Exception:
+    """A clear error for a block the kernel's registers do not allow, else ``error``."""
+    if "OUT_OF_RESOURCES" in str(error):
+        return ValueError(
+            f"block {layout.block} ({layout.threads} threads) needs more registers than a "
+            "multiprocessor has for this kernel: use blocks of at most 512 threads"
+        )
+    return error
