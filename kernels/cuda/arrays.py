@@ -100,15 +100,23 @@ def to_padded(layout: PaddedLayout, real: np.ndarray, value, lead: int | None = 
 
 def from_padded(layout: PaddedLayout, padded, out: np.ndarray, real=None) -> np.ndarray:
     """Copy the real grid of the device array ``padded`` (``(lead, *layout.padded)``) into the
-    host array ``out`` (``(rows, nz * ny * nx)`` with ``rows <= lead``, C-contiguous), through
-    the device array ``real`` (``(lead, *layout.shape)``, same dtype; a new one if ``None``)."""
+    host array ``out`` (``(rows, nz * ny * nx)`` with ``rows <= lead``, C-contiguous).
+
+    The rows leave through the device array ``real`` (``(k, *layout.shape)``, same dtype),
+    ``k`` rows at a time: a solver passes one row it keeps, so its buffers hold one real
+    grid, not a batch of them; ``None``: one buffer for all the rows, made here.
+    """
     rows = out.shape[0]
     stacked = padded.reshape((-1, *layout.padded))
     if real is None:
         real = cuda.device_array((rows, *layout.shape), dtype=padded.dtype)
-    real = real[:rows]
-    _interior_kernel()[_grid(real.size)](real, stacked[:rows], *layout.radius, False)
-    real.reshape(out.shape).copy_to_host(out)
+    step = real.shape[0]
+    for first in range(0, rows, step):
+        part = real[: min(step, rows - first)]
+        last = first + part.shape[0]
+        kernel = _interior_kernel()[_grid(part.size)]
+        kernel(part, stacked[first:last], *layout.radius, False)
+        part.reshape(out[first:last].shape).copy_to_host(out[first:last])
     return out
 
 

@@ -164,15 +164,14 @@ class PullSolver:
         self.delta = default_delta(slowness, spacing, layout) if delta is None else delta
 
         # One batch's state, reset by each batch: times and predecessors on the padded grid,
-        # the buffers the results leave through (the real grid only), and the pass stamps
-        # of nodes and tiles (a stand-in for the node stamps where phases do not use them).
+        # the buffers the results leave through (one source's real grid), and the pass
+        # stamps of nodes and tiles (a stand-in for the node stamps where phases do not use
+        # them).
         padded = (batch, *layout.padded)
         self._times = cuda.device_array(padded, dtype=dtype)
         self._predecessor = cuda.device_array(padded, dtype=star.predecessor_dtype)
-        self._times_real = cuda.device_array((batch, *layout.shape), dtype=dtype)
-        self._predecessor_real = cuda.device_array(
-            (batch, *layout.shape), dtype=star.predecessor_dtype
-        )
+        self._times_real = cuda.device_array((1, *layout.shape), dtype=dtype)
+        self._predecessor_real = cuda.device_array((1, *layout.shape), dtype=star.predecessor_dtype)
         stamps = (1, 1, 1) if schedule == "phases" else layout.padded
         self._node_pass = cuda.device_array(stamps, dtype=np.int32)
         self._tile_pass = cuda.device_array(layout.blocks, dtype=np.int32)
