@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# One GPU session's worth of checks, as one command on the GPU machine (repo root):
-# the CUDA tests on the real device, then the GPU benchmarks. Logs and JSON go to $OUT
-# (or ./gpu-session-output). Carry .whl (../shared/gpu/fetch-wheels.sh) for dask and zarr,
+# A GPU session's checks on the GPU machine (repo root), by part, in this order by default:
+#   tests  the CUDA tests on the real device (pytest -m gpu)
+#   ab     gpu_ab.py: the pull variants head to head, interleaved (about a minute)
+#   sweep  gpu_sweep.py: settings side by side (a few minutes)
+#   study  gpu_study.py with $GPU_STUDY_ARGS (the full study takes about 10 minutes: more
+#          than one device call allows with the rest, so run it alone or trimmed, e.g.
+#          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
+# e.g. `bash benchmarks/gpu_session.sh tests ab sweep`, then `bash benchmarks/gpu_session.sh
+# study`. Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl (../shared/gpu/fetch-wheels.sh) for dask and zarr,
 # plus a numpy 2.4 wheel: the image's numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack).
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --implementation cp --platform manylinux_2_28_x86_64 -d .whl numpy==2.4.6
@@ -21,7 +27,15 @@ nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 python3 -m numba -s > "$out/numba-sysinfo.txt" 2>&1
 python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('.')[:2])) >= (2, 5))" \
     || echo "numpy >= 2.5: numba-cuda 0.30.4 cannot compile kernels; carry numpy 2.4" >&2
-python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 | tee "$out/gpu-tests.log"
-python3 benchmarks/gpu_sweep.py > "$out/gpu_sweep.jsonl" 2> "$out/gpu-sweep.log"
-python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} --out "$out/gpu_study.json" 2>&1 \
-    | tee "$out/gpu-study.log"
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
+for part in "${parts[@]}"; do
+    case $part in
+        tests) python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 | tee "$out/gpu-tests.log" ;;
+        ab) python3 benchmarks/gpu_ab.py 2>&1 | tee "$out/gpu_ab.jsonl" ;;
+        sweep) python3 benchmarks/gpu_sweep.py > "$out/gpu_sweep.jsonl" 2> "$out/gpu-sweep.log" ;;
+        study) python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} --out "$out/gpu_study.json" 2>&1 \
+            | tee "$out/gpu-study.log" ;;
+        *) echo "unknown part: $part (tests, ab, sweep, study)" >&2; exit 2 ;;
+    esac
+done
