@@ -180,9 +180,11 @@ def resident_pull_solver(grid: Grid, star: Star, options: Options):
     """The :class:`raygrid.kernels.cuda.pull_solver.PullSolver` of ``grid``, built on the
     first call and kept on the device for the next calls on the same ``grid`` object.
 
-    One model per process: a call on another grid (or other settings) replaces it, and it
-    is released when its grid is garbage-collected. On an H100 the model's setup took 8-31 ms
-    of a 1601^2 solve and 0.15-0.19 s of a 256^3 one (benchmarks/results).
+    One cached model per process: a call on another grid (or other settings) replaces it
+    (a solver still in use elsewhere lives on until that use ends), and the cache lets go
+    of it when its grid is garbage-collected. Each batch still pays its own state reset. On
+    an H100 the model's setup took 8-31 ms of a 1601^2 solve and 0.15-0.19 s of a 256^3 one
+    (benchmarks/results).
     """
     from ..kernels.cuda.pull_solver import PullSolver
 
@@ -198,7 +200,8 @@ def resident_pull_solver(grid: Grid, star: Star, options: Options):
         )  # fmt: skip
 
         def forget(reference: weakref.ref) -> None:
-            # Runs when the grid is collected (any thread, no lock: a dict pop is atomic).
+            # Runs when the grid is collected, in any thread, so without the lock (which that
+            # thread may hold). A racing new entry may be dropped too: one rebuild, no harm.
             if _resident.get("pull", (None,))[0] is reference:
                 _resident.pop("pull", None)
 

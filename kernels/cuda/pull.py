@@ -76,8 +76,8 @@ def pull_kernels(
     precomputed: bool,
     max_inner: int = MAX_INNER,
 ):
-    """The pull kernels for one tile shape, star, batch and precision (compiled on first
-    launch): ``(per_pass, persistent, phases)``.
+    """The pull kernels for one tile shape, star, batch and precision (compiled when first
+    specialized or launched): ``(per_pass, persistent, phases)``.
 
     ``per_pass`` relaxes, in one launch, every tile of the pass (block ``b`` takes tile
     ``b``); ``persistent`` runs all passes in one cooperative launch, each block taking the

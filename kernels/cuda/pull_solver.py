@@ -416,7 +416,7 @@ def _run_passes(
     launch = _specialized(per_pass, (*arguments, 0))[layout.n_blocks, layout.threads]
     counts = arguments[-4]
     stream = cuda.default_stream()  # the stream every launch and copy here runs on
-    copied = cuda.event()
+    copied = cuda.event()  # (the simulator takes no timing flag)
     passes = reads = 0
     read_at = None  # passes before the copy in flight
     while True:
@@ -426,6 +426,8 @@ def _run_passes(
                 reads += 1
                 if snapshot[read_at % 3] == 0:
                     return read_at, reads
+                if read_at >= limit:
+                    raise RuntimeError("pull relaxation did not converge")  # cannot happen
             try:
                 launched = time.perf_counter()
                 # One block per tile: blocks beyond the queue's length exit at once. (A grid
@@ -439,8 +441,6 @@ def _run_passes(
         counts.copy_to_host(snapshot, stream=stream)
         copied.record(stream)
         read_at = passes
-        if passes >= limit:
-            raise RuntimeError("pull relaxation did not converge")  # cannot happen
 
 
 def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
