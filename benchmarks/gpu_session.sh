@@ -7,8 +7,9 @@
 #          than one device call allows with the rest, so run it alone or trimmed, e.g.
 #          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
 # e.g. `bash benchmarks/gpu_session.sh tests ab sweep`, then `bash benchmarks/gpu_session.sh
-# study`. Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl (../shared/gpu/fetch-wheels.sh) for dask and zarr,
-# plus a numpy 2.4 wheel: the image's numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack).
+# study`. Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl
+# (../shared/gpu/fetch-wheels.sh) for dask and zarr, plus a numpy 2.4 wheel: the image's
+# numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack).
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --implementation cp --platform manylinux_2_28_x86_64 -d .whl numpy==2.4.6
 set -uo pipefail

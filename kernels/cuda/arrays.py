@@ -98,18 +98,16 @@ def to_padded(layout: PaddedLayout, real: np.ndarray, value, lead: int | None = 
     return padded if real.ndim == 4 or lead is not None else padded.reshape(layout.padded)
 
 
-def from_padded(layout: PaddedLayout, padded, out: np.ndarray, real=None) -> np.ndarray:
+def from_padded(layout: PaddedLayout, padded, out: np.ndarray, real) -> np.ndarray:
     """Copy the real grid of the device array ``padded`` (``(lead, *layout.padded)``) into the
     host array ``out`` (``(rows, nz * ny * nx)`` with ``rows <= lead``, C-contiguous).
 
     The rows leave through the device array ``real`` (``(k, *layout.shape)``, same dtype),
-    ``k`` rows at a time: a solver passes one row it keeps, so its buffers hold one real
-    grid, not a batch of them; ``None``: one buffer for all the rows, made here.
+    ``k`` rows at a time: a solver keeps one row, so its buffers hold one real grid, not a
+    batch of them.
     """
     rows = out.shape[0]
     stacked = padded.reshape((-1, *layout.padded))
-    if real is None:
-        real = cuda.device_array((rows, *layout.shape), dtype=padded.dtype)
     step = real.shape[0]
     for first in range(0, rows, step):
         part = real[: min(step, rows - first)]
