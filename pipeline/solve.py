@@ -36,7 +36,7 @@ __all__ = [
     "cpu_graph",
     "source_seeds",
     "solve_seeds",
-    "resident_pull_solver",
+    "resident_solver",
 ]
 
 BACKENDS = ("cpu", "cuda", "auto")
@@ -169,43 +169,53 @@ def cpu_graph(grid: Grid, star: Star, options: Options) -> MoserGraph:
     return graph
 
 
-# The GPU pull solver of the grid solved last in this process: (weak reference to the grid,
-# its settings, the solver). A survey worker solves batch after batch on one grid (the task
-# it was sent once); keeping the model on the device saves each batch the setup.
+# The GPU solver of the grid solved last in this process: (weak reference to the grid, its
+# settings, the solver). A survey worker solves batch after batch on one grid (the task it
+# was sent once); keeping the model on the device saves each batch the setup.
 _resident: dict[str, tuple] = {}
 _resident_lock = threading.Lock()
 
 
-def resident_pull_solver(grid: Grid, star: Star, options: Options):
-    """The :class:`raygrid.kernels.cuda.pull_solver.PullSolver` of ``grid``, built on the
-    first call and kept on the device for the next calls on the same ``grid`` object.
+def resident_solver(grid: Grid, star: Star, options: Options):
+    """The GPU solver of ``grid`` for ``options.algorithm``: a
+    :class:`raygrid.kernels.cuda.pull_solver.PullSolver` (``pull``) or a
+    :class:`raygrid.kernels.cuda.nearfar.NearFarSolver` (``near-far``), built on the first
+    call and kept on the device for the next calls on the same ``grid`` object.
 
     One cached model per process: a call on another grid (or other settings) replaces it
     (a solver still in use elsewhere lives on until that use ends), and the cache lets go
     of it when its grid is garbage-collected. Each batch still pays its own state reset. On
-    an H100 the model's setup took 8-31 ms of a 1601^2 solve and 0.15-0.19 s of a 256^3 one
-    (benchmarks/results).
+    an H100 the pull model's setup took 8-31 ms of a 1601^2 solve and 0.15-0.19 s of a
+    256^3 one (benchmarks/results).
     """
-    from ..kernels.cuda.pull_solver import PullSolver
-
     settings = (star.radius, star.size, options)
     with _resident_lock:
-        held = _resident.get("pull")
+        held = _resident.get("gpu")
         if held is not None and held[0]() is grid and held[1] == settings:
             return held[2]
-        _resident.pop("pull", None)  # the old model's device memory goes first
-        solver = PullSolver(
-            grid.slowness, grid.spacing3, star, rule=options.rule,
-            precomputed=options.precompute, dtype=options.dtype, batch=options.batch,
-        )  # fmt: skip
+        _resident.pop("gpu", None)  # the old model's device memory goes first
+        if options.algorithm == "near-far":
+            from ..kernels.cuda.nearfar import NearFarSolver
+
+            solver = NearFarSolver(
+                grid.slowness, grid.spacing3, star, rule=options.rule,
+                precomputed=options.precompute, dtype=options.dtype,
+            )  # fmt: skip
+        else:
+            from ..kernels.cuda.pull_solver import PullSolver
+
+            solver = PullSolver(
+                grid.slowness, grid.spacing3, star, rule=options.rule,
+                precomputed=options.precompute, dtype=options.dtype, batch=options.batch,
+            )  # fmt: skip
 
         def forget(reference: weakref.ref) -> None:
             # Runs when the grid is collected, in any thread, so without the lock (which that
             # thread may hold). A racing new entry may be dropped too: one rebuild, no harm.
-            if _resident.get("pull", (None,))[0] is reference:
-                _resident.pop("pull", None)
+            if _resident.get("gpu", (None,))[0] is reference:
+                _resident.pop("gpu", None)
 
-        _resident["pull"] = (weakref.ref(grid, forget), settings, solver)
+        _resident["gpu"] = (weakref.ref(grid, forget), settings, solver)
         return solver
 
 
@@ -216,24 +226,31 @@ def solve_seeds(
     seeds: list[tuple[np.ndarray, np.ndarray]],
     threads: int | None = None,
     graph: MoserGraph | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    *,
+    predecessors: bool = True,
+    targets: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Run the chosen backend's solver for several sources' seeds.
 
     Returns times and predecessors, each ``(n_sources, n_nodes)``. The CPU solves sources
     on a thread pool (the Dijkstra releases the GIL) over one prepared graph: ``graph``
     (from :func:`cpu_graph`, when the caller keeps one for many calls) or one built here;
-    CUDA relaxes ``options.batch`` sources per block, on the model the process keeps on
-    the device (:func:`resident_pull_solver`).
+    CUDA relaxes ``options.batch`` sources per block (pull) or one source after another
+    (Near-Far), on the model the process keeps on the device (:func:`resident_solver`).
+
+    ``predecessors=False``: the caller has no use for them; the GPU solvers then skip
+    copying (pull) or recovering (Near-Far, float64) them, and ``None`` may be returned in
+    their place. ``targets`` (flat node indices, e.g. receivers' nodes): only their times
+    are wanted; the CPU Dijkstra and Near-Far stop once every target is settled, leaving
+    upper bounds (or ``inf``) elsewhere. The pull solver has no early exit and solves the
+    whole field. Paths to settled targets are complete, so predecessors still give their
+    raypaths.
     """
     if options.backend == "cuda":
+        solver = resident_solver(grid, star, options)
         if options.algorithm == "near-far":
-            from ..kernels.cuda.nearfar import solve_near_far
-
-            return solve_near_far(
-                grid.slowness, grid.spacing3, star, seeds, rule=options.rule,
-                precomputed=options.precompute, dtype=options.dtype,
-            )  # fmt: skip
-        return resident_pull_solver(grid, star, options).solve(seeds)
+            return solver.solve(seeds, targets=targets, predecessors=predecessors)
+        return solver.solve(seeds, predecessors=predecessors)
 
     if graph is None:
         graph = cpu_graph(grid, star, options)
@@ -241,7 +258,10 @@ def solve_seeds(
     predecessor = np.full((len(seeds), graph.n_nodes), -1, dtype=star.predecessor_dtype)
 
     def solve_one(k: int) -> None:
-        dijkstra_graph(graph, seeds[k][0], seeds[k][1], times=times[k], predecessor=predecessor[k])
+        dijkstra_graph(
+            graph, seeds[k][0], seeds[k][1], target_nodes=targets, times=times[k],
+            predecessor=predecessor[k],
+        )  # fmt: skip
 
     workers = min(len(seeds), threads or os.cpu_count() or 1)
     if workers == 1:
@@ -331,7 +351,7 @@ def traveltimes(
     for position in positions:
         nodes, times = source_seeds(grid, star, position)
         seeds.append((grid.flat(nodes), times))
-    times, predecessor = solve_seeds(grid, star, options, seeds, threads)
+    times, predecessor = solve_seeds(grid, star, options, seeds, threads, predecessors=predecessors)
     attrs = solver_attrs(grid, star, options)
     coords = {d: velocity.coords[d] for d in grid.dims}
     coords.update({f"source_{d}": ("source", [float(p[d]) for p in points]) for d in grid.dims})

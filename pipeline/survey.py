@@ -65,7 +65,9 @@ class SurveyTask:
 
     ``graph`` is the CPU solver's prepared graph (padded model, crossing tables, lower
     bounds, precomputed weights if asked): built once on the client, so no task rebuilds
-    it; ``None`` on the GPU, whose solver prepares its own device arrays.
+    it; ``None`` on the GPU, whose solver prepares its own device arrays. ``targets``: the
+    nodes the receivers read (:func:`receiver_nodes`) when no field is stored, so a solve
+    may stop once they are settled; ``None`` when whole fields are written.
     """
 
     grid: Grid
@@ -78,6 +80,19 @@ class SurveyTask:
     store: StoreSpec
     threads: int
     attrs: dict
+    targets: np.ndarray | None = None
+
+
+def receiver_nodes(grid: Grid, star: Star, receiver_index: np.ndarray) -> np.ndarray:
+    """Flat indices of every node a receiver's time is read from (:func:`receiver_times`):
+    its node, or the forward-star box around the cell of one between nodes."""
+    nodes = []
+    for receiver3 in receiver_index:
+        if np.all(receiver3 == np.round(receiver3)):
+            nodes.append(grid.flat(receiver3.astype(np.int64)[np.newaxis]))
+        else:
+            nodes.append(grid.flat(point_box(receiver3, star.radius, grid.shape3)))
+    return np.unique(np.concatenate(nodes)) if nodes else np.empty(0, dtype=np.int64)
 
 
 def receiver_times(
@@ -143,9 +158,12 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     for i in indices:
         nodes, seed_times = source_seeds(grid, task.star, task.source_index[i])
         seeds.append((grid.flat(nodes), seed_times))
+    # Without fields only the receivers' nodes are read: the CPU Dijkstra and Near-Far stop
+    # once those are settled (their paths, hence rays, are complete by then).
     times, predecessor = solve_seeds(
-        grid, task.star, task.options, seeds, task.threads, graph=task.graph
-    )
+        grid, task.star, task.options, seeds, task.threads, graph=task.graph,
+        predecessors=bool(spec.n_receivers and spec.rays), targets=task.targets,
+    )  # fmt: skip
     solved = time.perf_counter()
     writer = SourceWriter(spec.path)
     for k, i in enumerate(indices):
@@ -336,6 +354,9 @@ def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending,
         store=replace(spec, path=spec.path.resolve()),
         threads=compute.threads,
         attrs=solver_attrs(grid, prepared.star, options),
+        targets=None
+        if spec.fields or not spec.n_receivers
+        else receiver_nodes(grid, prepared.star, prepared.receiver_index),
     )
     # Once per worker, not once per task: the model, its graph and any precomputed weights
     # are the large inputs.

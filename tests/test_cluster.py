@@ -138,7 +138,7 @@ def test_existing_scheduler_by_address_and_file(tmp_path):
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=1, threads_per_worker=1, dashboard_address=None, host="127.0.0.1"
+        n_workers=1, threads_per_worker=1, dashboard_address=":0", host="127.0.0.1"
     ) as cluster:
         with connect(SchedulerConfig(cluster="scheduler", address=cluster.scheduler_address),
                      echo=lambda line: None) as client:  # fmt: skip

@@ -248,31 +248,78 @@ def test_pipeline_near_far_and_precomputed_pull_equal_cpu():
     assert near_far.attrs["algorithm"] == "near-far" and "Near-Far" in near_far.attrs["method"]
     pull = rg.traveltimes(velocity, sources, radius=2, backend="cuda", precompute=True, batch=2)
     np.testing.assert_array_equal(pull.values, cpu.values)
+    # A survey without fields: Near-Far stops once the receivers' nodes are settled.
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.solve import check_options, solve_seeds
+
+    grid = grid_from_velocity(velocity)
+    star = forward_star((2, 0, 2))
+    options = check_options("exact", "cuda", "float64", algorithm="near-far")
+    targets = np.array([1, 10])
+    times, predecessor = solve_seeds(
+        grid, star, options, [(np.array([0]), np.array([0.0]))], targets=targets,
+        predecessors=False,
+    )  # fmt: skip
+    assert predecessor is None and np.isinf(times).any()
+    expected = rg.traveltime(velocity, {"z": 0.0, "x": 0.0}, radius=2).values.reshape(-1)
+    np.testing.assert_array_equal(times[0, targets], expected[targets])
 
 
 @simulator_only
 def test_pipeline_keeps_one_model_on_the_device():
     """Calls on one grid object (a survey worker's batches: its task arrives once) reuse one
-    PullSolver; another grid or other options replace it; it goes when its grid goes."""
+    GPU solver (pull or Near-Far); another grid or other options replace it; it goes when
+    its grid goes."""
     import gc
 
+    from raygrid.kernels.cuda.nearfar import NearFarSolver
+    from raygrid.kernels.cuda.pull_solver import PullSolver
     from raygrid.pipeline.grid import grid_from_velocity
-    from raygrid.pipeline.solve import _resident, check_options, resident_pull_solver
+    from raygrid.pipeline.solve import _resident, check_options, resident_solver
 
     velocity = rg.constant_model({"z": 6, "x": 7}, 10.0, 2000.0)
     grid = grid_from_velocity(velocity)
     star = forward_star((1, 0, 1))
     options = check_options("exact", "cuda", "float64", batch=2)
-    solver = resident_pull_solver(grid, star, options)
-    assert resident_pull_solver(grid, star, options) is solver
+    solver = resident_solver(grid, star, options)
+    assert isinstance(solver, PullSolver) and resident_solver(grid, star, options) is solver
     single = check_options("exact", "cuda", "float64", batch=1)
-    assert resident_pull_solver(grid, star, single) is not solver
+    assert resident_solver(grid, star, single) is not solver
+    near_far = check_options("exact", "cuda", "float64", algorithm="near-far")
+    pushed = resident_solver(grid, star, near_far)
+    assert isinstance(pushed, NearFarSolver) and resident_solver(grid, star, near_far) is pushed
     other = grid_from_velocity(velocity)
-    kept = resident_pull_solver(other, star, options)
-    assert kept is not solver and resident_pull_solver(other, star, options) is kept
+    kept = resident_solver(other, star, options)
+    assert kept is not solver and resident_solver(other, star, options) is kept
     del grid, other
     gc.collect()
-    assert "pull" not in _resident
+    assert "gpu" not in _resident
+
+
+@simulator_only
+@pytest.mark.parametrize("algorithm", ["pull", "near-far"])
+def test_gpu_solvers_skip_predecessors_when_not_wanted(algorithm):
+    """``predecessors=False`` returns the same times and no predecessors (pull: no copy
+    back; Near-Far float64: no recovery pass), and the solver still gives them afterwards."""
+    from raygrid.kernels.cuda.nearfar import NearFarSolver
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    shape, radius, block = CASES_2D
+    slowness = model(shape, seed=6)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)[:2]
+    if algorithm == "pull":
+        solver = PullSolver(slowness, spacing, star, block=block, batch=2)
+    else:
+        solver = NearFarSolver(slowness, spacing, star)
+    expected = cpu_reference(slowness, spacing, star, seeds)
+    times, predecessor = solver.solve(seeds, predecessors=False)
+    assert predecessor is None
+    np.testing.assert_array_equal(times, expected)
+    times, predecessor = solver.solve(seeds)
+    np.testing.assert_array_equal(times, expected)
+    assert predecessor.shape == times.shape and (predecessor >= 0).sum() > 0
 
 
 @simulator_only

@@ -47,7 +47,7 @@ def client():
             n_workers=2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # None still serves the scheduler's HTTP on 8787
             host="127.0.0.1",
         ) as cluster,
         Client(cluster) as client,
@@ -184,6 +184,44 @@ def test_receiver_table_only(tmp_path, client):
     result, rays = expected(SPEC)
     table = np.array([[ray.attrs["traveltime"] for ray in per_source] for per_source in rays])
     np.testing.assert_array_equal(dataset["receiver_traveltime"].values, table)
+
+
+def test_rays_without_fields_stop_early_and_equal_the_full_survey(tmp_path, monkeypatch):
+    # Without fields a solve only needs the receivers' nodes: the CPU Dijkstra stops once
+    # they are settled (nodes the search never reached keep inf), and the tables and rays
+    # are the full survey's bit for bit. One in-process worker, so the solves are seen here.
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline import survey
+
+    solved = []
+
+    def spied(*args, **kwargs):
+        times, predecessor = solve_seeds(*args, **kwargs)
+        solved.append((kwargs["targets"], np.isinf(times).sum(axis=1)))
+        return times, predecessor
+
+    solve_seeds = survey.solve_seeds
+    monkeypatch.setattr(survey, "solve_seeds", spied)
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    # Receivers near the first source, on and off nodes: most of the model is not needed.
+    spec["receivers"] = [{"z": 20.0, "x": 30.0}, {"z": 12.5, "x": 33.3}]
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as own,
+    ):  # fmt: skip
+        full = run_workflow(read_workflow(workflow_file(tmp_path / "full", spec)), client=own)
+        assert all(targets is None for targets, _ in solved)
+        solved.clear()
+        path = workflow_file(tmp_path / "rays", spec, outputs={"store": "r.zarr", "fields": False})
+        rays = run_workflow(read_workflow(path), client=own)
+    assert "traveltime" not in rays
+    assert solved and all(targets is not None and len(targets) > 2 for targets, _ in solved)
+    assert any((unreached > 0).any() for _, unreached in solved)  # stopped early
+    for name in ("receiver_traveltime", "ray_start", "ray_count", "ray_x", "ray_z", "ray_time"):
+        np.testing.assert_array_equal(rays[name].values, full[name].values)
 
 
 def _chunk_files(store: Path) -> dict[str, float]:
@@ -344,7 +382,7 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
 )
 def test_gpu_survey_keeps_one_model_per_worker(tmp_path, monkeypatch):
     # On the GPU a worker keeps the model on the device from one batch to the next (its
-    # task arrives once; raygrid.pipeline.solve.resident_pull_solver): one PullSolver for
+    # task arrives once; raygrid.pipeline.solve.resident_solver): one PullSolver for
     # three batches, and the store holds the CPU's floats. One in-process worker, so the
     # count is seen here.
     from distributed import Client, LocalCluster

@@ -25,7 +25,7 @@ def client():
 
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
             host="127.0.0.1",
         ) as cluster,
         Client(cluster) as client,
@@ -366,3 +366,40 @@ def test_near_far_with_tiles_is_a_clear_error(client, model_2d):
             model_2d, {"z": 0.0, "x": 0.0}, radius=2, tiles={"z": 8}, client=client,
             backend="cuda", algorithm="near-far",
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_a_tile_keeps_its_solver_from_round_to_round(backend):
+    # A tile's solver (the CPU graph, or the GPU pull solver with the tile's model on the
+    # device) is built by its first solve and handed on, not rebuilt every round; it never
+    # travels (pickled states drop it) and a state that lost it rebuilds the same floats.
+    import pickle
+
+    from raygrid.kernels import EXACT, forward_star
+    from raygrid.pipeline.decompose import TileState, solve_tile, start_tile
+    from raygrid.pipeline.tiles import tile_grid
+
+    if backend == "cuda" and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("CUDA simulator")
+    star = forward_star((2, 0, 2))
+    geometry = tile_grid({"z": 6, "x": 6}, ("z", "x"), (12, 1, 12), star.radius)
+    slowness = 1.0 / np.linspace(800.0, 3000.0, 12 * 12).reshape(12, 1, 12)
+    index = (0, 0, 0)
+    box = geometry.extended(index)
+    state = start_tile(index, slowness[box], np.float64, star.predecessor_dtype)
+    spacing = np.array([10.0, 1.0, 10.0])
+    settings = (geometry, star, spacing, EXACT, backend)
+    seeds = (np.array([[1, 0, 1]]), np.array([0.0]))
+    first, _, _ = solve_tile(state, *settings, seeds)
+    assert first.solver is not None and state.solver is None
+    # A strip from the right-hand neighbour lowering the tile's halo times.
+    strip_box = geometry.strip((0, 0, 1), index)
+    strip = np.full(tuple(s.stop - s.start for s in strip_box), 1e-3)
+    second, _, summary = solve_tile(first, *settings, None, (strip_box, strip))
+    assert second.solver is first.solver and summary["improved"] > 0
+    moved = pickle.loads(pickle.dumps(first))
+    assert isinstance(moved, TileState) and moved.solver is None
+    again, _, _ = solve_tile(moved, *settings, None, (strip_box, strip))
+    assert again.solver is not None and again.solver is not first.solver
+    np.testing.assert_array_equal(again.times, second.times)
+    np.testing.assert_array_equal(again.predecessor, second.predecessor)

@@ -12,6 +12,8 @@ indices and two de-duplication stamps (4 bytes each): about 36 bytes.
 
 from __future__ import annotations
 
+import threading
+import time
 from functools import cache
 
 import numpy as np
@@ -27,6 +29,7 @@ from .weights import precompute_weights_gpu
 __all__ = [
     "DELTA_FACTOR",
     "default_delta",
+    "NearFarSolver",
     "solve_near_far",
     "near_far_kernels",
 ]
@@ -285,23 +288,14 @@ def default_delta(slowness: np.ndarray, spacing, star: Star) -> float:
     return float(DELTA_FACTOR * np.mean(slowness) * np.mean(lengths))
 
 
-def solve_near_far(
-    slowness: np.ndarray,
-    spacing,
-    star: Star,
-    seeds,
-    *,
-    rule: int = EXACT,
-    precomputed: bool = False,
-    dtype: np.dtype | type = np.float64,
-    delta: float | None = None,
-    targets: np.ndarray | None = None,
-    threads: int = 128,
-    blocks: int | None = None,
-    sync_every: int = 32,
-    return_stats: bool = False,
-):
-    """Traveltimes and predecessors by Near-Far delta-stepping on the GPU, source by source.
+class NearFarSolver:
+    """A model resident on the GPU, solved by Near-Far delta-stepping source by source.
+
+    Building it checks the model and puts it on the device once (padded slowness, star
+    tables, precomputed weights if asked) with one source's search state (times, frontiers,
+    piles, stamps, control); :meth:`solve` then pays per source only for its seeds, a reset
+    of that state, the search and the copy back. One solve runs at a time: calls from
+    several threads wait for each other (they share the device buffers).
 
     Parameters
     ----------
@@ -311,8 +305,6 @@ def solve_near_far(
         Node spacing ``(hz, hy, hx)`` (m).
     star : Star
         Forward star (:func:`raygrid.kernels.forward_star`).
-    seeds : sequence of (seed_nodes, seed_times)
-        One pair per source: flat real indices (int64) and their times (s, ``>= 0``).
     rule : int
         :data:`raygrid.kernels.EXACT` or :data:`raygrid.kernels.MEAN`.
     precomputed : bool
@@ -323,9 +315,6 @@ def solve_near_far(
     delta : float, optional
         Bucket width (s); ``inf`` gives plain frontier Bellman-Ford. Default
         :func:`default_delta`.
-    targets : numpy.ndarray of int64, optional
-        Flat real indices of receivers: stop once all of them are settled. Other nodes may
-        then hold upper bounds or ``inf`` (as with the CPU Dijkstra's ``target_nodes``).
     threads : int
         Threads per block.
     blocks : int, optional
@@ -333,18 +322,11 @@ def solve_near_far(
         stride. Default: enough to fill the device (4 under the simulator).
     sync_every : int
         Steps launched between two reads of the control array by the host.
-    return_stats : bool
-        Also return one dict per source: ``steps`` launched, ``relax_steps``, ``buckets``,
-        ``edges`` (edge relaxations attempted) and ``delta``.
 
-    Returns
-    -------
-    times : numpy.ndarray, shape (S, nz * ny * nx), dtype
-    predecessor : numpy.ndarray, shape (S, nz * ny * nx), ``star.predecessor_dtype``
-        The previous node of ``v`` is ``v - star.offsets[predecessor[v]]``; ``-1`` for
-        seeds and unreached nodes.
-    stats : list of dict
-        Only with ``return_stats``.
+    Attributes
+    ----------
+    setup_s : float
+        Wall seconds spent building the solver.
 
     Notes
     -----
@@ -375,133 +357,223 @@ def solve_near_far(
     See Also
     --------
     raygrid.kernels.dijkstra : the CPU reference.
+    raygrid.kernels.cuda.pull_solver.PullSolver : the pull solver, resident the same way.
     raygrid.kernels.cuda.predecessor.recover_predecessors
     """
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    slowness = np.ascontiguousarray(slowness, dtype=np.float64)
-    if slowness.ndim != 3:
-        raise ValueError(f"slowness must be 3D (nz, ny, nx), got shape {slowness.shape}")
-    if not np.all(np.isfinite(slowness) & (slowness > 0)):
-        raise ValueError("slowness must be finite and positive everywhere")
-    spacing = np.asarray(spacing, dtype=np.float64)
-    shape = slowness.shape
-    n_real = slowness.size
-    if delta is None:
-        delta = default_delta(slowness, spacing, star)
-    if not delta > 0:
-        raise ValueError(f"delta must be positive, got {delta}")
-    if threads < 1 or sync_every < 1:
-        raise ValueError("threads and sync_every must be >= 1")
-    sources = [_checked_seeds(nodes, times, n_real, dtype) for nodes, times in seeds]
 
-    # Padding by the radius gives every real node all its star neighbours in the array;
-    # dummy neighbours have infinite slowness (weight inf), so no thread tests the border.
-    layout = PaddedLayout(shape, star.radius, tuple(max(r, 1) for r in star.radius))
-    n_padded = int(np.prod(layout.padded))
-    if n_padded >= np.iinfo(np.int32).max:
-        raise ValueError(f"grid too large for int32 node indices ({n_padded} padded nodes)")
-    slowness_padded = cuda.to_device(layout.pad(slowness, np.inf))
-    spacing_d = cuda.to_device(spacing)
-    offsets, steps, half, is_forward = star_tables(star, layout)
-    if precomputed:
-        weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
-    else:
-        weights = cuda.device_array((1, 1), dtype=dtype)
-    if targets is None or len(targets) == 0:
-        n_targets = 0
-        targets_d = cuda.to_device(np.zeros(1, dtype=np.int64))
-    else:
-        targets = np.unique(np.asarray(targets, dtype=np.int64))
-        if targets.min() < 0 or targets.max() >= n_real:
-            raise ValueError(f"target nodes must be in [0, {n_real})")
-        n_targets = targets.size
-        targets_d = cuda.to_device(layout.padded_flat(targets).astype(np.int64))
+    def __init__(
+        self,
+        slowness: np.ndarray,
+        spacing,
+        star: Star,
+        *,
+        rule: int = EXACT,
+        precomputed: bool = False,
+        dtype: np.dtype | type = np.float64,
+        delta: float | None = None,
+        threads: int = 128,
+        blocks: int | None = None,
+        sync_every: int = 32,
+    ) -> None:
+        clock = time.perf_counter()
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        slowness = np.ascontiguousarray(slowness, dtype=np.float64)
+        if slowness.ndim != 3:
+            raise ValueError(f"slowness must be 3D (nz, ny, nx), got shape {slowness.shape}")
+        if not np.all(np.isfinite(slowness) & (slowness > 0)):
+            raise ValueError("slowness must be finite and positive everywhere")
+        spacing = np.asarray(spacing, dtype=np.float64)
+        if delta is None:
+            delta = default_delta(slowness, spacing, star)
+        if not delta > 0:
+            raise ValueError(f"delta must be positive, got {delta}")
+        if threads < 1 or sync_every < 1:
+            raise ValueError("threads and sync_every must be >= 1")
+        self.star, self.dtype, self.rule, self.precomputed = star, dtype, rule, precomputed
+        self.spacing, self.delta = spacing, delta
+        self.threads, self.sync_every = threads, sync_every
+        self.n_real = slowness.size
+        self._lock = threading.Lock()
 
-    kernels = near_far_kernels(int(rule), bool(precomputed), dtype.name)
-    times = cuda.device_array(n_padded, dtype=np.uint64 if dtype == np.float32 else np.float64)
-    # Every node enters a near frontier at most once per step and a far pile at most once
-    # per bucket (the stamps), so n_real entries bound each of them.
-    near = cuda.device_array((2, n_real), dtype=np.int32)
-    far = cuda.device_array((3, n_real), dtype=np.int32)
-    near_stamp = cuda.device_array(n_padded, dtype=np.int32)
-    far_stamp = cuda.device_array(n_padded, dtype=np.int32)
-    control = cuda.device_array(CONTROL_SIZE, dtype=np.int64)
-    if blocks is None:
-        blocks = _default_blocks(threads)
-    blocks = max(1, min(blocks, -(-n_real * star.size // threads)))
-    # A safety net that turns a bug into an error instead of a hang: every relax step
-    # relaxes at least one node that improved, and a node seldom improves more than a few
-    # times, so real solves stay far below this.
-    max_relax_steps = 4 * n_real * star.size + 64
+        # Padding by the radius gives every real node all its star neighbours in the array;
+        # dummy neighbours have infinite slowness (weight inf), so no thread tests the border.
+        layout = PaddedLayout(slowness.shape, star.radius, tuple(max(r, 1) for r in star.radius))
+        self.layout = layout
+        n_padded = int(np.prod(layout.padded))
+        if n_padded >= np.iinfo(np.int32).max:
+            raise ValueError(f"grid too large for int32 node indices ({n_padded} padded nodes)")
+        self._slowness = cuda.to_device(layout.pad(slowness, np.inf))
+        self._spacing = cuda.to_device(spacing)
+        self._tables = star_tables(star, layout)
+        if precomputed:
+            self._weights = precompute_weights_gpu(
+                self._slowness, spacing, star.forward, rule, dtype
+            )
+        else:
+            self._weights = cuda.device_array((1, 1), dtype=dtype)
+        self._kernels = near_far_kernels(int(rule), bool(precomputed), dtype.name)
+        packed = np.uint64 if dtype == np.float32 else np.float64
+        self._times = cuda.device_array(n_padded, dtype=packed)
+        # Every node enters a near frontier at most once per step and a far pile at most
+        # once per bucket (the stamps), so n_real entries bound each of them.
+        self._near = cuda.device_array((2, self.n_real), dtype=np.int32)
+        self._far = cuda.device_array((3, self.n_real), dtype=np.int32)
+        self._near_stamp = cuda.device_array(n_padded, dtype=np.int32)
+        self._far_stamp = cuda.device_array(n_padded, dtype=np.int32)
+        self._control = cuda.device_array(CONTROL_SIZE, dtype=np.int64)
+        if blocks is None:
+            blocks = _default_blocks(threads)
+        self.blocks = max(1, min(blocks, -(-self.n_real * star.size // threads)))
+        # A safety net that turns a bug into an error instead of a hang: every relax step
+        # relaxes at least one node that improved, and a node seldom improves more than a
+        # few times, so real solves stay far below this.
+        self._max_relax_steps = 4 * self.n_real * star.size + 64
+        cuda.synchronize()
+        self.setup_s = time.perf_counter() - clock
 
-    out_times = np.empty((len(sources), n_real), dtype=dtype)
-    out_predecessor = np.empty((len(sources), n_real), dtype=star.predecessor_dtype)
-    stats = []
-    for s, (seed_nodes, seed_times) in enumerate(sources):
+    def solve(
+        self,
+        seeds,
+        *,
+        targets: np.ndarray | None = None,
+        predecessors: bool = True,
+        stats: list | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Traveltimes and predecessors of several sources, one after another.
+
+        Parameters
+        ----------
+        seeds : sequence of (seed_nodes, seed_times)
+            One pair per source: flat real indices (int64) and their times (s, ``>= 0``).
+        targets : numpy.ndarray of int64, optional
+            Flat real indices of receivers: stop once all of them are settled. Other nodes
+            may then hold upper bounds or ``inf`` (as with the CPU Dijkstra's
+            ``target_nodes``).
+        predecessors : bool, default True
+            Also return the predecessors; ``False`` returns ``None`` for them and, in
+            float64, skips the pull pass that recovers them.
+        stats : list, optional
+            Appended with one dict per source: ``steps`` launched, ``relax_steps``,
+            ``buckets``, ``edges`` (edge relaxations attempted) and ``delta``.
+
+        Returns
+        -------
+        times : numpy.ndarray, shape (S, nz * ny * nx), dtype
+        predecessor : numpy.ndarray, shape (S, nz * ny * nx), or None
+            The previous node of ``v`` is ``v - star.offsets[predecessor[v]]``; ``-1`` for
+            seeds and unreached nodes.
+        """
+        sources = [_checked_seeds(nodes, times, self.n_real, self.dtype) for nodes, times in seeds]
+        if targets is None or len(targets) == 0:
+            targets_d, n_targets = cuda.to_device(np.zeros(1, dtype=np.int64)), 0
+        else:
+            targets = np.unique(np.asarray(targets, dtype=np.int64))
+            if targets.min() < 0 or targets.max() >= self.n_real:
+                raise ValueError(f"target nodes must be in [0, {self.n_real})")
+            n_targets = targets.size
+            targets_d = cuda.to_device(self.layout.padded_flat(targets).astype(np.int64))
+        out_times = np.empty((len(sources), self.n_real), dtype=self.dtype)
+        out_predecessor = None
+        if predecessors:
+            out_predecessor = np.empty((len(sources), self.n_real), self.star.predecessor_dtype)
+        with self._lock:
+            for s, (seed_nodes, seed_times) in enumerate(sources):
+                found = self._search(seed_nodes, seed_times, targets_d, n_targets)
+                if stats is not None:
+                    stats.append(found)
+                self._copy_back(s, out_times, out_predecessor)
+        return out_times, out_predecessor
+
+    def _search(self, seed_nodes, seed_times, targets_d, n_targets) -> dict:
+        """One source's search, left in the device state; its statistics."""
+        kernels, threads, delta = self._kernels, self.threads, self.delta
+        n_padded = self._times.shape[0]
+        control = self._control
+        frontiers = (self._near, self._far, self._near_stamp, self._far_stamp)
         kernels["reset"][-(-max(n_padded, CONTROL_SIZE) // threads), threads](
-            times, near_stamp, far_stamp, control
+            self._times, self._near_stamp, self._far_stamp, control
         )
-        base = float(seed_times.min())
-        first = base + delta
+        first = float(seed_times.min()) + delta
         bounds = cuda.to_device(np.array([first, first + delta, np.inf]))
         kernels["seed"][-(-seed_nodes.size // threads), threads](
-            times,
-            cuda.to_device(layout.padded_flat(seed_nodes).astype(np.int64)),
+            self._times,
+            cuda.to_device(self.layout.padded_flat(seed_nodes).astype(np.int64)),
             cuda.to_device(seed_times),
             bounds,
-            near,
-            far,
-            near_stamp,
-            far_stamp,
+            *frontiers,
             control,
         )
+        step = kernels["step"][self.blocks, threads]
         n = 0
         while True:
             # Launch a batch of steps, then one host read: steps after the end are no-ops.
-            for _ in range(sync_every):
-                kernels["step"][blocks, threads](
-                    n, control, bounds, times, near, far, near_stamp, far_stamp,
-                    slowness_padded, spacing_d, offsets, steps, half, is_forward, weights,
-                    targets_d, n_targets, delta,
+            for _ in range(self.sync_every):
+                step(
+                    n, control, bounds, self._times, *frontiers, self._slowness,
+                    self._spacing, *self._tables, self._weights, targets_d, n_targets, delta,
                 )  # fmt: skip
                 n += 1
             state = control.copy_to_host()
             if state[DONE]:
                 break
-            if state[RELAX_STEPS] > max_relax_steps:
+            if state[RELAX_STEPS] > self._max_relax_steps:
                 raise RuntimeError(f"Near-Far did not converge in {n} steps (a bug)")
-        stats.append(
-            {
-                "steps": n,
-                "relax_steps": int(state[RELAX_STEPS]),
-                "buckets": int(state[SPLITS]) + 1,
-                "edges": int(state[EDGES]),
-                "delta": float(delta),
-            }
-        )
-        if dtype == np.float32:
-            packed = times.copy_to_host()
+        return {
+            "steps": n,
+            "relax_steps": int(state[RELAX_STEPS]),
+            "buckets": int(state[SPLITS]) + 1,
+            "edges": int(state[EDGES]),
+            "delta": float(delta),
+        }
+
+    def _copy_back(self, row: int, out_times: np.ndarray, out_predecessor) -> None:
+        """The last search's times (and predecessors) into row ``row`` of the outputs."""
+        layout = self.layout
+        if self.dtype == np.float32:
+            packed = self._times.copy_to_host()
             padded_times = (packed >> np.uint64(32)).astype(np.uint32).view(np.float32)
             padded_predecessor = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64) - 1
         else:
-            padded_times = times.copy_to_host()
-            padded_predecessor = recover_predecessors(
-                layout,
-                slowness_padded,
-                spacing,
-                star,
-                times,
-                rule,
-                weights if precomputed else None,
-                threads=threads,
-            ).copy_to_host()
-        out_times[s] = layout.unpad(padded_times.reshape(layout.padded)).reshape(-1)
-        out_predecessor[s] = layout.unpad(padded_predecessor.reshape(layout.padded)).reshape(-1)
+            padded_times = self._times.copy_to_host()
+            padded_predecessor = None
+            if out_predecessor is not None:
+                padded_predecessor = recover_predecessors(
+                    layout, self._slowness, self.spacing, self.star, self._times, self.rule,
+                    self._weights if self.precomputed else None, threads=self.threads,
+                ).copy_to_host()  # fmt: skip
+        out_times[row] = layout.unpad(padded_times.reshape(layout.padded)).reshape(-1)
+        if out_predecessor is not None:
+            unpadded = layout.unpad(padded_predecessor.reshape(layout.padded))
+            out_predecessor[row] = unpadded.reshape(-1)
+
+
+def solve_near_far(
+    slowness: np.ndarray,
+    spacing,
+    star: Star,
+    seeds,
+    *,
+    targets: np.ndarray | None = None,
+    predecessors: bool = True,
+    return_stats: bool = False,
+    **settings,
+):
+    """Traveltimes and predecessors by Near-Far delta-stepping on the GPU, source by source:
+    one :class:`NearFarSolver` (``settings``: its keyword arguments), used once.
+
+    ``targets`` and ``predecessors`` are :meth:`NearFarSolver.solve`'s; with
+    ``return_stats`` a third value, the list of each source's statistics, is returned.
+    """
+    solver = NearFarSolver(slowness, spacing, star, **settings)
+    stats: list = []
+    times, predecessor = solver.solve(
+        seeds, targets=targets, predecessors=predecessors, stats=stats
+    )
     if return_stats:
-        return out_times, out_predecessor, stats
-    return out_times, out_predecessor
+        return times, predecessor, stats
+    return times, predecessor
 
 
 def _checked_seeds(nodes, times, n_real: int, dtype: np.dtype):

@@ -190,7 +190,8 @@ class PullSolver:
         stats: dict | None = None,
         times: np.ndarray | None = None,
         predecessor: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        predecessors: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Traveltimes and predecessors of several sources, ``batch`` at a time.
 
         Parameters
@@ -202,6 +203,10 @@ class PullSolver:
             domain-decomposition tile's state); only the seeds' tiles start active, so the
             bounds must already be consistent away from the seeds, as a previous solve
             leaves them.
+        predecessors : bool, default True
+            Copy the predecessors back to the host. The kernels keep them on the device
+            either way (a time and its predecessor are written together); ``False`` saves
+            their copy (about 1 ms at 1601^2 on an H100) and returns ``None`` for them.
         stats : dict, optional
             Filled with ``passes``, ``host_reads`` (counter reads), ``tiles``,
             ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
@@ -219,19 +224,22 @@ class PullSolver:
         Returns
         -------
         times, predecessor : numpy.ndarray, shape (n_sources, nz * ny * nx)
-            Same conventions as :func:`raygrid.kernels.dijkstra`.
+            Same conventions as :func:`raygrid.kernels.dijkstra`; ``predecessor`` is
+            ``None`` with ``predecessors=False``.
         """
         with self._lock:
-            return self._solve(seeds, stats, times, predecessor)
+            return self._solve(seeds, stats, times, predecessor, predecessors)
 
-    def _solve(self, seeds, stats, times, predecessor):
+    def _solve(self, seeds, stats, times, predecessor, predecessors):
         layout, star, dtype, batch = self.layout, self.star, self.dtype, self.batch
         n_sources = len(seeds)
         n_nodes = int(np.prod(layout.shape))
         if self.schedule == "cooperative" and _cooperative_failed:
             self.schedule = "passes"
         times_out = np.empty((n_sources, n_nodes), dtype=dtype)
-        predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
+        predecessor_out = None
+        if predecessors:
+            predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
         # Tile relaxations, in-block iterations, passes of the last cooperative launch,
         # weights read or computed, tiles deferred, most in-block iterations of a relaxation.
         relaxed = cuda.to_device(np.zeros(6, dtype=np.int64))
@@ -261,7 +269,10 @@ class PullSolver:
             clock = time.perf_counter()
             rows = slice(first, first + count)
             from_padded(layout, self._times, times_out[rows], self._times_real)
-            from_padded(layout, self._predecessor, predecessor_out[rows], self._predecessor_real)
+            if predecessors:
+                from_padded(
+                    layout, self._predecessor, predecessor_out[rows], self._predecessor_real
+                )
             seconds["copy_s"] += time.perf_counter() - clock
         if stats is not None:
             counters = relaxed.copy_to_host()
@@ -377,16 +388,20 @@ def solve_pull(
     stats: dict | None = None,
     times: np.ndarray | None = None,
     predecessor: np.ndarray | None = None,
+    predecessors: bool = True,
     **settings,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Traveltimes of several sources by tiled pull relaxation on the GPU: one
     :class:`PullSolver` (``settings``: its keyword arguments), used once.
 
-    ``stats`` is :meth:`PullSolver.solve`'s, with ``setup_s`` counting the solver's
-    construction too (``setup_model_s`` of it).
+    ``stats``, ``times``, ``predecessor`` and ``predecessors`` are
+    :meth:`PullSolver.solve`'s, with ``setup_s`` counting the solver's construction too
+    (``setup_model_s`` of it).
     """
     solver = PullSolver(slowness, spacing, star, **settings)
-    out = solver.solve(seeds, stats=stats, times=times, predecessor=predecessor)
+    out = solver.solve(
+        seeds, stats=stats, times=times, predecessor=predecessor, predecessors=predecessors
+    )
     if stats is not None:
         stats["setup_s"] += solver.setup_s
     return out
