@@ -5,8 +5,9 @@ CPU reference by 1.5-2.8 s across sessions: ``results/gpu_study_h100.md``), so v
 timed round-robin: round ``k`` runs every variant once, and each variant's median and best
 over the rounds are compared. Variants: the launch-per-pass and phases schedules, each as
 a whole call (``solve_pull``: model to the device, solve, results back) and with the model
-resident (a ``PullSolver`` built before the rounds: a survey worker's case), and
-precomputed weights resident. The CPU Dijkstra runs once on the same host for the ratio.
+resident (a ``PullSolver`` built before the rounds: a survey worker's case), the resident
+passes schedule returning times alone (no predecessors copied back), and precomputed
+weights resident. The CPU Dijkstra runs once on the same host for the ratio.
 
 Run on the GPU host from the repository root (about a minute on an H100)::
 
@@ -35,13 +36,15 @@ from gpu_study import device_info, gradient_slowness, top_centre  # noqa: E402
 from raygrid.kernels import dijkstra, forward_star  # noqa: E402
 from raygrid.kernels.cuda.pull_solver import PullSolver, solve_pull  # noqa: E402
 
-#: Variant name -> (resident model?, solver settings).
+#: Variant name -> (resident model?, solver settings, solve settings).
 VARIANTS = {
-    "passes": (False, {}),
-    "passes-resident": (True, {}),
-    "precomputed-resident": (True, {"precomputed": True}),
-    "phases": (False, {"schedule": "phases"}),
-    "phases-resident": (True, {"schedule": "phases"}),
+    "passes": (False, {}, {}),
+    "passes-resident": (True, {}, {}),
+    # The times alone (traveltime() without raypaths): no predecessors copied back.
+    "passes-resident-times": (True, {}, {"predecessors": False}),
+    "precomputed-resident": (True, {"precomputed": True}, {}),
+    "phases": (False, {"schedule": "phases"}, {}),
+    "phases-resident": (True, {"schedule": "phases"}, {}),
 }
 PARTS = ("setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s")
 COUNTERS = ("passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated")
@@ -53,14 +56,15 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
 
     seeds = top_centre(slowness.shape)
     calls, failed = {}, {}
-    for name, (resident, settings) in VARIANTS.items():
+    for name, (resident, settings, solve) in VARIANTS.items():
         try:
             if resident:
                 solver = PullSolver(slowness, spacing, star, **settings)
-                call = (lambda s: lambda stats: s.solve(seeds, stats=stats))(solver)
+                call = (lambda s, k: lambda stats: s.solve(seeds, stats=stats, **k))(solver, solve)
             else:
                 call = (lambda k: lambda stats: solve_pull(
-                    slowness, spacing, star, seeds, stats=stats, **k))(settings)  # fmt: skip
+                    slowness, spacing, star, seeds, stats=stats, **k)
+                )({**settings, **solve})  # fmt: skip
             call({})  # warm-up: compiles
             cuda.synchronize()
             calls[name] = call
