@@ -30,10 +30,12 @@ from numba import cuda
 
 from ..layout import PaddedLayout
 from ..star import Star
-from .device import simulating
 from .tile_queue import end_phase, finish_tile, notify_phase, take_tile
 
-__all__ = ["pull_kernels", "check_launch", "MAX_INNER", "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D"]
+__all__ = [
+    "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
+    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D",
+]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.
 DEFAULT_BLOCK_2D = (16, 1, 16)
@@ -480,9 +482,22 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
 
     # The pass body above is written out in each kernel on purpose: folding it into one
     # inlined device function gave the same PTX but ~1.5 s more compile time per kernel.
-    # ptxas 13.0 for sm_90 gives `phases` 125-165 registers per thread by configuration
-    # (3D radius 2: 165, so one block of 256 threads per SM where `per_pass` has two);
-    # capped at 128 it spills 28-76 bytes. The cap is a guess from those counts, not a
-    # measurement (the simulator's jit takes no such option).
-    options = {} if simulating() else {"max_registers": 128}
-    return cuda.jit(per_pass), cuda.jit(persistent), cuda.jit(phases, **options)
+    return cuda.jit(per_pass), cuda.jit(persistent), cuda.jit(phases)
+
+
+#: Registers per thread that let two blocks of 256 threads share a multiprocessor.
+PHASES_REGISTERS = 128
+
+
+@cache
+def register_capped(kernel):
+    """``kernel`` compiled with at most :data:`PHASES_REGISTERS` registers per thread.
+
+    ptxas 13.0 for sm_90 gives the ``phases`` kernel 125-128 registers per thread in 2D and
+    151-165 in 3D at radius 2 (one block of 256 threads per SM where ``per_pass`` has two);
+    capped at 128 the 3D kernel spills 76-88 bytes, and a cap on a kernel already within it
+    spills 32-48 bytes for nothing. So the solver compiles uncapped and takes this only
+    where the count is above the cap; whether spilling beats one block per SM is a guess
+    from those counts, not a measurement.
+    """
+    return cuda.jit(kernel.py_func, max_registers=PHASES_REGISTERS)

@@ -32,7 +32,15 @@ from ..star import Star
 from . import tile_queue
 from .arrays import fill, from_padded, scatter, to_padded
 from .device import simulating
-from .pull import DEFAULT_BLOCK_2D, DEFAULT_BLOCK_3D, MAX_INNER, check_launch, pull_kernels
+from .pull import (
+    DEFAULT_BLOCK_2D,
+    DEFAULT_BLOCK_3D,
+    MAX_INNER,
+    PHASES_REGISTERS,
+    check_launch,
+    pull_kernels,
+    register_capped,
+)
 from .weights import precompute_weights_gpu
 
 __all__ = ["PullSolver", "solve_pull", "default_delta", "DELTA_TILES", "SCHEDULES"]
@@ -466,7 +474,10 @@ def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
     control = queue[5]
     relaxed, delta = arguments[-2:]
     try:
-        phases = _specialized(phases, (*arguments, 0))
+        uncapped = phases
+        phases = _specialized(uncapped, (*arguments, 0))
+        if not simulating() and phases.get_regs_per_thread() > PHASES_REGISTERS:
+            phases = _specialized(register_capped(uncapped), (*arguments, 0))
     except Exception as error:
         logger.warning("phases kernel unavailable (%s)", error)
         phases = None

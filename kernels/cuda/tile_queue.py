@@ -24,13 +24,22 @@ a time and no notification is lost:
 A phase's kernel ends when no tile is queued or running (``OUTSTANDING``, incremented
 before a tile is queued and decremented after its relaxation has notified its neighbours,
 reaches zero: only a running tile queues new ones). The queue is a bounded ring of
-``(index << 32 | tile)`` slots, so a slow reader never takes a later entry.
+``(index << 32 | tile)`` slots. A slot free for the writer of index ``i`` holds
+``(i << 32) | FREE`` (:func:`free_slot`): a writer waits for its own lap's tag, not for any
+free slot, so a writer of a later lap can never take the slot of one still waiting (which
+would leave that writer and the reader of its index stuck); a reader waits for its own
+index, so a slow reader never takes a later entry (the standard bounded-queue scheme).
 
-Every notifier writes its times, fences, then changes the state; every taker changes the
-state, fences, then loads: a taker sees every write whose notification found the tile
-queued, and a notification that finds the tile running marks it dirty. Spins read through
-atomics (never a cached load) and give up after :data:`SPIN_LIMIT` rounds, setting
-``ERROR`` for the host rather than hanging the device.
+Ordering (the PTX memory model; Numba's atomics are relaxed, so every ordering comes from
+``cuda.threadfence``, a ``fence.sc.gpu``): every notifier writes its times, fences, then
+changes the state; every taker changes the state, fences, then loads: a taker sees every
+write whose notification found the tile queued, and a notification that finds the tile
+running marks it dirty. A pusher fences between changing a tile's state and writing its
+ring slot, and a taker fences between reading the slot and changing the state, so a
+tile's NEAR lands before the RUNNING of the block that took it. A block whose tile was
+marked dirty fences before it reads the tile's pending time. Spins read through atomics
+(never a cached load) and give up after :data:`SPIN_LIMIT` rounds, or as soon as another
+block gave up, setting ``ERROR`` for the host rather than hanging the device.
 """
 
 from __future__ import annotations
@@ -46,8 +55,8 @@ from .device import simulating
 __all__ = [
     "IDLE", "NEAR", "RUNNING", "DIRTY", "FAR",
     "HEAD", "TAIL", "OUTSTANDING", "EXITED", "FAR_COUNT", "ERROR", "CONTROL_SIZE",
-    "notify_phase", "take_tile", "finish_tile", "end_phase", "promote_kernel", "EMPTY",
-    "first_phase",
+    "notify_phase", "take_tile", "finish_tile", "end_phase", "promote_kernel", "FREE",
+    "free_slot", "first_phase",
 ]  # fmt: skip
 
 # Tile states.
@@ -55,11 +64,12 @@ IDLE, NEAR, RUNNING, DIRTY, FAR = 0, 1, 2, 3, 4
 # Slots of the int32 control array.
 HEAD, TAIL, OUTSTANDING, EXITED, FAR_COUNT, ERROR = 0, 1, 2, 3, 4, 6
 CONTROL_SIZE = 8
-#: An empty ring slot.
-EMPTY = -1
-#: Rounds a block waits (for a ring slot or for work) before it declares the queue stuck.
-SPIN_LIMIT = 1 << 24
-_LOW = np.int64(0xFFFFFFFF)
+#: The low word of a free ring slot (no tile has this number).
+FREE = 0xFFFFFFFF
+#: Rounds a block waits (for a ring slot or for work) before it declares the queue stuck:
+#: with the back-off below, a few seconds (a stall then costs a GPU session little).
+SPIN_LIMIT = 1 << 20
+_LOW = np.int64(FREE)
 
 if simulating():
 
@@ -78,8 +88,10 @@ else:
 
     @cuda.jit(device=True, inline="always")
     def _pause(rounds):
-        # Back off from the contended counters: 32 ns doubling to about 1 us.
-        cuda.nanosleep(np.uint32(32 << min(rounds, 5)))
+        # Back off from the contended counters (an idle block polls the words every busy
+        # block's pushes and takes hit): 32 ns doubling to about 4 us, against tens of
+        # microseconds for a tile's relaxation.
+        cuda.nanosleep(np.uint32(32 << min(rounds, 7)))
 
     @cuda.jit(device=True, inline="always")
     def _read(array, index):
@@ -89,17 +101,27 @@ else:
 
 
 @cuda.jit(device=True, inline="always")
+def free_slot(index):
+    """The value of a ring slot free for the writer of ``index``."""
+    return (np.int64(index) << 32) | _LOW
+
+
+@cuda.jit(device=True, inline="always")
 def _push_near(tile, near, control):
+    # The caller's change of the tile's state lands before the entry can be read.
+    cuda.threadfence()
     # Counted before it is queued, so OUTSTANDING never reads zero while a tile waits.
     cuda.atomic.add(control, OUTSTANDING, 1)
     index = cuda.atomic.add(control, TAIL, 1)
     slot = index % near.shape[0]
     entry = (np.int64(index) << 32) | np.int64(tile)
+    free = free_slot(index)
     rounds = 0
-    # The slot is free once the reader of the entry one lap earlier has taken it.
-    while cuda.atomic.cas(near, slot, np.int64(EMPTY), entry) != EMPTY:
+    # The slot is this writer's once the reader of the entry one lap earlier has taken it
+    # and tagged it free for this index.
+    while cuda.atomic.cas(near, slot, free, entry) != free:
         rounds += 1
-        if rounds > SPIN_LIMIT:
+        if rounds > SPIN_LIMIT or _read(control, ERROR) != 0:
             control[ERROR] = 1
             return
         _pause(rounds)
@@ -153,7 +175,7 @@ def notify_phase(tile, value, phase, worklist):
 def take_tile(near, state, pending, control, rounds):
     """For one thread of a block: the next queued tile (now ``RUNNING``), ``-1`` to try
     again, or ``-2`` when the phase is over (nothing queued or running) or stuck."""
-    if control[ERROR] != 0:
+    if _read(control, ERROR) != 0:
         return -2
     head = _read(control, HEAD)
     if head < _read(control, TAIL):
@@ -163,20 +185,23 @@ def take_tile(near, state, pending, control, rounds):
         waited = 0
         while True:
             entry = _read(near, slot)
-            if entry != EMPTY and (entry >> 32) == head:
+            if (entry >> 32) == head and (entry & _LOW) != _LOW:
                 break
             waited += 1  # its writer has claimed the index but not yet written the slot
-            if waited > SPIN_LIMIT:
+            if waited > SPIN_LIMIT or _read(control, ERROR) != 0:
                 control[ERROR] = 1
                 return -2
             _pause(waited)
-        cuda.atomic.exch(near, slot, np.int64(EMPTY))
+        # The pusher's change of the state (before its fence) lands before this block's.
+        cuda.threadfence()
+        cuda.atomic.exch(near, slot, free_slot(head + near.shape[0]))
         tile = entry & _LOW
         cuda.atomic.exch(state, tile, RUNNING)
         cuda.threadfence()
-        # Consumed; a notification racing with this store finds the tile RUNNING and
-        # marks it DIRTY, so its value is never needed.
-        pending[tile] = np.inf
+        # Consumed; a notification racing with this finds the tile RUNNING and marks it
+        # DIRTY, so its value is never needed. (An atomic, not a plain store racing with
+        # the notifiers' atomic min; float atomic exchange is missing in numba-cuda.)
+        cuda.atomic.max(pending, tile, np.inf)
         cuda.threadfence()
         return tile
     if _read(control, OUTSTANDING) == 0:
@@ -195,8 +220,11 @@ def finish_tile(tile, phase, worklist):
     pending, state, near, far, far_mark, control, bounds, threshold, relaxed = worklist
     cuda.threadfence()
     if cuda.atomic.cas(state, tile, RUNNING, IDLE) != RUNNING:
-        # DIRTY: only this thread changes it now. An infinite value means the notification
-        # raced with the reset in take_tile: run it in this phase.
+        # DIRTY: only this thread changes it now. The fence: the notifier lowered the
+        # pending time before its fence and its DIRTY, which this read must see. An
+        # infinite value means the notification raced with the reset in take_tile: run it
+        # in this phase.
+        cuda.threadfence()
         value = _read(pending, tile)
         if value <= threshold or value == np.inf:
             cuda.atomic.exch(state, tile, NEAR)
@@ -234,7 +262,8 @@ def first_phase(pending: np.ndarray) -> tuple[np.ndarray, ...]:
     control = np.zeros(CONTROL_SIZE, dtype=np.int32)
     control[FAR_COUNT] = len(first)
     bounds = np.array([pending.min(initial=np.inf), np.inf])
-    near = np.full(n_tiles + 1, EMPTY, dtype=np.int64)
+    # Slot i is free for the writer of index i (the first lap).
+    near = (np.arange(n_tiles + 1, dtype=np.int64) << 32) | FREE
     return np.asarray(pending, np.float64), state, near, far, far_mark, control, bounds
 
 
@@ -246,8 +275,8 @@ def promote_kernel():
     def promote(pending, state, near, far, far_mark, control, bounds, relaxed, delta, phase):
         i = cuda.grid(1)
         parity = phase % 2
-        if i >= control[FAR_COUNT + parity]:
-            return
+        if i >= control[FAR_COUNT + parity] or control[ERROR] != 0:
+            return  # (after a stall the ring may be left full: the host raises)
         threshold = bounds[parity] + delta
         tile = far[parity, i]
         if state[tile] != FAR:
