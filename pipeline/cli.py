@@ -17,13 +17,18 @@ __all__ = ["main"]
 
 
 def _input_errors(command: Callable) -> Callable:
-    """Print an :class:`InputError` as ``error: ...`` and exit with status 2."""
+    """Print an :class:`InputError`, or a file that cannot be read or written (``OSError``:
+    a read-only folder, a full disk), as ``error: ...`` and exit with status 2. A run cut
+    short that way resumes like any other."""
 
     @wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except InputError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+        except OSError as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(2)
 
@@ -86,22 +91,27 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
 
     A file whose top level has a ``cluster`` key is a cluster file; any other is a workflow.
     """
-    import yaml
-
     from .cluster import read_cluster
     from .workflow import prepare_workflow, read_workflow
+    from .yamlfile import load_yaml
 
     failed = False
     for path in files:
         try:
-            data = yaml.safe_load(path.read_text()) if path.is_file() else None
-            if isinstance(data, dict) and "cluster" in data:
+            if "cluster" in load_yaml(path, "workflow or cluster").data:
                 config = read_cluster(path)
                 click.echo(f"{path}: valid cluster file ({config.cluster})")
                 continue
             spec = read_workflow(path)
+            if spec.compute.cluster is not None:
+                try:
+                    read_cluster(spec.compute.cluster)
+                except InputError as error:
+                    raise InputError(f"{path}: compute.cluster: {error}") from None
             if check_model:
-                prepared = prepare_workflow(spec)
+                # Checked for the machine the workflow is meant for, not this one: a GPU
+                # workflow is validated on a login node before it is submitted.
+                prepared = prepare_workflow(spec, here=False)
                 click.echo(
                     f"{path}: valid workflow: {len(prepared.sources)} source(s), "
                     f"{len(prepared.receivers)} receiver(s), model "
@@ -109,11 +119,19 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                 )
             else:
                 click.echo(f"{path}: valid workflow (schema only)")
-        except (InputError, yaml.YAMLError) as error:
+            if spec.compute.backend == "cuda" and not _gpu_here():
+                click.echo(f"{path}: note: backend cuda needs a GPU; this machine has none")
+        except InputError as error:
             click.echo(f"error: {error}", err=True)
             failed = True
     if failed:
         sys.exit(2)
+
+
+def _gpu_here() -> bool:
+    from ..kernels.cuda import cuda_usable  # numba.cuda only when a workflow asks for it
+
+    return cuda_usable()
 
 
 @main.command()

@@ -55,7 +55,7 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
         status = "all sources done, not finalised: rerun the workflow to finish it"
     else:
         status = "partial: rerun the workflow to resume it"
-    model = " x ".join(f"{d}={n}" for d, n in dataset["velocity"].sizes.items())
+    model = ", ".join(f"{d}={n}" for d, n in dataset["velocity"].sizes.items())
     radius = ", ".join(f"{k[7:]}={v}" for k, v in attrs.items() if k.startswith("radius_"))
     lines = [
         f"store: {path} ({_bytes(_size(path))} on disk)",
@@ -111,6 +111,7 @@ def plot_directory(path: str | Path, out: str | Path | None, sources: list[int])
     out = Path(out) if out is not None else path.parent
     stem = path.name.removesuffix(".zarr")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]
-    if "receiver_traveltime" in dataset and state.done.all():
+    # Gathers plot time against source position: with one source there is nothing to draw.
+    if "receiver_traveltime" in dataset and state.done.all() and n > 1:
         written.append(plot_gathers(dataset, out / f"{stem}-gathers.png"))
     return written

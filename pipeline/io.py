@@ -70,6 +70,10 @@ def load_velocity(
     if not path.exists():
         raise InputError(f"velocity model {path} does not exist")
     suffix = path.suffix.lower()
+    if suffix != ".npy" and (spacing is not None or origin is not None):
+        raise InputError(
+            f"{path}: spacing and origin are for .npy models; this file has its own coordinates"
+        )
     if suffix == ".zarr" or (path.is_dir() and (path / "zarr.json").exists()):
         with warnings.catch_warnings():
             # Stores without consolidated metadata are normal in zarr v3; xarray warns
@@ -79,13 +83,23 @@ def load_velocity(
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
         # Lazily indexed (no dask): a tiled solve chunks it by its tiles, so each worker
         # reads only its own; a contiguous file opened with dask would be one chunk.
-        velocity = _pick(xr.open_dataset(path), variable, path)
+        try:
+            dataset = xr.open_dataset(path)
+        except (OSError, ValueError) as error:  # no NetCDF engine, or not a NetCDF file
+            raise InputError(f"{path}: cannot open it as NetCDF ({error})") from None
+        velocity = _pick(dataset, variable, path)
     elif suffix == ".npy":
-        values = np.load(path)
+        try:
+            values = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: cannot read it as a NumPy array ({error})") from None
         if values.ndim not in (2, 3):
             raise InputError(f"{path}: a velocity array must be 2D or 3D, got {values.ndim}D")
         if spacing is None:
-            raise InputError(f"{path}: a .npy model needs spacing= (it has no coordinates)")
+            raise InputError(
+                f"{path}: a .npy model has no coordinates: give its spacing (spacing= in "
+                "Python, model.spacing in a workflow) and its units"
+            )
         dims = dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x"))
         step = spacing if isinstance(spacing, Mapping) else {d: spacing for d in dims}
         start = origin or {}

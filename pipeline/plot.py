@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # files only: raygrid never opens a window
 
@@ -58,14 +59,22 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
             ax.clabel(contours, fmt="%.2f s", fontsize=7)
     for ray_x, ray_z in _rays_of(dataset, source):
         ax.plot(ray_x, ray_z, color="red", lw=1.2)
+    # Markers unclipped: a source on the surface or a receiver at the edge is drawn whole.
     if "receiver_x" in dataset:
-        ax.plot(dataset["receiver_x"], dataset["receiver_z"], "v", color="black", ms=6)
+        ax.plot(
+            dataset["receiver_x"], dataset["receiver_z"], "v", color="black", ms=6, clip_on=False
+        )
     ax.plot(
         dataset["source_x"][source], dataset["source_z"][source], "*",
-        color="gold", ms=14, markeredgecolor="black",
+        color="gold", ms=14, markeredgecolor="black", clip_on=False,
     )  # fmt: skip
     unit = velocity["x"].attrs.get("units", "")
     title = f"raygrid: first-arrival traveltimes, source {source} of {n_sources}"
+    if "y" in dataset["velocity"].dims:
+        title += (
+            f"\nsection y = {float(velocity['y']):g} {unit} through the source; rays and "
+            "receivers projected onto it"
+        )
     ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})", title=title)
     ax.invert_yaxis()  # z is positive down
     ax.set_aspect("equal")
@@ -88,10 +97,13 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
     unit = dataset["source_x"].attrs.get("units") or dataset["x"].attrs.get("units", "")
     left.set(xlabel=f"source x ({unit})", ylabel="traveltime (s)", title="receiver gathers")
     left.invert_yaxis()  # seismic convention: time grows downwards
-    left.legend(fontsize=7)
+    shown = "" if len(receivers) == n_receivers else f"{len(receivers)} of {n_receivers}"
+    left.legend(fontsize=7, title=f"receivers: {shown}" if shown else None, title_fontsize=7)
     image = right.imshow(table.values, aspect="auto", cmap="magma_r", interpolation="nearest")
     fig.colorbar(image, ax=right, label="traveltime (s)")
     right.set(xlabel="receiver", ylabel="source", title="receiver_traveltime(source, receiver)")
+    for axis in (right.xaxis, right.yaxis):  # sources and receivers are numbered
+        axis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     return _save(fig, path)
 
 

@@ -69,9 +69,11 @@ class Options:
         return PRECISIONS[self.precision]
 
 
-def _resolve_backend(backend: str) -> str:
+def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
     if backend == "cpu":
         return "cpu"
+    if not here:  # checking a file for another machine: no look at this one's hardware
+        return "cuda" if backend == "cuda" or algorithm in ALGORITHMS["cuda"] else "cpu"
     from ..kernels.cuda import cuda_usable, simulating  # numba.cuda only when asked for
 
     if backend == "auto":
@@ -91,12 +93,15 @@ def check_options(
     algorithm: str | None = None,
     batch: int = 1,
     precompute: bool = False,
+    here: bool = True,
 ) -> Options:
     """Validate the options; raise :class:`InputError` naming the bad one.
 
     ``backend="auto"`` resolves to ``"cuda"`` only when a real GPU is usable (never the
     simulator); ``algorithm=None`` picks the backend's default (``dijkstra`` on the CPU,
-    ``pull`` on CUDA).
+    ``pull`` on CUDA). ``here=False`` checks the options for another machine (a batch
+    job's, from a login node): ``"cuda"`` is not refused for want of a GPU here, and
+    ``"auto"`` resolves to CUDA only where the algorithm says so.
     """
     if weights not in WEIGHT_RULES:
         raise InputError(f"weights must be one of {sorted(WEIGHT_RULES)}, got {weights!r}")
@@ -109,7 +114,7 @@ def check_options(
         raise InputError(f"algorithm must be one of {known}, got {algorithm!r}")
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
         raise InputError(f"batch must be a positive integer, got {batch!r}")
-    resolved = _resolve_backend(backend)
+    resolved = _resolve_backend(backend, algorithm, here)
     if algorithm is None:
         algorithm = ALGORITHMS[resolved][0]
     elif algorithm not in ALGORITHMS[resolved]:
@@ -284,6 +289,9 @@ def _source_list(sources: Any, dims: tuple[str, ...]) -> list[dict[str, float]]:
         if missing:
             raise InputError(f"the sources table has no column for {missing}")
         columns = {d: np.atleast_1d(np.asarray(sources[d], dtype=float)) for d in dims}
+        lengths = {d: len(column) for d, column in columns.items()}
+        if len(set(lengths.values())) > 1:
+            raise InputError(f"the sources table's columns differ in length: {lengths}")
         return [{d: float(columns[d][i]) for d in dims} for i in range(len(columns[dims[0]]))]
     if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
         raise InputError("sources must be a sequence of mappings or a table of columns")

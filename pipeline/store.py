@@ -29,6 +29,7 @@ version; ``complete`` turns true after the final step.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from collections.abc import Mapping
@@ -49,13 +50,13 @@ __all__ = [
     "SourceWriter",
     "StoreState",
     "check_store",
+    "check_writable",
     "create_store",
     "done_sources",
     "finish_store",
     "open_store",
     "prepare_store",
     "write_source",
-    "write_store",
 ]
 
 #: Bytes of one traveltime chunk above which a field is cut along the model dims too.
@@ -74,31 +75,6 @@ def field_compressors() -> tuple:
 
 
 RAY_PARTS = "ray_parts"
-
-
-def write_store(dataset: xr.Dataset, path: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``dataset`` to a Zarr (v3) store at ``path`` atomically.
-
-    The store is written beside its destination under a temporary name and renamed into
-    place only once complete, so a crash leaves either no store or the previous one.
-
-    Raises
-    ------
-    InputError
-        If ``path`` exists and ``overwrite`` is false.
-    """
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise InputError(f"{path} already exists; choose another store or pass overwrite")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = _partial_name(path)
-    try:
-        dataset.to_zarr(partial, mode="w", zarr_format=3, consolidated=False)
-        _replace(partial, path)
-    finally:
-        if partial.exists():
-            shutil.rmtree(partial)
-    return path
 
 
 def _partial_name(path: Path) -> Path:
@@ -275,12 +251,23 @@ def check_store(spec: StoreSpec, fingerprint: str, *, overwrite: bool) -> StoreS
         As :func:`prepare_store`, for a path that holds anything but this workflow's store.
     """
     path = spec.path
-    if overwrite or not path.exists():
+    check_writable(path)
+    if not path.exists():
         return None
     try:
         state = open_store(path)
     except InputError as error:
-        raise InputError(f"{error}; it is left untouched (use --overwrite to replace it)") from None
+        # --overwrite replaces a raygrid store, never whatever else a mistyped path names (a
+        # folder of the user's, the model, the working directory).
+        raise InputError(
+            f"{error}; it is left untouched, with or without --overwrite (which replaces "
+            "only a raygrid survey store): choose another outputs.store"
+        ) from None
+    here = Path.cwd().resolve()
+    if here == path.resolve() or path.resolve() in here.parents:
+        raise InputError(f"{path} holds the working directory; choose another outputs.store")
+    if overwrite:
+        return None
     if state.fingerprint != fingerprint:
         raise InputError(
             f"{path} holds the results of a different workflow (stored fingerprint "
@@ -290,6 +277,19 @@ def check_store(spec: StoreSpec, fingerprint: str, *, overwrite: bool) -> StoreS
     if state.done.size != spec.n_sources:
         raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
     return state
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`InputError` if a store cannot be created at ``path``: its nearest
+    existing ancestor must be a folder this process may write in (checked before any
+    cluster starts; a write can still fail later, e.g. on a full disk)."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot create store {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot create store {path}: {parent} is not writable")
 
 
 def prepare_store(

@@ -75,14 +75,21 @@ class SyntheticModel(_Strict):
 
 
 class FileModel(_Strict):
-    """A model read from a Zarr store, NetCDF or ``.npy`` file."""
+    """A model read from a Zarr store, NetCDF or ``.npy`` file (a ``.npy`` array has no
+    coordinates: give its ``spacing``, and ``units`` for its values)."""
 
     path: Path
     variable: str | None = None
     units: str | None = None
+    spacing: PositiveFloat | dict[str, PositiveFloat] | None = None  # .npy only
+    origin: dict[str, float] | None = None  # .npy only; default 0 on every axis
+    length_unit: Literal["m", "km"] = "m"  # .npy only: unit of spacing and origin
 
     def build(self) -> xr.DataArray:
-        return load_velocity(self.path, self.variable, units=self.units)
+        return load_velocity(
+            self.path, self.variable, units=self.units, spacing=self.spacing,
+            origin=self.origin, length_unit=self.length_unit,
+        )  # fmt: skip
 
 
 def _model_kind(value: Any) -> str:
@@ -205,15 +212,20 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
     return InputError(document.problem(location, str(error)))
 
 
-def prepare_workflow(workflow: Workflow) -> PreparedWorkflow:
+def prepare_workflow(workflow: Workflow, *, here: bool = True) -> PreparedWorkflow:
     """Build the model and check every option, source and receiver against it.
+
+    ``here=False`` checks a workflow meant for another machine (``raygrid validate`` on a
+    login node): options are not refused for this machine's hardware
+    (:func:`raygrid.pipeline.solve.check_options`).
 
     Raises
     ------
     InputError
         For a missing or bad model file, bad units or values, a radius the model cannot
-        hold, a source or receiver outside the model (naming which one and its line), or an
-        option the machine cannot honour (``backend: cuda`` without a GPU).
+        hold, a source or receiver outside the model (naming which one and its line), a
+        plotted source that does not exist, or an option the machine cannot honour
+        (``backend: cuda`` without a GPU, unless ``here=False``).
     """
     try:
         velocity = workflow.model.build()
@@ -234,6 +246,7 @@ def prepare_workflow(workflow: Workflow) -> PreparedWorkflow:
             compute.algorithm,
             compute.cuda_batch,
             compute.precompute,
+            here=here,
         )
     except InputError as error:
         raise _located(workflow, ("compute", "backend"), error) from None
@@ -254,6 +267,13 @@ def prepare_workflow(workflow: Workflow) -> PreparedWorkflow:
         indices[key] = np.array(located, dtype=np.float64).reshape(-1, 3)
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
+    outputs = workflow.outputs
+    if outputs.plot is not None and outputs.plot_source >= len(points["sources"]):
+        message = (
+            f"source {outputs.plot_source} cannot be plotted: there are "
+            f"{len(points['sources'])} sources (numbered from 0)"
+        )
+        raise _located(workflow, ("outputs", "plot_source"), InputError(message))
     if compute.tiles is not None:
         unknown = set(compute.tiles) - set(grid.dims)
         if unknown:

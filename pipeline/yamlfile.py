@@ -96,20 +96,44 @@ def _child(data: Any, node: yaml.Node | None, part: Any):
     return None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
+    silently: ``radius: 3`` then ``radius: 7`` would run radius 7 without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | Path, what: str) -> YamlDocument:
     """Read a YAML mapping from ``path``.
 
     Raises
     ------
     InputError
-        If the file does not exist, is not valid YAML (with the line), or is not a mapping.
+        If the file does not exist, is not text, is not valid YAML (with the line), gives
+        a key twice in one mapping, or is not a mapping.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{what} file {path} does not exist")
-    text = path.read_text()
     try:
-        data = yaml.safe_load(text)
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (a {what} file is YAML)") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark

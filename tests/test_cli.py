@@ -113,6 +113,34 @@ def test_validate(tmp_path):
     assert raygrid("validate", tmp_path / "nope.yaml", cwd=tmp_path).returncode == 2
 
 
+def test_validate_names_the_file_of_every_problem(tmp_path):
+    (tmp_path / "syntax.yaml").write_text("model: {synthetic: gradient\nsources: []\n")
+    (tmp_path / "twice.yaml").write_text("grid:\n  radius: 3\n  radius: 7\n")
+    (tmp_path / "binary.yaml").write_bytes(b"\x93NUMPY\x01\x00\xff\xfe")
+    no_cluster = write_workflow(tmp_path, compute={"cluster": "configs/nope.yaml"})
+    files = ["syntax.yaml", "twice.yaml", "binary.yaml", no_cluster.name]
+    run = raygrid("validate", *files, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "syntax.yaml:2: not valid YAML" in run.stderr
+    assert "twice.yaml:3: not valid YAML: key 'radius' is given twice" in run.stderr
+    assert "binary.yaml: not a text file" in run.stderr
+    assert "workflow.yaml: compute.cluster: cluster file configs/nope.yaml does not exist" in (
+        run.stderr
+    )
+
+
+def test_validate_checks_a_gpu_workflow_for_its_machine(tmp_path):
+    # Validated on a login node (no GPU here) before it is submitted: a note, not an error;
+    # running it here is refused.
+    path = write_workflow(tmp_path, compute={"backend": "cuda"})
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
+    checked = subprocess.run([exe, "validate", str(path)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert "valid workflow" in checked.stdout and "note: backend cuda needs a GPU" in checked.stdout
+
+
 def test_version():
     run = raygrid("--version", cwd=ROOT)
     assert run.returncode == 0 and rg.__version__ in run.stdout
@@ -297,5 +325,10 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         assert (tmp_path / "pictures" / png).read_bytes()[:4] == b"\x89PNG"
     bad = raygrid("plot", "out/survey.zarr", "--source", "99", cwd=tmp_path)
     assert bad.returncode == 2 and "out of range" in bad.stderr
+    # A folder that cannot be made (a file stands there) is an error, not a traceback.
+    unwritable = raygrid("plot", "out/survey.zarr", "--out", "pictures/survey-gathers.png",
+                         cwd=tmp_path)  # fmt: skip
+    assert unwritable.returncode == 2 and unwritable.stderr.startswith("error: ")
+    assert "Traceback" not in unwritable.stderr
     missing = raygrid("info", "nope.zarr", cwd=tmp_path)
     assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -179,5 +179,7 @@ def test_bad_sources_table(velocity):
         traveltimes(velocity, {"z": [0.0, 10.0]})
     with pytest.raises(InputError, match="no sources given"):
         traveltimes(velocity, [])
+    with pytest.raises(InputError, match="columns differ in length"):
+        traveltimes(velocity, {"z": [0.0, 10.0], "x": [0.0]})
     with pytest.raises(InputError, match="source x=999 is outside"):
         traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 999.0}])

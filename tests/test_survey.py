@@ -327,12 +327,44 @@ def test_a_cluster_that_cannot_start_creates_or_touches_no_store(tmp_path, clien
     ]
 
 
-def test_something_else_at_the_store_path_is_left_alone(tmp_path, client):
+def test_something_else_at_the_store_path_is_left_alone(tmp_path, client, monkeypatch):
+    # --overwrite replaces a raygrid store only: not a folder of the user's, not the model
+    # store (a mistyped outputs.store), not the working directory.
     (tmp_path / "survey.zarr").mkdir()
     (tmp_path / "survey.zarr" / "precious.txt").write_text("keep me")
-    with pytest.raises(InputError, match="left untouched"):
-        run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match="left untouched, with or without --overwrite"):
+            run_workflow(read_workflow(workflow_file(tmp_path)), client=client, overwrite=overwrite)
     assert (tmp_path / "survey.zarr" / "precious.txt").read_text() == "keep me"
+    model = tmp_path / "model.zarr"
+    rg.constant_model({"z": 31, "x": 41}, 10.0, 2000.0).to_dataset(name="vp").to_zarr(
+        model, zarr_format=3, consolidated=False
+    )
+    before = _chunk_files(model)
+    path = workflow_file(tmp_path / "m", model={"path": str(model)}, outputs={"store": str(model)})
+    spec = yaml.safe_load(path.read_text())
+    spec["outputs"]["store"] = str(model)
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError, match="not a raygrid survey store; it is left untouched"):
+        run_workflow(read_workflow(path), client=client, overwrite=True)
+    assert _chunk_files(model) == before
+    monkeypatch.chdir(tmp_path / "survey.zarr")
+    spec["outputs"]["store"] = "."
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError, match="left untouched"):
+        run_workflow(read_workflow(path), client=client, overwrite=True)
+    assert (tmp_path / "survey.zarr" / "precious.txt").read_text() == "keep me"
+
+
+def test_a_store_that_cannot_be_created_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "afile").write_text("a file, not a folder")
+    path = workflow_file(tmp_path, outputs={"store": "x.zarr"})
+    spec = yaml.safe_load(path.read_text())
+    spec["outputs"]["store"] = str(tmp_path / "afile" / "sub" / "survey.zarr")
+    path.write_text(yaml.safe_dump(spec))
+    # No client and an unreachable cluster: the refusal comes before any cluster is asked for.
+    with pytest.raises(InputError, match="afile is a file, not a folder"):
+        run_workflow(read_workflow(path), cluster=unreachable_cluster(tmp_path))
 
 
 def test_bad_inputs_touch_no_store(tmp_path, client):

@@ -202,3 +202,47 @@ def test_workflow_dump_round_trips(tmp_path):
     workflow = read_workflow(write(tmp_path, SMALL))
     again = yaml.safe_load(workflow.model_dump_json())
     assert again["grid"]["radius"] == 2 and again["outputs"]["rays"] is True
+
+
+def test_a_key_given_twice_is_an_error(tmp_path):
+    path = write(tmp_path, SMALL.replace("  radius: 2", "  radius: 2\n  radius: 5"))
+    with pytest.raises(InputError, match=rf"{path}:6: not valid YAML: key 'radius' is given"):
+        read_workflow(path)
+
+
+def test_the_plotted_source_must_exist(tmp_path):
+    path = write(tmp_path, SMALL + "  plot: out/small.png\n  plot_source: 2\n")
+    with pytest.raises(InputError) as error:
+        prepare_workflow(read_workflow(path))
+    assert f"{path}:14: outputs.plot_source: source 2 cannot be plotted: there are 2" in str(
+        error.value
+    )
+
+
+def test_npy_model_with_its_grid(tmp_path):
+    values = np.linspace(1500.0, 3000.0, 21 * 31).reshape(21, 31)
+    np.save(tmp_path / "v.npy", values)
+    model = f"  path: {tmp_path / 'v.npy'}\n  spacing: {{z: 10.0, x: 12.5}}\n  units: m/s"
+    text = SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}", model)
+    prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
+    assert prepared.grid.shape == (21, 31) and tuple(prepared.grid.spacing3) == (10.0, 1.0, 12.5)
+    np.testing.assert_array_equal(prepared.velocity.values, values)
+    no_grid = text.replace("\n  spacing: {z: 10.0, x: 12.5}", "")
+    with pytest.raises(InputError, match="a .npy model has no coordinates: give its spacing"):
+        prepare_workflow(read_workflow(write(tmp_path, no_grid)))
+    import raygrid.pipeline as rg
+
+    rg.constant_model({"z": 21, "x": 31}, 10.0, 2000.0).to_dataset(name="vp").to_zarr(
+        tmp_path / "v.zarr", zarr_format=3, consolidated=False
+    )
+    on_zarr = text.replace("v.npy", "v.zarr")
+    with pytest.raises(InputError, match="spacing and origin are for .npy models"):
+        prepare_workflow(read_workflow(write(tmp_path, on_zarr)))
+
+
+def test_a_file_that_is_not_netcdf_is_an_input_error(tmp_path):
+    import raygrid.pipeline as rg
+
+    (tmp_path / "v.nc").write_text("not netcdf")
+    with pytest.raises(InputError, match="cannot open it as NetCDF"):
+        rg.load_velocity(tmp_path / "v.nc")
