@@ -89,7 +89,7 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
 def validate(files: tuple[Path, ...], check_model: bool) -> None:
     """Check workflow and cluster FILES without running anything.
 
-    A file whose top level has a ``cluster`` key is a cluster file; any other is a workflow.
+    A file whose top level has a "cluster" key is a cluster file; any other is a workflow.
     """
     from .cluster import read_cluster
     from .workflow import prepare_workflow, read_workflow

@@ -143,7 +143,7 @@ def test_load_velocity_errors(tmp_path, model):
     with pytest.raises(rg.InputError, match="unknown model format"):
         rg.load_velocity(tmp_path / "model.txt")
     np.save(tmp_path / "m.npy", model.values)
-    with pytest.raises(rg.InputError, match="needs spacing"):
+    with pytest.raises(rg.InputError, match="has no coordinates: give its spacing"):
         rg.load_velocity(tmp_path / "m.npy", units="m/s")
     with pytest.raises(rg.InputError, match="m.npy: velocity has no 'units'"):
         rg.load_velocity(tmp_path / "m.npy", spacing=10.0)

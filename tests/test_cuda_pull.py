@@ -173,11 +173,14 @@ def test_solver_keeps_its_model_for_many_solves():
     star = forward_star(radius)
     seeds = seeds_for(slowness)
     solver = PullSolver(slowness, spacing, star, block=block, batch=2)
-    times, _ = solver.solve(seeds[1:])
+    times, predecessor = solver.solve(seeds[1:])
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[1:]))
+    assert predecessor.shape == times.shape
     stats = {}
-    times, _ = solver.solve(seeds[:1], stats=stats)  # one source in a batch of two
+    # One source in a batch of two, the times alone (no predecessors copied back).
+    times, predecessor = solver.solve(seeds[:1], stats=stats, predecessors=False)
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[:1]))
+    assert predecessor is None
     assert stats["setup_model_s"] == solver.setup_s > 0 and stats["schedule"] == "passes"
 
 
@@ -297,22 +300,18 @@ def test_pipeline_keeps_one_model_on_the_device():
 
 
 @simulator_only
-@pytest.mark.parametrize("algorithm", ["pull", "near-far"])
-def test_gpu_solvers_skip_predecessors_when_not_wanted(algorithm):
-    """``predecessors=False`` returns the same times and no predecessors (pull: no copy
-    back; Near-Far float64: no recovery pass), and the solver still gives them afterwards."""
+def test_near_far_solver_skips_predecessors_when_not_wanted():
+    """``predecessors=False`` returns the same times and no predecessors (in float64 no
+    recovery pass), and the solver still gives them afterwards (the pull solver's case is
+    in test_solver_keeps_its_model_for_many_solves)."""
     from raygrid.kernels.cuda.nearfar import NearFarSolver
-    from raygrid.kernels.cuda.pull_solver import PullSolver
 
-    shape, radius, block = CASES_2D
+    shape, radius, _ = CASES_2D
     slowness = model(shape, seed=6)
     spacing = np.array([10.0, 1.0, 10.0])
     star = forward_star(radius)
-    seeds = seeds_for(slowness)[:2]
-    if algorithm == "pull":
-        solver = PullSolver(slowness, spacing, star, block=block, batch=2)
-    else:
-        solver = NearFarSolver(slowness, spacing, star)
+    seeds = seeds_for(slowness)[1:2]  # two seeds, one on each corner
+    solver = NearFarSolver(slowness, spacing, star)
     expected = cpu_reference(slowness, spacing, star, seeds)
     times, predecessor = solver.solve(seeds, predecessors=False)
     assert predecessor is None

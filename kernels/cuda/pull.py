@@ -311,8 +311,11 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                                 continue
                             cuda.atomic.min(side_min, (dz + 1) * 9 + (dy + 1) * 3 + dx + 1, best)
             cuda.atomic.add(work, 0, evaluated)
-            if concurrent:
-                cuda.threadfence()  # the times land before any neighbour is notified
+            if concurrent and best < np.inf:
+                # The times land before any neighbour is notified. Only a thread that wrote
+                # has anything to publish, and a fence costs (it invalidates the SM's L1);
+                # the notifying thread fences again itself (notify_phase).
+                cuda.threadfence()
             cuda.syncthreads()
             for side in range(tid, 27, threads):
                 value = side_min[side]
