@@ -25,7 +25,7 @@ import dask.array as da
 import numpy as np
 from dask.sizeof import sizeof
 
-from ..kernels import MoserGraph, Star, dijkstra_graph, moser_graph
+from ..kernels import Star, dijkstra
 from .tiles import Box, Index, TileGrid
 
 __all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled"]
@@ -46,12 +46,6 @@ class TileState:
         Current upper bounds and predecessors on the extended tile.
     sent : dict
         The last strip sent to each neighbour, to tell whether it got smaller.
-    solver : MoserGraph or PullSolver, optional
-        The tile's prepared solver, built by its first solve and handed on from round to
-        round: the CPU Dijkstra's graph (padded slowness, crossing tables, lower bounds) or
-        the GPU pull solver with the tile's model on the device. It depends only on the
-        slowness and the solve's settings, so the rounds share it; it does not travel
-        (a state moved or spilled by Dask rebuilds it where it lands).
     """
 
     index: Index
@@ -59,20 +53,13 @@ class TileState:
     times: np.ndarray
     predecessor: np.ndarray
     sent: dict[Index, np.ndarray] = field(default_factory=dict)
-    solver: object | None = field(default=None, compare=False, repr=False)
-
-    def __getstate__(self) -> dict:
-        # Device arrays cannot be pickled, and a graph is cheaper to rebuild than to move.
-        return {**self.__dict__, "solver": None}
 
 
 @sizeof.register(TileState)
 def _sizeof_tile_state(state: TileState) -> int:
     # Dask prices a move by the size of what moves. Left to its default for objects (a few
     # dozen bytes) a tile state looks free to move, and work stealing moved solves 5x as often.
-    arrays = [state.slowness, state.times, state.predecessor, *state.sent.values()]
-    if isinstance(state.solver, MoserGraph):  # host memory the worker holds for the tile
-        arrays += [state.solver.slowness, state.solver.floor, state.solver.interior]
+    arrays = (state.slowness, state.times, state.predecessor, *state.sent.values())
     return sum(a.nbytes for a in arrays)
 
 
@@ -127,7 +114,6 @@ def solve_tile(
     previous round already propagated, so a round costs what changed, not the whole tile.
     """
     index = state.index
-    solver = state.solver  # built by the first solve that needs it, then kept
     times = state.times.copy()
     predecessor = state.predecessor.copy()
     origin = np.array([s.start for s in geometry.extended(index)])
@@ -150,24 +136,22 @@ def solve_tile(
         flat_times = times.reshape(-1)
         before = state.times.reshape(-1)
         if backend == "cuda":
-            if solver is None:
-                from ..kernels.cuda.pull_solver import PullSolver
+            from ..kernels.cuda.pull_solver import solve_pull
 
-                solver = PullSolver(state.slowness, spacing, star, rule=rule, dtype=times.dtype)
-            new_times, new_predecessor = solver.solve(
-                [(nodes, values)], times=flat_times[np.newaxis],
+            new_times, new_predecessor = solve_pull(
+                state.slowness, spacing, star, [(nodes, values)], rule=rule,
+                dtype=times.dtype, times=flat_times[np.newaxis],
                 predecessor=predecessor.reshape(1, -1),
             )  # fmt: skip
             flat_times[:] = new_times[0]
             predecessor.reshape(-1)[:] = new_predecessor[0]
         else:
-            if solver is None:
-                solver = moser_graph(state.slowness, spacing, star, rule)
             # The heap only takes a seed below the node's current time: clear seeds first.
             flat_times[nodes] = np.inf
-            dijkstra_graph(
-                solver, nodes, values, times=flat_times, predecessor=predecessor.reshape(-1)
-            )
+            dijkstra(
+                state.slowness, spacing, star, nodes, values, rule=rule,
+                times=flat_times, predecessor=predecessor.reshape(-1),
+            )  # fmt: skip
         improved = int((flat_times < before).sum())
 
     outgoing, sent, moved = {}, dict(state.sent), 0
@@ -180,7 +164,7 @@ def solve_tile(
             outgoing[neighbour] = (box, strip)
             sent[neighbour] = strip
             moved += strip.nbytes
-    new_state = TileState(index, state.slowness, times, predecessor, sent, solver)
+    new_state = TileState(index, state.slowness, times, predecessor, sent)
     summary = {"changed": list(outgoing), "bytes": moved, "improved": improved}
     return new_state, outgoing, summary
 
