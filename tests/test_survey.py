@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,20 @@ def client():
         ) as cluster,
         Client(cluster) as client,
     ):
+        yield client
+
+
+@contextmanager
+def in_process_client():
+    """A one-worker cluster in this process, so a test sees (and can patch) what it runs."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
         yield client
 
 
@@ -190,8 +205,6 @@ def test_rays_without_fields_stop_early_and_equal_the_full_survey(tmp_path, monk
     # Without fields a solve only needs the receivers' nodes: the CPU Dijkstra stops once
     # they are settled (nodes the search never reached keep inf), and the tables and rays
     # are the full survey's bit for bit. One in-process worker, so the solves are seen here.
-    from distributed import Client, LocalCluster
-
     from raygrid.pipeline import survey
 
     solved = []
@@ -206,12 +219,7 @@ def test_rays_without_fields_stop_early_and_equal_the_full_survey(tmp_path, monk
     spec = yaml.safe_load(yaml.safe_dump(SPEC))
     # Receivers near the first source, on and off nodes: most of the model is not needed.
     spec["receivers"] = [{"z": 20.0, "x": 30.0}, {"z": 12.5, "x": 33.3}]
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as own,
-    ):  # fmt: skip
+    with in_process_client() as own:
         full = run_workflow(read_workflow(workflow_file(tmp_path / "full", spec)), client=own)
         assert all(targets is None for targets, _ in solved)
         solved.clear()
@@ -417,8 +425,6 @@ def test_gpu_survey_keeps_one_model_per_worker(tmp_path, monkeypatch):
     # task arrives once; raygrid.pipeline.solve.resident_solver): one PullSolver for
     # three batches, and the store holds the CPU's floats. One in-process worker, so the
     # count is seen here.
-    from distributed import Client, LocalCluster
-
     from raygrid.kernels.cuda import pull_solver
 
     built = []
@@ -435,12 +441,7 @@ def test_gpu_survey_keeps_one_model_per_worker(tmp_path, monkeypatch):
     spec["sources"] = [{"z": 0.0, "x": 10.0 * k} for k in (0, 4, 8)]
     spec["receivers"] = [{"z": 50.0, "x": 40.0}]
     spec["compute"] = {"backend": "cuda", "batch": 1}
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as own,
-    ):  # fmt: skip
+    with in_process_client() as own:
         dataset = run_workflow(read_workflow(workflow_file(tmp_path, spec)), client=own)
     assert built == [(6, 1, 9)]
     prepared = rg.workflow.prepare_workflow(rg.workflow.Workflow.model_validate(spec))
