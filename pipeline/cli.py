@@ -25,10 +25,7 @@ def _input_errors(command: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except InputError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(2)
-        except OSError as error:
+        except (InputError, OSError) as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(2)
 

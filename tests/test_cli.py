@@ -24,10 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "workflows" / "quickstart.yaml"
 
 
-def raygrid(*args, cwd):
-    """Run the installed console script as a user would."""
+def raygrid(*args, cwd, real_cuda=False):
+    """Run the installed console script as a user would; ``real_cuda``: without the CUDA
+    simulator, as on a machine whose lack of a GPU is what the test is about."""
     exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
-    return subprocess.run([exe, *map(str, args)], cwd=cwd, capture_output=True, text=True)
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"} if real_cuda else None
+    return subprocess.run([exe, *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env)
 
 
 def test_quickstart_writes_store_and_png(tmp_path):
@@ -133,10 +135,7 @@ def test_validate_checks_a_gpu_workflow_for_its_machine(tmp_path):
     # Validated on a login node (no GPU here) before it is submitted: a note, not an error;
     # running it here is refused.
     path = write_workflow(tmp_path, compute={"backend": "cuda"})
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
-    checked = subprocess.run([exe, "validate", str(path)], cwd=tmp_path, env=env,
-                             capture_output=True, text=True)  # fmt: skip
+    checked = raygrid("validate", path, cwd=tmp_path, real_cuda=True)
     assert checked.returncode == 0, checked.stderr
     assert "valid workflow" in checked.stdout and "note: backend cuda needs a GPU" in checked.stdout
 
@@ -155,11 +154,7 @@ def test_validate_checks_every_shipped_file():
 
 def test_cuda_backend_without_gpu_fails_before_any_store(tmp_path):
     path = write_workflow(tmp_path, compute={"backend": "cuda"})
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    run = subprocess.run(
-        [sys.executable, "-m", "raygrid.pipeline.cli", "run", str(path)],
-        cwd=tmp_path, capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    run = raygrid("run", path, cwd=tmp_path, real_cuda=True)
     assert run.returncode == 2
     assert "compute.backend: backend='cuda' needs a usable NVIDIA GPU" in run.stderr
     assert not (tmp_path / "quickstart-output").exists()
@@ -167,12 +162,8 @@ def test_cuda_backend_without_gpu_fails_before_any_store(tmp_path):
 
 def test_local_cuda_cluster_without_gpu_is_a_clear_error(tmp_path):
     path = write_workflow(tmp_path)
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    run = subprocess.run(
-        [sys.executable, "-m", "raygrid.pipeline.cli", "run", str(path),
-         "--cluster", str(ROOT / "configs" / "local-cuda.yaml")],
-        cwd=tmp_path, capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    cluster = ROOT / "configs" / "local-cuda.yaml"
+    run = raygrid("run", path, "--cluster", cluster, cwd=tmp_path, real_cuda=True)
     assert run.returncode == 2, run.stderr
     assert "local-cuda" in run.stderr
     assert "no usable GPU" in run.stderr or "needs dask-cuda" in run.stderr
