@@ -3,7 +3,8 @@
 The GPU host is noisy (the same solve varied by 15-20 % between runs of one session, the
 CPU reference by 1.5-2.8 s across sessions: ``results/gpu_study_h100.md``), so variants are
 timed round-robin: round ``k`` runs every variant once, and each variant's median and best
-over the rounds are compared. Variants: the launch-per-pass and phases schedules, each as
+over the rounds are compared. Variants: the launch-per-pass schedule with prepared launches
+(``raygrid.kernels.cuda.launch``) and through Numba's launch, and the phases schedule, each as
 a whole call (``solve_pull``: model to the device, solve, results back) and with the model
 resident (a ``PullSolver`` built before the rounds: a survey worker's case), the resident
 passes schedule returning times alone (no predecessors copied back), and precomputed
@@ -34,17 +35,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_study import device_info, gradient_slowness, top_centre  # noqa: E402
 
 from raygrid.kernels import dijkstra, forward_star  # noqa: E402
+from raygrid.kernels.cuda import launch  # noqa: E402
 from raygrid.kernels.cuda.pull_solver import PullSolver, solve_pull  # noqa: E402
 
-#: Variant name -> (resident model?, solver settings, solve settings).
+#: Variant name -> (resident model?, solver settings, solve settings, prepared launches?).
 VARIANTS = {
-    "passes": (False, {}, {}),
-    "passes-resident": (True, {}, {}),
+    "passes": (False, {}, {}, True),
+    # Every pass launched through Numba, which marshals the arguments each time (the launch
+    # path before raygrid.kernels.cuda.launch).
+    "passes-numba-launch": (False, {}, {}, False),
+    "passes-resident": (True, {}, {}, True),
     # The times alone (traveltime() without raypaths): no predecessors copied back.
-    "passes-resident-times": (True, {}, {"predecessors": False}),
-    "precomputed-resident": (True, {"precomputed": True}, {}),
-    "phases": (False, {"schedule": "phases"}, {}),
-    "phases-resident": (True, {"schedule": "phases"}, {}),
+    "passes-resident-times": (True, {}, {"predecessors": False}, True),
+    "precomputed-resident": (True, {"precomputed": True}, {}, True),
+    "phases": (False, {"schedule": "phases"}, {}, True),
+    "phases-resident": (True, {"schedule": "phases"}, {}, True),
 }
 PARTS = ("setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s")
 COUNTERS = ("passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated")
@@ -56,7 +61,9 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
 
     seeds = top_centre(slowness.shape)
     calls, failed = {}, {}
-    for name, (resident, settings, solve) in VARIANTS.items():
+    prepared = {name: variant[3] for name, variant in VARIANTS.items()}
+    for name, (resident, settings, solve, _) in VARIANTS.items():
+        launch.PREPARED = prepared[name]
         try:
             if resident:
                 solver = PullSolver(slowness, spacing, star, **settings)
@@ -74,12 +81,14 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
     stats = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
+            launch.PREPARED = prepared[name]
             found = {}
             start = time.perf_counter()
             call(found)
             cuda.synchronize()
             seconds[name].append(time.perf_counter() - start)
             stats[name].append(found)
+    launch.PREPARED = True
     rows = []
     for name in calls:
         row = {

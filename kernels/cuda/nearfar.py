@@ -23,6 +23,7 @@ from ..layout import PaddedLayout
 from ..rules import EXACT
 from ..star import Star
 from .device import edge_weight_gpu, simulating
+from .launch import prepared_launch
 from .predecessor import recover_predecessors, star_tables
 from .weights import precompute_weights_gpu
 
@@ -505,15 +506,17 @@ class NearFarSolver:
             *frontiers,
             control,
         )
-        step = kernels["step"][self.blocks, threads]
+        arguments = (
+            0, control, bounds, self._times, *frontiers, self._slowness, self._spacing,
+            *self._tables, self._weights, targets_d, n_targets, delta,
+        )  # fmt: skip
+        step = kernels["step"].specialize(*arguments)
+        step = prepared_launch(step, self.blocks, threads, arguments, variable=0)
         n = 0
         while True:
             # Launch a batch of steps, then one host read: steps after the end are no-ops.
             for _ in range(self.sync_every):
-                step(
-                    n, control, bounds, self._times, *frontiers, self._slowness,
-                    self._spacing, *self._tables, self._weights, targets_d, n_targets, delta,
-                )  # fmt: skip
+                step(n)
                 n += 1
             state = control.copy_to_host()
             if state[DONE]:

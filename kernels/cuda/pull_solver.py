@@ -32,6 +32,7 @@ from ..star import Star
 from . import tile_queue
 from .arrays import fill, from_padded, scatter, to_padded
 from .device import simulating
+from .launch import prepared_launch
 from .pull import (
     DEFAULT_BLOCK_2D,
     DEFAULT_BLOCK_3D,
@@ -436,7 +437,12 @@ def _run_passes(
     launched after the queue emptied find no tile and exit; ``passes`` counts those that
     had work to do or were needed to see none was left, as before.
     """
-    launch = _specialized(per_pass, (*arguments, 0))[layout.n_blocks, layout.threads]
+    # One block per tile: blocks beyond the queue's length exit at once. (A grid of only as
+    # many blocks as the device holds at once, looping over the queue, was no faster.)
+    launch = prepared_launch(
+        _specialized(per_pass, (*arguments, 0)), layout.n_blocks, layout.threads,
+        (*arguments, 0), variable=len(arguments),
+    )  # fmt: skip
     counts = arguments[-4]
     stream = cuda.default_stream()  # the stream every launch and copy here runs on
     copied = cuda.event()  # (the simulator takes no timing flag)
@@ -453,10 +459,7 @@ def _run_passes(
                     raise RuntimeError("pull relaxation did not converge")  # cannot happen
             try:
                 launched = time.perf_counter()
-                # One block per tile: blocks beyond the queue's length exit at once. (A grid
-                # of only as many blocks as the device holds at once, looping over the
-                # queue, was no faster.)
-                launch(*arguments, passes)
+                launch(passes)
                 seconds["launch_s"] += time.perf_counter() - launched
             except Exception as error:
                 raise _launch_error(error, layout) from error
@@ -487,14 +490,21 @@ def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
             f"the phases kernel for block {layout.block} did not compile or no block fits on "
             "the device (see the log); use schedule='passes'"
         )
-    promote = tile_queue.promote_kernel()[max(-(-layout.n_blocks // 256), 1), 256]
-    launch = phases[blocks, layout.threads]
+    promote_arguments = (*queue, relaxed, delta, 0)
+    promote = prepared_launch(
+        _specialized(tile_queue.promote_kernel(), promote_arguments),
+        max(-(-layout.n_blocks // 256), 1), 256, promote_arguments,
+        variable=len(promote_arguments) - 1,
+    )  # fmt: skip
+    launch = prepared_launch(
+        phases, blocks, layout.threads, (*arguments, 0), variable=len(arguments)
+    )
     phase = reads = 0
     while True:
         for _ in range(PHASES_PER_CHECK):
-            promote(*queue, relaxed, delta, phase)
+            promote(phase)
             try:
-                launch(*arguments, phase)
+                launch(phase)
             except Exception as error:
                 raise _launch_error(error, layout) from error
             phase += 1
