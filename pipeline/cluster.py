@@ -212,7 +212,7 @@ def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
     echo = echo or (lambda message: print(message, file=sys.stderr))
     with ExitStack() as stack:
         if isinstance(config, SchedulerConfig):
-            client = stack.enter_context(_scheduler_client(config))
+            client = stack.enter_context(_scheduler_client(config, echo))
         else:
             cluster = stack.enter_context(_start(config))
             client = stack.enter_context(Client(cluster))
@@ -242,15 +242,24 @@ def _wait(client, n: int, timeout: float, what: str) -> None:
 
 
 @contextmanager
-def _scheduler_client(config: SchedulerConfig):
+def _scheduler_client(config: SchedulerConfig, echo: Echo):
     from distributed import Client
 
     try:
         if config.scheduler_file is not None:
             if not config.scheduler_file.exists():
+                echo(f"waiting up to {config.timeout:g} s for {config.scheduler_file} to appear")
                 _wait_for_file(config.scheduler_file, config.timeout)
             client = Client(scheduler_file=str(config.scheduler_file), timeout=config.timeout)
         else:
+            # Dask retries a refused connection until the timeout (a scheduler may still be
+            # starting); say so at once rather than sit silent for two minutes.
+            silent = _why_silent(config.address)
+            if silent:
+                echo(
+                    f"nothing answers at {config.address} yet ({silent}); waiting up to "
+                    f"{config.timeout:g} s (the cluster file's timeout)"
+                )
             client = Client(config.address, timeout=config.timeout)
     except (OSError, TimeoutError) as error:
         where = config.address or config.scheduler_file
@@ -258,6 +267,27 @@ def _scheduler_client(config: SchedulerConfig):
     with client:
         _wait(client, config.wait_for_workers, config.timeout, "at the existing scheduler")
         yield client
+
+
+def _why_silent(address: str) -> str | None:
+    """Why a TCP connection to a scheduler's address fails right now (e.g. "Connection
+    refused"), or ``None`` when it opens or the address is not plain TCP."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location, 8786)  # Dask's default scheduler port
+    except Exception:
+        return None  # Dask reports a malformed address itself
+    if scheme != "tcp":
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return None
+    except OSError as error:
+        return error.strerror or type(error).__name__
 
 
 def _wait_for_file(path: Path, timeout: float) -> None:

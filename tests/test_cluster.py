@@ -150,9 +150,27 @@ def test_existing_scheduler_by_address_and_file(tmp_path):
         config = SchedulerConfig(cluster="scheduler", scheduler_file=scheduler_file)
         with connect(config, echo=lambda line: None) as client:
             assert client.submit(sum, [2, 2]).result() == 4
+    lines = []
     with pytest.raises(InputError, match="did not appear"):
         config = SchedulerConfig(
             cluster="scheduler", scheduler_file=tmp_path / "none.json", timeout=0.3
         )
-        with connect(config):
+        with connect(config, echo=lines.append):
             pass
+    assert lines == [f"waiting up to 0.3 s for {tmp_path / 'none.json'} to appear"]
+
+
+def test_a_silent_scheduler_address_is_reported_before_the_wait():
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on once closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    lines = []
+    config = SchedulerConfig(cluster="scheduler", address=f"tcp://127.0.0.1:{port}", timeout=1)
+    with pytest.raises(
+        InputError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"
+    ):
+        with connect(config, echo=lines.append):
+            pass
+    assert len(lines) == 1 and "refused" in lines[0] and "waiting up to 1 s" in lines[0]
