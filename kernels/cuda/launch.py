@@ -5,8 +5,10 @@ Numba marshals every argument of every launch in Python: the pull kernel's 19 ar
 become 153 kernel parameters, which took ~90 us a launch on a 2-core EPYC with the driver
 call stubbed out, and the H100 host spent 120-200 us in each pass's launch
 (``launch_s / passes`` in benchmarks/results/gpu_study_h100.md): about as long as a pass's
-work on the GPU at 1601^2, so the GPU waited for the host. The passes schedule and Near-Far
-launch the same kernel with the same arrays again and again; only a counter changes.
+work on the GPU at 1601^2 (~240 us at base clock in Nsight Compute), so the host barely
+kept ahead of the device, and fell behind on small grids and Near-Far's short steps. The
+passes schedule and Near-Far launch the same kernel with the same arrays again and again;
+only a counter changes.
 
 :func:`prepared_launch` marshals the arguments once, with Numba's own ``_prepare_args``,
 packs them as the driver wants them (what ``cuda.core``'s launcher does on every call) and
