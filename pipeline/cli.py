@@ -63,9 +63,17 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
     spec = read_workflow(workflow)
     click.echo(f"raygrid {__version__}: running {workflow}")
     start = time.perf_counter()
-    dataset = run_workflow(
-        spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
-    )
+    try:
+        dataset = run_workflow(
+            spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
+        )
+    except KeyboardInterrupt:
+        click.echo(
+            f"interrupted: the sources finished so far are in {spec.outputs.store}; "
+            "run the same command again (without --overwrite) to resume",
+            err=True,
+        )
+        sys.exit(130)  # the shell's status for a command ended by SIGINT
     elapsed = time.perf_counter() - start
     shape = " x ".join(str(n) for n in dataset["velocity"].shape)
     click.echo(

@@ -19,6 +19,7 @@ Unknown keys are errors, reported with the file, key path and line.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -216,6 +217,10 @@ def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
         else:
             cluster = stack.enter_context(_start(config))
             client = stack.enter_context(Client(cluster))
+            if isinstance(config, (LocalConfig, LocalCUDAConfig)):
+                from .interrupts import IgnoreInterrupts
+
+                client.register_plugin(IgnoreInterrupts(os.getpid()), name="raygrid-sigint")
             if isinstance(config, JobQueueConfig):
                 echo(f"submitted {config.nodes} {config.cluster} worker job(s)")
                 _wait(client, 1, config.wait_timeout, "the first worker job")

@@ -272,6 +272,30 @@ def test_sigkill_of_the_whole_run_then_rerun_gives_the_same_store(tmp_path):
     assert files_of(store) == files_of(clean_dir / "out" / "survey.zarr")
 
 
+def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
+    from raygrid.pipeline.store import done_sources
+
+    survey_dir(tmp_path)
+    store = tmp_path / "out" / "survey.zarr"
+    process = start(tmp_path)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if store.exists() and int(done_sources(store).sum()) >= 3:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, process.communicate()
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the client and its workers
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted: the sources finished so far are in out/survey.zarr" in stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert int(done_sources(store).sum()) < 24, "interrupted too late to test anything"
+    resumed = raygrid("run", "survey.yaml", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "sources already done" in resumed.stdout
+    assert bool(done_sources(store).all()) and zarr_attrs(store)["complete"]
+
+
 def zarr_attrs(store: Path) -> dict:
     return json.loads((store / "zarr.json").read_text())["attributes"]
 
