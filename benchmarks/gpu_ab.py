@@ -61,9 +61,8 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
 
     seeds = top_centre(slowness.shape)
     calls, failed = {}, {}
-    prepared = {name: variant[3] for name, variant in VARIANTS.items()}
-    for name, (resident, settings, solve, _) in VARIANTS.items():
-        launch.PREPARED = prepared[name]
+    for name, (resident, settings, solve, prepared) in VARIANTS.items():
+        launch.PREPARED = prepared
         try:
             if resident:
                 solver = PullSolver(slowness, spacing, star, **settings)
@@ -81,7 +80,7 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
     stats = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            launch.PREPARED = prepared[name]
+            launch.PREPARED = VARIANTS[name][3]
             found = {}
             start = time.perf_counter()
             call(found)

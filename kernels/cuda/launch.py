@@ -69,7 +69,8 @@ def prepared_launch(
     Parameters
     ----------
     kernel : numba.cuda dispatcher
-        Compiled for exactly these arguments' types (``kernel.specialize(*arguments)``).
+        Specialized here for these arguments' types unless it already is, so that even
+        Numba's launch skips typing every argument at every launch.
     griddim, blockdim : int or tuple of int
     arguments : sequence
         Device arrays and scalars. The arrays must stay alive, unmoved, as long as the
@@ -85,6 +86,8 @@ def prepared_launch(
         Numba's internals are not as expected (logged once), Numba's own launch.
     """
     arguments = list(arguments)
+    if not getattr(kernel, "specialized", False):  # (the simulator's kernels have no flag)
+        kernel = kernel.specialize(*arguments)
 
     def numba_launch(value: int) -> None:
         arguments[variable] = value

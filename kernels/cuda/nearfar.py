@@ -510,8 +510,7 @@ class NearFarSolver:
             0, control, bounds, self._times, *frontiers, self._slowness, self._spacing,
             *self._tables, self._weights, targets_d, n_targets, delta,
         )  # fmt: skip
-        step = kernels["step"].specialize(*arguments)
-        step = prepared_launch(step, self.blocks, threads, arguments, variable=0)
+        step = prepared_launch(kernels["step"], self.blocks, threads, arguments, variable=0)
         n = 0
         while True:
             # Launch a batch of steps, then one host read: steps after the end are no-ops.

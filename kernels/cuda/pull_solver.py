@@ -416,13 +416,6 @@ def solve_pull(
     return out
 
 
-def _specialized(kernel, arguments):
-    """``kernel`` compiled for exactly these arguments' types: its launches skip Numba's
-    typing of every argument (17 device arrays, ~3 us each on a fast host, paid per launch
-    and a launch per pass). Compiled once per process and argument types."""
-    return kernel.specialize(*arguments)
-
-
 def _run_passes(
     per_pass, layout: PaddedLayout, arguments, limit: int, seconds: dict, snapshot
 ) -> tuple[int, int]:
@@ -440,9 +433,8 @@ def _run_passes(
     # One block per tile: blocks beyond the queue's length exit at once. (A grid of only as
     # many blocks as the device holds at once, looping over the queue, was no faster.)
     launch = prepared_launch(
-        _specialized(per_pass, (*arguments, 0)), layout.n_blocks, layout.threads,
-        (*arguments, 0), variable=len(arguments),
-    )  # fmt: skip
+        per_pass, layout.n_blocks, layout.threads, (*arguments, 0), variable=len(arguments)
+    )
     counts = arguments[-4]
     stream = cuda.default_stream()  # the stream every launch and copy here runs on
     copied = cuda.event()  # (the simulator takes no timing flag)
@@ -477,10 +469,11 @@ def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
     control = queue[5]
     relaxed, delta = arguments[-2:]
     try:
+        # Specialized here, not by prepared_launch: its registers decide the cap.
         uncapped = phases
-        phases = _specialized(uncapped, (*arguments, 0))
+        phases = uncapped.specialize(*arguments, 0)
         if not simulating() and phases.get_regs_per_thread() > PHASES_REGISTERS:
-            phases = _specialized(register_capped(uncapped), (*arguments, 0))
+            phases = register_capped(uncapped).specialize(*arguments, 0)
     except Exception as error:
         logger.warning("phases kernel unavailable (%s)", error)
         phases = None
@@ -492,9 +485,8 @@ def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
         )
     promote_arguments = (*queue, relaxed, delta, 0)
     promote = prepared_launch(
-        _specialized(tile_queue.promote_kernel(), promote_arguments),
-        max(-(-layout.n_blocks // 256), 1), 256, promote_arguments,
-        variable=len(promote_arguments) - 1,
+        tile_queue.promote_kernel(), max(-(-layout.n_blocks // 256), 1), 256,
+        promote_arguments, variable=len(promote_arguments) - 1,
     )  # fmt: skip
     launch = prepared_launch(
         phases, blocks, layout.threads, (*arguments, 0), variable=len(arguments)
