@@ -10,9 +10,15 @@ resident (a ``PullSolver`` built before the rounds: a survey worker's case), the
 passes schedule returning times alone (no predecessors copied back), and precomputed
 weights resident. The CPU Dijkstra runs once on the same host for the ratio.
 
+``--baseline DIR`` adds ``baseline`` and ``baseline-resident``: the same solve through an
+earlier revision's ``kernels/`` copied into ``DIR`` (``git archive REV kernels | tar -x -C
+DIR``), imported under another package name, so a kernel change made without a GPU is timed
+against the code it replaced in the same rounds.
+
 Run on the GPU host from the repository root (about a minute on an H100)::
 
     python benchmarks/gpu_ab.py > ab.jsonl
+    python benchmarks/gpu_ab.py --baseline .baseline > ab.jsonl
 
 One JSON row per variant and case: ``median_s``, ``best_s``, the median of each of the
 solver's wall-time parts (``setup_s``, ``passes_s``, ``copy_s``, ``launch_s``), its work
@@ -22,9 +28,12 @@ counters, and the speed-up of the best over the CPU.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_study import device_info, gradient_slowness, top_centre  # noqa: E402
 
+import raygrid.kernels  # noqa: E402
 from raygrid.kernels import dijkstra, forward_star  # noqa: E402
 from raygrid.kernels.cuda import launch  # noqa: E402
-from raygrid.kernels.cuda.pull_solver import PullSolver, solve_pull  # noqa: E402
 
 #: Variant name -> (resident model?, solver settings, solve settings, prepared launches?).
 VARIANTS = {
@@ -51,27 +60,50 @@ VARIANTS = {
     "phases": (False, {"schedule": "phases"}, {}, True),
     "phases-resident": (True, {"schedule": "phases"}, {}, True),
 }
+#: Variants run through the ``--baseline`` copy of ``kernels/`` (its own launch settings).
+BASELINE_VARIANTS = {
+    "baseline": (False, {}, {}, True),
+    "baseline-resident": (True, {}, {}, True),
+}
 PARTS = ("setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s")
 COUNTERS = ("passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated")
 
 
-def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]:
-    """Every variant once per round, ``rounds`` rounds, after one warm-up each."""
+def load_baseline(directory: str):
+    """The ``kernels`` package of an earlier revision copied into ``directory``, imported as
+    ``raygrid_baseline.kernels`` (its imports are relative, so any package name works)."""
+    root = Path(directory).resolve()
+    if not (root / "kernels" / "cuda" / "pull_solver.py").is_file():
+        raise SystemExit(f"--baseline {directory}: no kernels/cuda/pull_solver.py in it")
+    holder = Path(tempfile.mkdtemp(prefix="raygrid-baseline-"))
+    (holder / "raygrid_baseline").symlink_to(root, target_is_directory=True)
+    sys.path.insert(0, str(holder))
+    return importlib.import_module("raygrid_baseline.kernels")
+
+
+def head_to_head(tag, slowness, spacing, radius, rounds, cpu_s=None, baseline=None):
+    """Every variant once per round, ``rounds`` rounds, after one warm-up each; with
+    ``baseline`` (a ``kernels`` package), its variants too."""
     from numba import cuda
 
     seeds = top_centre(slowness.shape)
-    calls, failed = {}, {}
-    for name, (resident, settings, solve, prepared) in VARIANTS.items():
+    variants = {name: (raygrid.kernels, *v) for name, v in VARIANTS.items()}
+    if baseline is not None:
+        variants.update({name: (baseline, *v) for name, v in BASELINE_VARIANTS.items()})
+    calls, failed, fields = {}, {}, {}
+    for name, (code, resident, settings, solve, prepared) in variants.items():
         launch.PREPARED = prepared
+        star = code.forward_star(radius)
+        module = importlib.import_module(code.__name__ + ".cuda.pull_solver")
         try:
             if resident:
-                solver = PullSolver(slowness, spacing, star, **settings)
-                call = (lambda s, k: lambda stats: s.solve(seeds, stats=stats, **k))(solver, solve)
+                solver = module.PullSolver(slowness, spacing, star, **settings)
+                call = partial(solver.solve, seeds, **solve)
             else:
-                call = (lambda k: lambda stats: solve_pull(
-                    slowness, spacing, star, seeds, stats=stats, **k)
-                )({**settings, **solve})  # fmt: skip
-            call({})  # warm-up: compiles
+                call = partial(
+                    module.solve_pull, slowness, spacing, star, seeds, **settings, **solve
+                )
+            fields[name] = call(stats={})[0]  # warm-up: compiles
             cuda.synchronize()
             calls[name] = call
         except Exception as error:  # a variant the device cannot run is a result too
@@ -80,10 +112,10 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
     stats = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            launch.PREPARED = VARIANTS[name][3]
+            launch.PREPARED = variants[name][4]
             found = {}
             start = time.perf_counter()
-            call(found)
+            call(stats=found)
             cuda.synchronize()
             seconds[name].append(time.perf_counter() - start)
             stats[name].append(found)
@@ -96,6 +128,8 @@ def head_to_head(tag, slowness, spacing, star, rounds, cpu_s=None) -> list[dict]
             "rounds": rounds,
             "median_s": float(np.median(seconds[name])),
             "best_s": float(np.min(seconds[name])),
+            # Every variant must give the first one's floats (the same fixed point).
+            "same_times": bool(np.array_equal(fields[name], next(iter(fields.values())))),
         }
         for part in PARTS:
             row[part] = float(np.median([found[part] for found in stats[name]]))
@@ -116,7 +150,11 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--n", type=int, default=1601, help="2D size")
     parser.add_argument("--n3", type=int, default=256, help="3D size (0 skips)")
+    parser.add_argument(
+        "--baseline", metavar="DIR", help="an earlier revision's kernels/ in DIR, timed too"
+    )
     args = parser.parse_args(argv)
+    baseline = None if args.baseline is None else load_baseline(args.baseline)
     print(json.dumps({"device": device_info()}), flush=True)
 
     h2 = np.array([10.0, 1.0, 10.0])
@@ -126,11 +164,13 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     dijkstra(slowness, h2, star, *top_centre(slowness.shape)[0])
     cpu_s = time.perf_counter() - start
-    head_to_head(f"2d{args.n}r5", slowness, h2, star, args.rounds, cpu_s)
+    head_to_head(f"2d{args.n}r5", slowness, h2, (5, 0, 5), args.rounds, cpu_s, baseline)
     if args.n3:
         slowness = gradient_slowness((args.n3,) * 3)
-        star = forward_star((2, 2, 2))
-        head_to_head(f"3d{args.n3}r2", slowness, np.full(3, 10.0), star, max(args.rounds // 2, 2))
+        rounds = max(args.rounds // 2, 2)
+        head_to_head(
+            f"3d{args.n3}r2", slowness, np.full(3, 10.0), (2, 2, 2), rounds, None, baseline
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A GPU session's checks on the GPU machine (repo root), by part, in this order by default:
 #   tests  the CUDA tests on the real device (pytest -m gpu)
-#   ab     gpu_ab.py: the pull variants head to head, interleaved (about a minute)
+#   ab     gpu_ab.py: the pull variants head to head, interleaved (about a minute); with a
+#          .baseline/kernels here (an earlier revision's, made on the workstation with
+#          `mkdir -p .baseline && git archive REV kernels | tar -x -C .baseline`, carried
+#          like .whl), that code's solve too, in the same rounds
 #   sweep  gpu_sweep.py: settings side by side (a few minutes)
 #   study  gpu_study.py with $GPU_STUDY_ARGS (the full study takes about 10 minutes: more
 #          than one device call allows with the rest, so run it alone or trimmed, e.g.
@@ -33,7 +36,8 @@ parts=("$@")
 for part in "${parts[@]}"; do
     case $part in
         tests) python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 | tee "$out/gpu-tests.log" ;;
-        ab) python3 benchmarks/gpu_ab.py 2>&1 | tee "$out/gpu_ab.jsonl" ;;
+        ab) baseline=(); [ -d .baseline/kernels ] && baseline=(--baseline .baseline)
+            python3 benchmarks/gpu_ab.py "${baseline[@]}" 2>&1 | tee "$out/gpu_ab.jsonl" ;;
         sweep) python3 benchmarks/gpu_sweep.py > "$out/gpu_sweep.jsonl" 2> "$out/gpu-sweep.log" ;;
         study) python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} --out "$out/gpu_study.json" 2>&1 \
             | tee "$out/gpu-study.log" ;;

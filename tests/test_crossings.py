@@ -53,3 +53,17 @@ def test_fractions_sum_to_one_and_cells_step_along_the_segment():
         assert pieces.sum() == pytest.approx(1.0, rel=1e-15)
         # One piece per cell: the start cell plus one per face crossed, corners counted once.
         assert len(pieces) <= 1 + np.abs(offset).sum()
+
+
+@pytest.mark.parametrize("rule", [EXACT, MEAN])
+def test_only_the_lengths_depend_on_the_spacing(rule):
+    """The GPU kernels compile the cells and fractions in as constants, once per star and
+    tile, and take only the lengths per model: a spacing must not change the rest."""
+    star = forward_star((3, 2, 4))
+    unit = star_crossings(star, np.ones(3), rule, (9, 7, 11))
+    for spacing in ([7.0, 3.0, 11.0], [0.1, 250.0, 1.0 / 3.0]):
+        table = star_crossings(star, np.array(spacing), rule, (9, 7, 11))
+        np.testing.assert_array_equal(table.start, unit.start)
+        np.testing.assert_array_equal(table.step, unit.step)
+        assert table.fraction.tobytes() == unit.fraction.tobytes()
+        assert not np.array_equal(table.length, unit.length)

@@ -359,7 +359,7 @@ PTX_SCRIPT = textwrap.dedent(
     for block, radius, dtype, t, pre, with_phases in configurations[part::2]:
         per_pass, persistent, phases = pull_kernels(block, forward_star(radius), 4, dtype, pre)
         model = (
-            f8[:, :, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], t[:, ::1],
+            f8[:, :, ::1], f8[::1], f8[::1], t[:, ::1],
             t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
         )
         common = (*model, f8[:, ::1], i4[:, ::1], i4[:, ::1], i4[::1], f8[::1], i8[::1], f8, i8)

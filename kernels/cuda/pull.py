@@ -28,7 +28,9 @@ import numba
 import numpy as np
 from numba import cuda
 
+from ..crossings import star_crossings
 from ..layout import PaddedLayout
+from ..rules import EXACT
 from ..star import Star
 from .tile_queue import end_phase, finish_tile, notify_phase, take_tile
 
@@ -77,6 +79,7 @@ def pull_kernels(
     dtype: type,
     precomputed: bool,
     max_inner: int = MAX_INNER,
+    rule: int = EXACT,
 ):
     """The pull kernels for one tile shape, star, batch and precision (compiled when first
     specialized or launched): ``(per_pass, persistent, phases)``.
@@ -91,8 +94,11 @@ def pull_kernels(
     simulator would accept computed shapes and hide that (STYLE.md). The star's offsets,
     their steps in the shared tile and their half-star indices are compile-time constants
     too (constant memory, and the compiler folds each step into an address offset where it
-    unrolls the star loop): they depend only on the radius and the tile shape, unlike the
-    crossing tables, which depend on the spacing and stay arguments.
+    unrolls the star loop): they depend only on the radius and the tile shape. So do the
+    crossing tables' cells and length fractions (face parameters in node-index units, see
+    :mod:`raygrid.kernels.crossings`), for the weight ``rule``: only the edges' lengths
+    and the bounds' reach depend on the spacing, and stay arguments, so a new spacing
+    does not compile new kernels.
 
     Work is spent only where something changed, which makes relaxing a tile again cheap:
 
@@ -109,7 +115,13 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
-    key = (star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes())
+    tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
+    # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
+    crossings = star_crossings(star, np.ones(3), rule, tile)
+    key = (
+        star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes(),
+        crossings.start.tobytes(), crossings.step.tobytes(), crossings.fraction.tobytes(),
+    )  # fmt: skip
     return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner)
 
 
@@ -124,10 +136,14 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     time_type = numba.from_dtype(np.dtype(dtype))
     cast = np.float32 if np.dtype(dtype) == np.float32 else np.float64
     offsets = np.frombuffer(star_key[0], dtype=np.int64).reshape(-1, 3).copy()
-    half = np.frombuffer(star_key[1], dtype=np.int64).copy()
+    half = np.frombuffer(star_key[1], dtype=np.int64).astype(np.uint32)
     is_forward = np.frombuffer(star_key[2], dtype=np.bool_).astype(np.uint8)
+    cross_start = np.frombuffer(star_key[3], dtype=np.int64).astype(np.uint32)
+    cross_step = np.frombuffer(star_key[4], dtype=np.int64).copy()
+    cross_fraction = np.frombuffer(star_key[5], dtype=np.float64).copy()
     tile_step = (offsets[:, 0] * ty + offsets[:, 1]) * tx + offsets[:, 2]
     n_offsets = len(offsets)
+    one = np.uint32(1)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -153,6 +169,29 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             slot = cuda.atomic.add(counts, (pass_id + 1) % 3, 1)
             queue[parity, slot] = tile
 
+    @cuda.jit(device=True, inline="always")
+    def tile_weight(s_tile, length, k, j, u, me):
+        # The weight of offset k (half-star index j) between tile nodes u and me: the CPU's
+        # crossing table with steps in the tile's shape, the same sum in the same order
+        # (raygrid.kernels.crossings).
+        low = u if is_forward[k] else me
+        total = 0.0
+        e = cross_start[j]
+        while e < cross_start[j + one]:
+            total += s_tile[np.uint32(low + cross_step[e])] * cross_fraction[e]
+            e = np.uint32(e + one)
+        return total * length[j]
+
+    @cuda.jit(device=True, inline="always")
+    def stored_weight(weights, k, j, z, y, x, py, px):
+        # The same weight, precomputed: stored with the edge's lower node, for node (z, y,
+        # x) of the padded grid (rows py, px).
+        if is_forward[k]:
+            z = z - offsets[k, 0]
+            y = y - offsets[k, 1]
+            x = x - offsets[k, 2]
+        return weights[(z * py + y) * px + x, j]
+
     def tile_relaxation(notify, concurrent):
         # The tile relaxation for a schedule's `notify`. A tile starts from the nodes that
         # changed since it last ran: a stamp per node (the pass of its last write) against
@@ -165,13 +204,12 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
 
         @cuda.jit(device=True, inline="always")
         def relax_tile(
-            b, pass_id, slowness, reach, crossing,
+            b, pass_id, slowness, reach, length,
             weights, times, predecessor, node_pass, tile_pass, worklist, relaxed,
             s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved, side_min,
         ):  # fmt: skip
-            # Tables and queue travel as tuples: CPython passes a call of 30 arguments or more
-            # as *args, which Numba cannot inline.
-            cross_start, cross_step, cross_fraction, cross_length = crossing
+            # The queue travels as a tuple: CPython passes a call of 30 arguments or more as
+            # *args, which Numba cannot inline.
             tid = cuda.threadIdx.x
             nbz, nby, nbx = tile_pass.shape
             cz = b // (nby * nbx)
@@ -221,8 +259,9 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             mz = tid // (by * bx) + rz
             my = (tid // bx) % by + ry
             mx = tid % bx + rx
-            me = (mz * ty + my) * tx + mx
-            pz, py, px = slowness.shape
+            me = np.uint32((mz * ty + my) * tx + mx)
+            _, py, px = slowness.shape
+            gz, gy, gx = oz + mz, oy + my, ox + mx  # this node in the padded grid
             inner = 0
             again = 0
             evaluated = 0  # weights read or computed, for the statistics
@@ -230,49 +269,40 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                 if tid == 0:
                     flag[0] = 0
                 cuda.syncthreads()
+                since = np.int32(inner - 1)
                 near = False
                 for z in range(mz - rz, mz + rz + 1):
                     for y in range(my - ry, my + ry + 1):
-                        if row_changed[z * ty + y] >= inner - 1:
+                        if row_changed[z * ty + y] >= since:
                             near = True
                 changed = False
                 if near:
-                    for k in range(n_offsets):
-                        u = me - tile_step[k]
-                        if changed_at[u] < inner - 1:
-                            continue  # u has not changed since this node last pulled from it
-                        j = half[k]
-                        bound = cast(tile_floor * reach[j])
-                        w = -1.0  # read or computed at most once, then used by every source
-                        for s in range(batch):
-                            tu = t_tile[s, u]
-                            tv = t_tile[s, me]
-                            if tu + bound < tv:
-                                if w < 0.0:
-                                    evaluated += 1
-                                    if precomputed:
-                                        if is_forward[k]:
-                                            uz = mz - offsets[k, 0]
-                                            uy = my - offsets[k, 1]
-                                            ux = mx - offsets[k, 2]
-                                            node = ((oz + uz) * py + oy + uy) * px + ox + ux
+                    # Unsigned indices inside the tile: Numba wraps a signed index that might
+                    # be negative, which cost every offset a 64-bit add and select.
+                    k = np.uint32(0)
+                    while k < n_offsets:
+                        u = np.uint32(me - tile_step[k])
+                        # Else u has not changed since this node last pulled from it.
+                        if changed_at[u] >= since:
+                            j = half[k]
+                            bound = cast(tile_floor * reach[j])
+                            w = -1.0  # read or computed at most once, used by every source
+                            for s in range(batch):
+                                tu = t_tile[s, u]
+                                tv = t_tile[s, me]
+                                if tu + bound < tv:
+                                    if w < 0.0:
+                                        evaluated += 1
+                                        if precomputed:
+                                            w = stored_weight(weights, k, j, gz, gy, gx, py, px)
                                         else:
-                                            node = ((oz + mz) * py + oy + my) * px + ox + mx
-                                        w = weights[node, j]
-                                    else:
-                                        # The CPU's crossing table, with steps in the tile's
-                                        # shape: the same sum in the same order
-                                        # (raygrid.kernels.crossings).
-                                        low = u if is_forward[k] else me
-                                        total = 0.0
-                                        for e in range(cross_start[j], cross_start[j + 1]):
-                                            total += s_tile[low + cross_step[e]] * cross_fraction[e]
-                                        w = total * cross_length[j]
-                                candidate = tu + cast(w)  # rounded once, as on the CPU
-                                if candidate < tv:
-                                    t_tile[s, me] = candidate
-                                    improved[s] = k
-                                    changed = True
+                                            w = tile_weight(s_tile, length, k, j, u, me)
+                                    candidate = tu + cast(w)  # rounded once, as on the CPU
+                                    if candidate < tv:
+                                        t_tile[s, me] = candidate
+                                        improved[s] = k
+                                        changed = True
+                        k = np.uint32(k + one)  # (a sum of two uint32 is a uint64)
                 if changed:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner
@@ -291,12 +321,12 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             best = np.inf
             for s in range(batch):
                 if improved[s] >= 0:
-                    times[s, oz + mz, oy + my, ox + mx] = t_tile[s, me]
-                    predecessor[s, oz + mz, oy + my, ox + mx] = improved[s]
+                    times[s, gz, gy, gx] = t_tile[s, me]
+                    predecessor[s, gz, gy, gx] = improved[s]
                     best = min(best, np.float64(t_tile[s, me]))
             if best < np.inf:
                 if not concurrent:
-                    node_pass[oz + mz, oy + my, ox + mx] = pass_id
+                    node_pass[gz, gy, gx] = pass_id
                 iz = mz - rz
                 iy = my - ry
                 ix = mx - rx
@@ -364,7 +394,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
 
     def per_pass(
         slowness, reach,
-        cross_start, cross_step, cross_fraction, cross_length, weights,
+        length, weights,
         times, predecessor, node_pass, tile_pass, pending, queued, queue, counts, lowest,
         relaxed,
         delta, pass_id,
@@ -389,7 +419,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             if tile >= 0:
                 relax_in_pass(
                     tile, pass_id, slowness, reach,
-                    (cross_start, cross_step, cross_fraction, cross_length), weights,
+                    length, weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
                     s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
@@ -398,7 +428,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
 
     def persistent(
         slowness, reach,
-        cross_start, cross_step, cross_fraction, cross_length, weights,
+        length, weights,
         times, predecessor, node_pass, tile_pass, pending, queued, queue, counts, lowest,
         relaxed,
         delta, limit,
@@ -425,8 +455,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                 if tile >= 0:
                     relax_in_pass(
                         tile, pass_id, slowness, reach,
-                        (cross_start, cross_step, cross_fraction, cross_length),
-                        weights, times, predecessor, node_pass, tile_pass,
+                        length, weights, times, predecessor, node_pass, tile_pass,
                         worklist, relaxed,
                         s_tile, t_tile, changed_at, row_changed, flag, floor, work,
                         improved, side_min,
@@ -441,7 +470,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
 
     def phases(
         slowness, reach,
-        cross_start, cross_step, cross_fraction, cross_length, weights,
+        length, weights,
         times, predecessor, node_pass, tile_pass, pending, state, near, far, far_mark,
         control, bounds, relaxed,
         delta, phase,
@@ -472,7 +501,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             if tile >= 0:
                 relax_in_phase(
                     tile, phase, slowness, reach,
-                    (cross_start, cross_step, cross_fraction, cross_length), weights,
+                    length, weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
                     s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,

@@ -1,6 +1,6 @@
 """The host side of the GPU pull solver: a model kept on the device, solved batch by batch.
 
-:class:`PullSolver` puts one model on the device once (padded slowness, crossing tables,
+:class:`PullSolver` puts one model on the device once (padded slowness, edge lengths,
 precomputed weights, the band) together with one batch's state (times, predecessors, node
 stamps, the buffer the results leave through), and solves any number of sources against
 it; :func:`solve_pull` is one solver used once. The kernels are in
@@ -69,7 +69,7 @@ _cooperative_failed = False
 class PullSolver:
     """A model resident on the GPU, solved by tiled pull relaxation for any number of sources.
 
-    Building it puts the model on the device (padded slowness, crossing tables, precomputed
+    Building it puts the model on the device (padded slowness, edge lengths, precomputed
     weights if asked, the band) and allocates one batch's state; :meth:`solve` then pays per
     batch only for its seeds, a reset of that state, the relaxation and the copy back. One
     solve runs at a time: calls from several threads wait for each other (they share the
@@ -153,22 +153,19 @@ class PullSolver:
         self._lock = threading.Lock()
 
         slowness_padded = to_padded(layout, np.asarray(slowness, np.float64), np.inf)
-        # The crossing tables with steps in the tile's shape: on-the-fly weights are the
-        # CPU's table sums over the shared tile.
-        crossings = star_crossings(star, spacing, rule, layout.tile)
-        tables = (
-            cuda.to_device(reach_lengths(crossings.length)),
-            cuda.to_device(crossings.start),
-            cuda.to_device(crossings.step),
-            cuda.to_device(crossings.fraction),
-            cuda.to_device(crossings.length),
-        )
+        # On-the-fly weights are the CPU's crossing-table sums over the shared tile; the
+        # kernels hold the cells and fractions as constants, the lengths (and the bounds'
+        # reach) depend on the spacing and come here.
+        length = star_crossings(star, spacing, rule, layout.tile).length
+        tables = (cuda.to_device(reach_lengths(length)), cuda.to_device(length))
         if precomputed:
             weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
         else:
             weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
         self._model = (slowness_padded, *tables, weights)
-        self._kernels = pull_kernels(tuple(block), star, batch, dtype.type, precomputed, max_inner)
+        self._kernels = pull_kernels(
+            tuple(block), star, batch, dtype.type, precomputed, max_inner, rule
+        )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
         self._limit = 64 * layout.n_blocks * max_inner + 1024
@@ -465,7 +462,7 @@ def _run_phases(phases, layout: PaddedLayout, arguments, limit: int):
     """Phases launched one by one (the far tiles promoted, then resident blocks taking
     queued tiles until none is queued or running), the far list's length read once per
     :data:`PHASES_PER_CHECK`; ``(phases, host reads)``."""
-    queue = arguments[11:18]  # pending, state, ring, far lists, marks, control, bounds
+    queue = arguments[-9:-2]  # pending, state, ring, far lists, marks, control, bounds
     control = queue[5]
     relaxed, delta = arguments[-2:]
     try:
