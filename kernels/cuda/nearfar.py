@@ -22,6 +22,7 @@ from numba import cuda, float32, float64, int32, uint64
 from ..layout import PaddedLayout
 from ..rules import EXACT
 from ..star import Star
+from .arrays import from_padded, to_padded
 from .device import edge_weight_gpu, simulating
 from .launch import prepared_launch
 from .predecessor import recover_predecessors, star_tables
@@ -405,7 +406,7 @@ class NearFarSolver:
         n_padded = int(np.prod(layout.padded))
         if n_padded >= np.iinfo(np.int32).max:
             raise ValueError(f"grid too large for int32 node indices ({n_padded} padded nodes)")
-        self._slowness = cuda.to_device(layout.pad(slowness, np.inf))
+        self._slowness = to_padded(layout, slowness, np.inf)  # padded on the device
         self._spacing = cuda.to_device(spacing)
         self._tables = star_tables(star, layout)
         if precomputed:
@@ -417,6 +418,9 @@ class NearFarSolver:
         self._kernels = near_far_kernels(int(rule), bool(precomputed), dtype.name)
         packed = np.uint64 if dtype == np.float32 else np.float64
         self._times = cuda.device_array(n_padded, dtype=packed)
+        # The real grid leaves through these (cut out of the padded one on the device).
+        self._times_real = cuda.device_array((1, *layout.shape), dtype=packed)
+        self._predecessor_real = cuda.device_array((1, *layout.shape), star.predecessor_dtype)
         # Every node enters a near frontier at most once per step and a far pile at most
         # once per bucket (the stamps), so n_real entries bound each of them.
         self._near = cuda.device_array((2, self.n_real), dtype=np.int32)
@@ -531,24 +535,23 @@ class NearFarSolver:
         }
 
     def _copy_back(self, row: int, out_times: np.ndarray, out_predecessor) -> None:
-        """The last search's times (and predecessors) into row ``row`` of the outputs."""
-        layout = self.layout
+        """The last search's times (and predecessors) into row ``row`` of the outputs; only
+        the real grid crosses the bus."""
+        layout, rows = self.layout, slice(row, row + 1)
         if self.dtype == np.float32:
-            packed = self._times.copy_to_host()
-            padded_times = (packed >> np.uint64(32)).astype(np.uint32).view(np.float32)
-            padded_predecessor = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64) - 1
-        else:
-            padded_times = self._times.copy_to_host()
-            padded_predecessor = None
+            packed = np.empty((1, self.n_real), dtype=np.uint64)
+            from_padded(layout, self._times, packed, self._times_real)
+            out_times[rows] = (packed >> np.uint64(32)).astype(np.uint32).view(np.float32)
             if out_predecessor is not None:
-                padded_predecessor = recover_predecessors(
-                    layout, self._slowness, self.spacing, self.star, self._times, self.rule,
-                    self._weights if self.precomputed else None, threads=self.threads,
-                ).copy_to_host()  # fmt: skip
-        out_times[row] = layout.unpad(padded_times.reshape(layout.padded)).reshape(-1)
+                out_predecessor[rows] = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64) - 1
+            return
+        from_padded(layout, self._times, out_times[rows], self._times_real)
         if out_predecessor is not None:
-            unpadded = layout.unpad(padded_predecessor.reshape(layout.padded))
-            out_predecessor[row] = unpadded.reshape(-1)
+            padded_predecessor = recover_predecessors(
+                layout, self._slowness, self.spacing, self.star, self._times, self.rule,
+                self._weights if self.precomputed else None, threads=self.threads,
+            )  # fmt: skip
+            from_padded(layout, padded_predecessor, out_predecessor[rows], self._predecessor_real)
 
 
 def solve_near_far(
