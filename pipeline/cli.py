@@ -182,7 +182,7 @@ def plot(store: Path, out: Path | None, sources: tuple[int, ...]) -> None:
     """Write PNGs of a STORE: traveltime contours with rays, and receiver gathers."""
     from .inspect import plot_directory
 
-    for path in plot_directory(store, out, list(sources)):
+    for path in plot_directory(store, out, list(sources), echo=click.echo):
         click.echo(f"wrote {path}")
 
 

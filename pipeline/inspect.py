@@ -90,24 +90,38 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     return "\n".join(lines)
 
 
-def plot_directory(path: str | Path, out: str | Path | None, sources: list[int]) -> list[Path]:
+def plot_directory(
+    path: str | Path, out: str | Path | None, sources: list[int], echo=None
+) -> list[Path]:
     """PNGs of a store: one field-and-rays picture per chosen source (default: the first,
-    middle and last source), and the receiver gathers; written to ``out`` (default: beside
-    the store)."""
+    middle and last of the sources done so far), and the receiver gathers once every
+    source is done; written to ``out`` (default: beside the store). ``echo`` is told what
+    an unfinished store's pictures lack (rays are assembled when the run completes)."""
     from .plot import plot_field, plot_gathers
 
     path = Path(path)
     dataset = open_survey(path)
     state = open_store(path)
     n = dataset.sizes["source"]
+    done = np.flatnonzero(state.done)
     if not sources:
-        sources = sorted({0, n // 2, n - 1})
+        if not done.size:
+            raise InputError(f"no source is done yet in {path}: nothing to plot")
+        sources = sorted({int(done[0]), int(done[done.size // 2]), int(done[-1])})
     bad = [s for s in sources if not 0 <= s < n]
     if bad:
         raise InputError(f"source index {bad} out of range: {path} has {n} sources (0..{n - 1})")
     not_done = [s for s in sources if not state.done[s]]
     if not_done:
-        raise InputError(f"sources {not_done} are not done yet in {path}: rerun the workflow")
+        raise InputError(
+            f"sources {not_done} are not done yet in {path} ({done.size} of {n} are): "
+            "rerun the workflow, or pick done ones with --source"
+        )
+    if not state.done.all() and echo is not None:
+        echo(
+            f"note: {path} is not complete ({done.size} of {n} sources): rays and the "
+            "receiver gathers are drawn once the run has finished"
+        )
     out = Path(out) if out is not None else path.parent
     stem = path.name.removesuffix(".zarr")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]

@@ -68,7 +68,8 @@ def load_velocity(
     """
     path = Path(path)
     if not path.exists():
-        raise InputError(f"velocity model {path} does not exist")
+        where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
+        raise InputError(f"velocity model {path} does not exist{where}")
     suffix = path.suffix.lower()
     if suffix != ".npy" and (spacing is not None or origin is not None):
         raise InputError(

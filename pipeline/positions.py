@@ -99,9 +99,15 @@ Points = Annotated[
 
 def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
     if not path.is_file():
-        raise InputError(f"{what} CSV file {path} does not exist")
-    with path.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
+        where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
+        raise InputError(f"{what} CSV file {path} does not exist{where}")
+    # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name;
+    # names are stripped, so "z, x" names z and x.
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames:
+            reader.fieldnames = [str(name).strip() for name in reader.fieldnames]
+        rows = list(reader)
     if not rows:
         raise InputError(f"{what} CSV file {path} has a header but no rows")
     dims = [d for d in _DIM_ORDER if d in rows[0]]

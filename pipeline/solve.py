@@ -8,6 +8,7 @@ import weakref
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -348,6 +349,11 @@ def traveltimes(
     raygrid.kernels.cuda.nearfar.solve_near_far : the solvers behind the backends.
     """
     options = check_options(weights, backend, precision, algorithm, batch, precompute)
+    counted = isinstance(threads, Integral) and not isinstance(threads, bool)
+    if threads is not None and not (counted and threads >= 1):
+        raise InputError(
+            f"threads must be a positive integer or None (one per core), got {threads!r}"
+        )
     grid = grid_from_velocity(velocity)
     star = forward_star(grid.radius3(radius))
     points = _source_list(sources, grid.dims)

@@ -27,7 +27,15 @@ import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    field_validator,
+)
 
 from ..kernels import Star, forward_star
 from .errors import InputError
@@ -121,6 +129,25 @@ class Outputs(_Strict):
     rays: bool = True  # raypaths from every source to every receiver
     plot: Path | None = None  # a PNG of one source's field with its rays (and a gather)
     plot_source: Annotated[int, Field(ge=0)] = 0
+
+    @field_validator("plot")
+    @classmethod
+    def _picture_type(cls, plot: Path | None) -> Path | None:
+        # Checked here, not by matplotlib once every source is solved; a name without a
+        # type is a PNG, named so everywhere (the run prints the file it writes).
+        if plot is None:
+            return None
+        if not plot.suffix:
+            return plot.with_name(plot.name + ".png")
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        kinds = FigureCanvasBase.get_supported_filetypes()
+        if plot.suffix[1:].lower() not in kinds:
+            raise ValueError(
+                f"matplotlib cannot write {plot.suffix!r} pictures; use one of "
+                + ", ".join(sorted(kinds))
+            )
+        return plot
 
 
 class Compute(_Strict):

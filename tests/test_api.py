@@ -166,3 +166,6 @@ def test_traveltimes_many_sources_on_threads(model):
     # A table of columns works too.
     table = rg.traveltimes(model, {"z": [0.0, 95.5], "x": [150.0, 12.3]}, radius=3)
     np.testing.assert_array_equal(table.values, many.values[:2])
+    for threads in (0, -1, 2.5, True):
+        with pytest.raises(rg.InputError, match="threads must be a positive integer"):
+            rg.traveltimes(model, sources, radius=3, threads=threads)

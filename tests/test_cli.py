@@ -289,7 +289,17 @@ def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
     assert process.returncode == 130, stderr
     assert "interrupted: the sources finished so far are in out/survey.zarr" in stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
-    assert int(done_sources(store).sum()) < 24, "interrupted too late to test anything"
+    done = np.flatnonzero(done_sources(store))
+    assert done.size < 24, "interrupted too late to test anything"
+    # The sources done so far can be drawn: by default the first, middle and last of them.
+    plot = raygrid("plot", "out/survey.zarr", "--out", "partial", cwd=tmp_path)
+    assert plot.returncode == 0, plot.stderr
+    assert f"not complete ({done.size} of 24 sources)" in plot.stdout
+    assert sorted(p.name for p in (tmp_path / "partial").iterdir()) == sorted(
+        {f"survey-source{s}.png" for s in (done[0], done[done.size // 2], done[-1])}
+    )
+    missing = raygrid("plot", "out/survey.zarr", "--source", "23", cwd=tmp_path)
+    assert missing.returncode == 2 and "sources [23] are not done yet" in missing.stderr
     resumed = raygrid("run", "survey.yaml", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "sources already done" in resumed.stdout

@@ -124,6 +124,10 @@ def test_generators_and_csv(tmp_path):
         (200.0, 0.0), (200.0, 150.0), (200.0, 300.0),
     ]  # fmt: skip
     np.testing.assert_array_equal(prepared.source_index[1], [0.5, 0.0, 2.05])
+    # A spreadsheet's byte-order mark and spaces after the commas of the header.
+    csv.write_bytes("\ufeffz, x ,id\n0,10.0,1\n5, 20.5,2\n".encode())
+    again = prepare_workflow(read_workflow(write(tmp_path, text)))
+    assert again.sources == prepared.sources
     csv.write_text("id,x,z\n1,10.0,zero\n")
     with pytest.raises(InputError, match=r"shots.csv:2: not a number"):
         prepare_workflow(read_workflow(write(tmp_path, text)))
@@ -217,6 +221,17 @@ def test_the_plotted_source_must_exist(tmp_path):
     assert f"{path}:14: outputs.plot_source: source 2 cannot be plotted: there are 2" in str(
         error.value
     )
+
+
+def test_the_picture_type_is_checked_before_anything_runs(tmp_path):
+    path = write(tmp_path, SMALL + "  plot: out/small.jpgg\n")
+    with pytest.raises(InputError, match=r":13: outputs.plot: .*cannot write '.jpgg'.*png"):
+        read_workflow(path)
+    # A name without a type is a PNG, and named so.
+    path = write(tmp_path, SMALL + "  plot: out/small\n")
+    assert read_workflow(path).outputs.plot == Path("out/small.png")
+    path = write(tmp_path, SMALL + "  plot: out/small.PDF\n")
+    assert read_workflow(path).outputs.plot == Path("out/small.PDF")
 
 
 def test_npy_model_with_its_grid(tmp_path):
