@@ -94,7 +94,8 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
 def validate(files: tuple[Path, ...], check_model: bool) -> None:
     """Check workflow and cluster FILES without running anything.
 
-    A file whose top level has a "cluster" key is a cluster file; any other is a workflow.
+    A file whose top level has a "cluster" key and none of a workflow's sections (model,
+    sources, outputs, ...) is a cluster file; any other is a workflow.
     """
     from .cluster import read_cluster
     from .workflow import prepare_workflow, read_workflow
@@ -103,7 +104,8 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     failed = False
     for path in files:
         try:
-            if "cluster" in load_yaml(path, "workflow or cluster").data:
+            top = load_yaml(path, "workflow or cluster").data
+            if isinstance(top, dict) and "cluster" in top and not set(top) & WORKFLOW_SECTIONS:
                 config = read_cluster(path)
                 click.echo(f"{path}: valid cluster file ({config.cluster})")
                 continue
@@ -131,6 +133,10 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
             failed = True
     if failed:
         sys.exit(2)
+
+
+#: Top-level keys only a workflow has (a misplaced ``cluster:`` does not make it a cluster file).
+WORKFLOW_SECTIONS = {"model", "grid", "sources", "receivers", "outputs", "compute"}
 
 
 def _gpu_here() -> bool:

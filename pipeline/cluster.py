@@ -20,13 +20,23 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
 
 from .errors import InputError
 from .yamlfile import load_yaml, validate_yaml
@@ -45,6 +55,50 @@ __all__ = [
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
+def _text(what: str, example: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise ValueError(f"{value!r} has no units: give {what} as text, such as {example}")
+        return value
+
+    return check
+
+
+def _size(value: str) -> str:
+    # Checked when the file is read (raygrid validate), not when a worker starts.
+    from dask.utils import parse_bytes
+
+    try:
+        if parse_bytes(value) <= 0:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"{value!r} is not a size such as 16GB or 512MiB") from None
+    return value
+
+
+def _memory_limit(value: str) -> str:
+    return value if value == "auto" else _size(value)
+
+
+def _address(value: str) -> str:
+    if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[\w.\-]*):\d{1,5}", value):
+        raise ValueError(f"{value!r} is not an address such as :8787, :0 or 127.0.0.1:8787")
+    return value
+
+
+def _walltime(value: str) -> str:
+    # Both batch systems read [days-]hours:minutes:seconds (SLURM also fewer fields).
+    if not re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", value):
+        raise ValueError(f"{value!r} is not a walltime such as 01:30:00 or 2-00:00:00")
+    return value
+
+
+#: A size such as "16GB" (dask's units).
+Size = Annotated[str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_size)]
+#: ``[host]:port`` of a dashboard; ``:0`` picks a free port.
+Address = Annotated[str, AfterValidator(_address)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -56,9 +110,14 @@ class LocalConfig(_Strict):
     n_workers: PositiveInt | None = None  # default: one per core
     threads_per_worker: PositiveInt = 1
     processes: bool = True
-    memory_limit: str | None = "auto"
+    memory_limit: (
+        Annotated[
+            str, BeforeValidator(_text("a size", '"4GB" or "auto"')), AfterValidator(_memory_limit)
+        ]
+        | None
+    ) = "auto"  # per worker
     host: str | None = "127.0.0.1"
-    dashboard_address: str | None = ":8787"  # ":0" picks a free port; null: no dashboard
+    dashboard_address: Address | None = ":8787"  # ":0" picks a free port; null: no dashboard
 
 
 class LocalCUDAConfig(_Strict):
@@ -67,9 +126,9 @@ class LocalCUDAConfig(_Strict):
     cluster: Literal["local-cuda"]
     CUDA_VISIBLE_DEVICES: str | list[int] | None = None  # default: every GPU
     threads_per_worker: PositiveInt = 1
-    rmm_pool_size: str | None = None  # e.g. "24GB": an RMM memory pool per GPU
+    rmm_pool_size: Size | None = None  # e.g. "24GB": an RMM memory pool per GPU
     host: str | None = "127.0.0.1"
-    dashboard_address: str | None = ":8787"
+    dashboard_address: Address | None = ":8787"
 
 
 class JobQueueConfig(_Strict):
@@ -90,11 +149,16 @@ class JobQueueConfig(_Strict):
     workers: PositiveInt = 1  # Dask workers in all (one per GPU on GPU nodes)
     workers_per_node: PositiveInt = 1
     cores_per_worker: PositiveInt = 1
-    memory_per_worker: str = "4GB"
+    memory_per_worker: Size = "4GB"
     gpus_per_worker: Annotated[int, Field(ge=0)] = 0
     queue: str | None = None  # SLURM partition / PBS queue
     account: str | None = None
-    walltime: str = "01:00:00"
+    # (YAML reads an unquoted 01:00:00 as a number of seconds: quote it.)
+    walltime: Annotated[
+        str,
+        BeforeValidator(_text("the walltime", '"01:00:00" (quoted)')),
+        AfterValidator(_walltime),
+    ] = "01:00:00"
     job_name: str = "raygrid"
     job_directives: list[str] = []  # extra lines for the job header, without the prefix
     prologue: list[str] = []  # shell lines run first in every job (modules, venv)
@@ -102,7 +166,7 @@ class JobQueueConfig(_Strict):
     python: str | None = None  # interpreter on the nodes; default: the one running raygrid
     log_directory: Path = Path("raygrid-jobs")  # job scripts, logs, scheduler files
     local_directory: str | None = None  # worker scratch (e.g. $TMPDIR)
-    dashboard_address: str | None = ":8787"
+    dashboard_address: Address | None = ":8787"
     wait_timeout: Annotated[float, Field(gt=0)] = 600.0  # s to wait for the first worker
 
     @model_validator(mode="after")
@@ -318,14 +382,14 @@ def _new_cluster(config):
     if isinstance(config, LocalConfig):
         from distributed import LocalCluster
 
-        with LocalCluster(
+        with _started("local", config, LocalCluster,
             n_workers=config.n_workers,
             threads_per_worker=config.threads_per_worker,
             processes=config.processes,
             memory_limit=config.memory_limit,
             host=config.host,
             dashboard_address=config.dashboard_address,
-        ) as cluster:
+        ) as cluster:  # fmt: skip
             yield cluster
     elif isinstance(config, LocalCUDAConfig):
         with _local_cuda(config) as cluster:
@@ -354,14 +418,31 @@ def _local_cuda(config: LocalCUDAConfig):
     devices = config.CUDA_VISIBLE_DEVICES
     if isinstance(devices, list):
         devices = ",".join(str(d) for d in devices)
-    with LocalCUDACluster(
+    with _started("local-cuda", config, LocalCUDACluster,
         CUDA_VISIBLE_DEVICES=devices,
         threads_per_worker=config.threads_per_worker,
         rmm_pool_size=config.rmm_pool_size,
         host=config.host,
         dashboard_address=config.dashboard_address,
-    ) as cluster:
+    ) as cluster:  # fmt: skip
         yield cluster
+
+
+def _started(kind: str, config, start: Callable, **kwargs):
+    """``start(**kwargs)``, a cluster on this machine, or an :class:`InputError` that says
+    why it did not start (Dask's own error ends in "Cluster failed to start" and hides the
+    reason two exceptions down)."""
+    try:
+        return start(**kwargs)
+    except Exception as error:  # whatever stopped it, the user's file is the likely cause
+        reason = error
+        while reason.__cause__ is not None or reason.__context__ is not None:
+            reason = reason.__cause__ or reason.__context__
+        raise InputError(
+            f"the {kind} cluster did not start: {type(reason).__name__}: {reason} (host "
+            f"{config.host!r}, dashboard_address {config.dashboard_address!r} in the cluster "
+            "file: is the host an address of this machine, is the port free?)"
+        ) from error
 
 
 def jobqueue_kwargs(config: JobQueueConfig) -> dict:

@@ -22,14 +22,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from .cluster import JobQueueConfig, read_cluster
 from .errors import InputError
-from .workflow import FileModel, read_workflow
+from .store import check_store
+from .survey import store_spec
+from .workflow import prepare_workflow, read_workflow
 
 __all__ = ["Job", "batch_script", "submit_workflow"]
 
@@ -216,16 +218,20 @@ def submit_workflow(
 ) -> Job:
     """Write the job's files and, unless ``dry_run``, submit it (``sbatch`` or ``qsub``).
 
+    Everything the job's ``raygrid run`` would refuse is refused here, before a job waits
+    in the queue for it: the workflow checked against its model as ``raygrid validate``
+    does (for the job's machine: a CUDA workflow passes on a login node without a GPU),
+    and the store at ``outputs.store`` (in ``workdir``) as a run checks it.
+
     Raises
     ------
     InputError
         For a bad workflow or cluster file, a cluster file that is not ``slurm``/``pbs``, a
-        missing model file, a missing ``sbatch``/``qsub``, or a refused submission.
+        bad model, source or receiver, a store that holds another workflow (without
+        ``overwrite``), a missing ``sbatch``/``qsub``, or a refused submission.
     """
     workflow = Path(workflow)
     spec = read_workflow(workflow)
-    if isinstance(spec.model, FileModel) and not spec.model.path.exists():
-        raise InputError(f"{workflow}: model file {spec.model.path} does not exist")
     config = read_cluster(cluster)
     if not isinstance(config, JobQueueConfig):
         raise InputError(
@@ -233,6 +239,14 @@ def submit_workflow(
             f"cluster: {config.cluster} (use raygrid run for that)"
         )
     workdir = Path(workdir or Path.cwd()).resolve()
+    prepared = prepare_workflow(spec, here=False)
+    store = store_spec(prepared)
+    check_store(
+        replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite
+    )
+    tool = SUBMIT[config.cluster]
+    if not dry_run and shutil.which(tool) is None:
+        raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     directory = (workdir / config.log_directory / f"{workflow.stem}-{stamp}").resolve()
     directory.mkdir(parents=True)
@@ -257,15 +271,15 @@ def submit_workflow(
         batch_script(workflow.resolve(), config, directory, workdir=workdir, overwrite=overwrite)
     )
     script.chmod(0o755)
-    tool = SUBMIT[config.cluster]
     command = [tool, "--parsable", str(script)] if tool == "sbatch" else [tool, str(script)]
     shown = " ".join(shlex.quote(word) for word in command)
     if dry_run:
         return Job(script, directory, shown, None)
-    if shutil.which(tool) is None:
-        raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
     done = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
     if done.returncode != 0:
-        raise InputError(f"{shown} failed ({done.returncode}): {done.stderr.strip()}")
+        raise InputError(
+            f"{shown} failed ({done.returncode}): {done.stderr.strip()} (the job's files are "
+            f"in {directory})"
+        )
     job_id = done.stdout.strip().split(";")[0].strip()
     return Job(script, directory, shown, job_id)

@@ -224,7 +224,7 @@ class Progress:
         print(("\r" if self.tty else "") + line, end=end, file=self.stream, flush=True)
 
 
-def _store_spec(prepared: PreparedWorkflow) -> StoreSpec:
+def store_spec(prepared: PreparedWorkflow) -> StoreSpec:
     outputs = prepared.workflow.outputs
     return StoreSpec(
         path=Path(outputs.store),
@@ -299,7 +299,7 @@ def run_survey(
     prepared = prepare_workflow(workflow)
     compute = workflow.compute
     config = read_cluster(cluster if cluster is not None else compute.cluster)
-    spec = _store_spec(prepared)
+    spec = store_spec(prepared)
     attrs = _store_attrs(prepared)
     chunks = field_chunks(
         prepared.grid.shape, np.dtype(spec.dtype).itemsize, compute.tiles, prepared.grid.dims

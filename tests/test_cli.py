@@ -113,6 +113,10 @@ def test_validate(tmp_path):
     run = raygrid("validate", bad, cwd=tmp_path)
     assert run.returncode == 2 and "radious" in run.stderr
     assert raygrid("validate", tmp_path / "nope.yaml", cwd=tmp_path).returncode == 2
+    # A workflow with a misplaced cluster key is still a workflow, and told so.
+    misplaced = write_workflow(tmp_path, cluster="configs/local.yaml")
+    run = raygrid("validate", misplaced, cwd=tmp_path)
+    assert run.returncode == 2 and "cluster: Extra inputs are not permitted" in run.stderr
 
 
 def test_validate_names_the_file_of_every_problem(tmp_path):

@@ -47,6 +47,17 @@ def test_default_is_a_local_cluster():
         ("cluster: slurm\nworkers: 3\nworkers_per_node: 2\n", "must be a multiple of"),
         ("cluster: scheduler\n", "give exactly one of address and scheduler_file"),
         ("- local\n", "a cluster file is a YAML mapping"),
+        # Sizes, addresses and walltimes are checked when the file is read (validate), not
+        # when a worker or a job starts.
+        (
+            "cluster: local\nmemory_limit: lots\n",
+            ":2: memory_limit: Value error, 'lots' is not a size",
+        ),
+        ("cluster: local\ndashboard_address: nonsense\n", "'nonsense' is not an address"),
+        ("cluster: slurm\nmemory_per_worker: 60\n", "60 has no units: give a size as text"),
+        ("cluster: pbs\nwalltime: 2 hours\n", "'2 hours' is not a walltime"),
+        ("cluster: slurm\nwalltime: 7200\n", "7200 has no units: give the walltime as text"),
+        ("cluster: local-cuda\nrmm_pool_size: huge\n", "'huge' is not a size"),
     ],
 )
 def test_bad_cluster_files(tmp_path, text, message):
@@ -56,6 +67,34 @@ def test_bad_cluster_files(tmp_path, text, message):
         read_cluster(path)
     assert message in str(error.value)
     assert str(path) in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cluster: local\nmemory_limit: 512MiB\ndashboard_address: 127.0.0.1:0\n",
+        "cluster: local\ndashboard_address: '[::1]:8787'\n",
+        "cluster: slurm\nwalltime: 2-12:00:00\nmemory_per_worker: 1.5 GB\n",
+        "cluster: slurm\nwalltime: '90'\n",
+    ],
+)
+def test_good_sizes_addresses_and_walltimes(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    read_cluster(path)
+
+
+def test_a_local_cluster_that_cannot_start_says_why(tmp_path):
+    """An address this machine does not have: a clear InputError, nothing left running."""
+    import psutil
+
+    before = set(psutil.Process().children(recursive=True))
+    config = LocalConfig(cluster="local", n_workers=1, host="10.254.254.254",
+                         dashboard_address=None)  # fmt: skip
+    with pytest.raises(InputError, match=r"the local cluster did not start: OSError: .*address"):
+        with connect(config, echo=lambda line: None):
+            pass
+    assert set(psutil.Process().children(recursive=True)) <= before
 
 
 def test_jobqueue_arguments():

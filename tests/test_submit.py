@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
+from distributed import Client, LocalCluster
 
 import raygrid.pipeline as rg
 from raygrid.pipeline.errors import InputError
@@ -117,6 +118,31 @@ def test_submit_needs_a_batch_cluster_file(tmp_path):
     workflow, _ = setup(tmp_path)
     with pytest.raises(InputError, match="needs a slurm or pbs cluster file"):
         submit_workflow(workflow, ROOT / "configs" / "local.yaml", dry_run=True)
+
+
+def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, monkeypatch):
+    """Not after a wait in the queue: a source outside the model, a store of another run."""
+    workflow, cluster = setup(tmp_path)
+    outside = WORKFLOW | {"sources": [{"z": 0.0, "x": 4000.0}]}
+    workflow.write_text(yaml.safe_dump(outside))
+    with pytest.raises(InputError, match="source 0: source x=4000 is outside the model"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert not (tmp_path / "jobs").exists()
+    # A store written by another workflow is refused unless the job is to overwrite it.
+    other = WORKFLOW | {"grid": {"radius": 2}, "sources": [{"z": 0.0, "x": 100.0}]}
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    monkeypatch.chdir(tmp_path)  # outputs.store is relative to the working directory
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster_,
+        Client(cluster_) as client,
+    ):
+        rg.workflow.run_workflow(rg.workflow.read_workflow(tmp_path / "other.yaml"), client=client)
+    workflow.write_text(yaml.safe_dump(WORKFLOW))
+    with pytest.raises(InputError, match="holds the results of a different workflow"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert not (tmp_path / "jobs").exists()
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path, overwrite=True)
+    assert job.script.exists()
 
 
 def test_submit_dry_run_cli(tmp_path):
