@@ -1,6 +1,6 @@
 """CPU tile solver: multi-seeded binary-heap Dijkstra on the Moser grid graph (Numba).
 
-This is the sequential reference of DESIGN.md section 1 and the CPU "tile solver" of
+This is the sequential reference of docs/method.md section 1 and the CPU "tile solver" of
 section 2: given slownesses, seeded nodes with finite times and a forward star, return every
 node's time and predecessor. Grids are 3D ``(nz, ny, nx)``; 2D models use ``ny == 1``.
 """
@@ -84,7 +84,7 @@ def precompute_weights(
     -----
     Storing half the star is enough because the weights are bitwise symmetric
     (:func:`raygrid.kernels.segment.segment_time`). Worth it when the same model is solved
-    for many sources (DESIGN.md section 1, "Weights: precomputed or on the fly").
+    for many sources (docs/method.md section 1, "Weights: precomputed or on the fly").
     """
     return graph_weights(moser_graph(slowness, spacing, star, rule), dtype)
 
@@ -314,7 +314,7 @@ def dijkstra(
     Dijkstra in floating point returns, for every node, the minimum over all paths of the
     left-to-right float sum of the edge weights from a seed; IEEE addition is monotone, so
     any other correct solver using the same weights returns the same floats
-    (DESIGN.md section 1). Neighbours already settled are skipped before their weight is
+    (docs/method.md section 1). Neighbours already settled are skipped before their weight is
     computed, and so are neighbours that the edge's lower bound (length times the smallest
     slowness within the radius, :mod:`raygrid.kernels.bounds`) would not improve; the rest
     get their weight from the crossing table of the offset

@@ -11,7 +11,7 @@ once but lowers only about two keys per pop (401^2, radius 4: 2.4 improvements a
 neighbours), so pops dominate, and a 4-ary pop walks half as many levels, comparing four
 adjacent keys (one cache line) per level. Measured on that case: a whole solve ~18 % faster
 than with the binary heap; an 8-ary heap was no faster. The heap's order never changes a
-result: Dijkstra returns the same floats whatever breaks its ties (DESIGN.md section 1).
+result: Dijkstra returns the same floats whatever breaks its ties (docs/method.md section 1).
 """
 
 from __future__ import annotations

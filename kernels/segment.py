@@ -3,7 +3,7 @@
 The functions here are plain Python on purpose: :mod:`.cpu` compiles them with
 ``numba.njit`` and the CUDA module compiles the same source with
 ``numba.cuda.jit(device=True, inline="always")``, so both targets sum the same floats in the
-same order (DESIGN.md section 1, "One algorithm, thin backends"). They therefore use only
+same order (docs/method.md section 1, "One algorithm, thin backends"). They therefore use only
 scalar arithmetic, ``math`` and array indexing, and call no other Python function.
 
 Coordinates are in node-index units on a 3D grid ``(nz, ny, nx)``: node ``(i, j, k)`` sits
@@ -51,7 +51,7 @@ def segment_time(slowness, pz, py, px, qz, qy, qx, hz, hy, hx):
     in ``(z, y, x)``; for two nodes that is the one with the lower flat index. So
     ``segment_time(p, q)`` and ``segment_time(q, p)`` run the same float operations in the
     same order and are equal bit for bit, which every solver's exact-equality promise relies
-    on (DESIGN.md section 1, "Why bitwise matters").
+    on (docs/method.md section 1, "Why bitwise matters").
 
     Between nodes the face parameters ``(c +- 1/2 - p_k) / d_k`` are quotients of exact
     small half-integers, so equal ratios round to equal floats and ties are detected exactly.

@@ -6,6 +6,7 @@ Everything here has a name, a unit, a coordinate or a file; the numeric work is 
 
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
+from .inspect import open_survey
 from .io import load_velocity
 from .models import (
     checkerboard,
@@ -29,6 +30,7 @@ __all__ = [
     "grid_from_velocity",
     "layered_model",
     "load_velocity",
+    "open_survey",
     "raypath",
     "traveltime",
     "traveltimes",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 
 import click
 
-from .errors import InputError
+from .errors import InputError, InputWarning
 from .version import __version__
 
 __all__ = ["main"]
@@ -36,6 +37,21 @@ def _input_errors(command: Callable) -> Callable:
 @click.version_option(__version__, prog_name="raygrid")
 def main() -> None:
     """raygrid: seismic traveltimes and raypaths by shortest-path ray tracing."""
+    _plain_input_warnings()
+
+
+def _plain_input_warnings() -> None:
+    """Print raygrid's :class:`InputWarning` as ``warning: ...`` (no file and line of
+    raygrid's source); other warnings as Python prints them."""
+    show = warnings.showwarning
+
+    def shown(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, InputWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = shown
 
 
 @main.command()

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -279,7 +280,11 @@ def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
         if isinstance(config, SchedulerConfig):
             client = stack.enter_context(_scheduler_client(config, echo))
         else:
-            cluster = stack.enter_context(_start(config))
+            with warnings.catch_warnings():
+                # Dask warns in four lines when the dashboard's port is taken (another run)
+                # and serves it on a free one; the link printed below names that one.
+                warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+                cluster = stack.enter_context(_start(config))
             client = stack.enter_context(Client(cluster))
             if isinstance(config, (LocalConfig, LocalCUDAConfig)):
                 from .interrupts import IgnoreInterrupts

@@ -9,7 +9,7 @@ Why the result equals the single-domain solve bit for bit: every value is the fl
 edge weights along some path, so it never drops below the float shortest time ``d*``; at the
 end every node satisfies ``t(v) <= min_u fl(t(u) + w(u, v))`` over all its in-edges (the halo
 holds every in-neighbour of a tile's nodes), and the only such ``t >= d*`` is ``d*`` itself,
-because float addition is monotone (DESIGN.md section 1). Merging is ``minimum``, so order,
+because float addition is monotone (docs/method.md section 1). Merging is ``minimum``, so order,
 repetition and recomputation after a lost worker are all harmless.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InputError"]
+__all__ = ["InputError", "InputWarning"]
 
 
 class InputError(ValueError):
@@ -10,3 +10,8 @@ class InputError(ValueError):
 
     Raised before anything is computed or written.
     """
+
+
+class InputWarning(UserWarning):
+    """Input that runs but is probably not what was meant (e.g. a velocity in km/s labelled
+    m/s); the CLI prints it as ``warning: ...``."""

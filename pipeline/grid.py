@@ -1,20 +1,22 @@
 """Velocity models as grids: validation, units, and the map between coordinates and nodes.
 
 Everything that has a name, a unit or a coordinate is resolved here once, so the kernels see
-only a 3D slowness array in s/m and a spacing in m (DESIGN.md section 3).
+only a 3D slowness array in s/m and a spacing in m (docs/method.md section 3).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import dask
 import numpy as np
 import xarray as xr
 
 from ..kernels import point_leg_times
-from .errors import InputError
+from .errors import InputError, InputWarning
 
 __all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity"]
 
@@ -223,12 +225,32 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
     return values, float(values[0]), h, unit
 
 
-def _check_values(velocity: xr.DataArray, axes: dict, order: tuple[str, ...]) -> None:
-    """Every velocity finite and positive; lazy arrays are checked where they live."""
+#: Speeds (m/s) outside which a whole model is probably in the wrong unit: nothing that
+#: carries seismic waves is slower than the lower (air: 343 m/s) or faster than the upper
+#: (the deepest mantle: about 14 km/s).
+PLAUSIBLE_SPEEDS = (30.0, 30_000.0)
+
+
+def _check_values(
+    velocity: xr.DataArray, axes: dict, order: tuple[str, ...], speed_factor: float
+) -> None:
+    """Every velocity finite and positive; lazy arrays are checked where they live. A model
+    whose every speed lies outside :data:`PLAUSIBLE_SPEEDS` gets an :class:`InputWarning`."""
     values = velocity.data
     bad = ~np.isfinite(values) | (values <= 0)
-    count = int(bad.sum())  # one number back from the workers for a dask array
+    # One pass, a few numbers back from the workers for a dask array.
+    count, lowest, highest = dask.compute(bad.sum(), values.min(), values.max())
     if count == 0:
+        unit = velocity.attrs.get("units")
+        slow, fast = PLAUSIBLE_SPEEDS
+        if highest * speed_factor < slow or lowest * speed_factor > fast:
+            warnings.warn(
+                f"velocities from {float(lowest):g} to {float(highest):g} {unit}: no rock is "
+                f"that {'slow' if highest * speed_factor < slow else 'fast'}; is the model's "
+                "'units' attribute right (m/s or km/s)?",
+                InputWarning,
+                stacklevel=3,
+            )
         return
     first = np.unravel_index(int(bad.reshape(-1).argmax()), velocity.shape)
     value = float(np.asarray(values[first]))
@@ -287,7 +309,7 @@ def grid_from_velocity(velocity: xr.DataArray, *, load: bool = True) -> Grid:
             + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
             + "; give every axis the same length unit"
         )
-    _check_values(velocity, axes, order)
+    _check_values(velocity, axes, order, SPEED_UNITS[speed_unit])
     unit = axes[order[0]][3]
     grid = Grid(
         dims=order,

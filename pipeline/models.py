@@ -33,6 +33,8 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
 
 
 def _model(values: np.ndarray, coords: dict, name: str, description: str) -> xr.DataArray:
+    if not (np.all(np.isfinite(values)) and values.min() > 0):
+        raise InputError(f"a {description} model: velocities must be finite and positive")
     return xr.DataArray(
         values,
         dims=tuple(coords),

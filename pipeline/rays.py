@@ -78,7 +78,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     minimises ``t(n) + segment_time(n, receiver)``.
 
     ``time`` re-adds the legs' weights in the solve's order and precision, so at an on-node
-    receiver it equals the traveltime field (DESIGN.md section 4, "raypath time =
+    receiver it equals the traveltime field (docs/method.md section 4, "raypath time =
     traveltime").
     """
     if not isinstance(result, xr.Dataset) or any(v not in result for v in _NEEDED):

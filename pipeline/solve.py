@@ -468,7 +468,7 @@ def traveltime(
     -----
     Every node is a graph node joined to the nodes of its forward star (Moser 1991); edge
     weights are bitwise symmetric, and the result equals any correct shortest-path solver on
-    the same graph exactly (DESIGN.md section 1).
+    the same graph exactly (docs/method.md section 1).
 
     A source between nodes is joined by straight segments, integrated cell by cell like any
     edge, to every node of the forward-star box around the cell that holds it; those nodes

@@ -1,6 +1,6 @@
 """Domain decomposition geometry: tiles, their halos, and the strips between them.
 
-Plain functions of shapes and slices, tested without Dask (STYLE.md, dask-image's
+Plain functions of shapes and slices, tested without Dask (as dask-image does its
 ``_chunk_faces``). Grids are the kernels' 3D ``(nz, ny, nx)``; a 2D model has ``ny == 1``
 and a zero radius along ``y``.
 """

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,15 @@ def test_bad_workflow_fails_cleanly_and_writes_nothing(tmp_path, changes, messag
     assert message in run.stderr
     assert "workflow.yaml:" in run.stderr  # the file, and the line
     assert not (tmp_path / "quickstart-output").exists()
+
+
+def test_a_model_in_the_wrong_unit_is_a_plain_warning(tmp_path):
+    slow = write_workflow(tmp_path, model={"synthetic": "gradient", "shape": {"z": 21, "x": 31},
+                                           "top": 0.5, "bottom": 4.0})  # fmt: skip
+    run = raygrid("validate", slow, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "warning: velocities from 0.5 to 4 m/s: no rock is that slow" in run.stderr
+    assert "InputWarning" not in run.stderr and "grid.py" not in run.stderr
 
 
 def test_bad_units_in_model_file(tmp_path):
@@ -335,6 +345,10 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # opened quietly
+        opened = rg.open_survey(tmp_path / "out" / "survey.zarr")
+    assert opened.sizes["source"] == 24 and bool(opened["source_done"].all())
     info = raygrid("info", "out/survey.zarr", "--workflow", cwd=tmp_path)
     assert info.returncode == 0, info.stderr
     for text in (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,20 @@ def test_local_cluster_prints_its_dashboard_and_closes():
         assert extensions == {"stealing": False, "amm": False}
     assert lines and lines[0].startswith("dashboard: http://127.0.0.1:")
     assert client.status == "closed"
+
+
+def test_a_taken_dashboard_port_is_no_warning(recwarn):
+    """A second run while another holds the port: the dashboard moves, quietly."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        lines = []
+        config = LocalConfig(cluster="local", n_workers=1, dashboard_address=f"127.0.0.1:{port}")
+        with connect(config, echo=lines.append):
+            pass
+    assert lines[0].startswith("dashboard: http://127.0.0.1:") and f":{port}/" not in lines[0]
+    assert not [w for w in recwarn if "already in use" in str(w.message)]
 
 
 def test_existing_scheduler_by_address_and_file(tmp_path):

@@ -183,3 +183,36 @@ def test_bad_sources_table(velocity):
         traveltimes(velocity, {"z": [0.0, 10.0], "x": [0.0]})
     with pytest.raises(InputError, match="source x=999 is outside"):
         traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 999.0}])
+
+
+def test_synthetic_models_refuse_velocities_that_are_not_positive():
+    from raygrid.pipeline import gradient_model
+
+    with pytest.raises(InputError, match="velocities must be finite and positive"):
+        constant_model({"z": 11, "x": 21}, 10.0, -2000.0)
+    with pytest.raises(InputError, match="velocities must be finite and positive"):
+        gradient_model({"z": 11, "x": 21}, 10.0, top=-5.0, bottom=4000.0)
+
+
+@pytest.mark.parametrize(
+    "values, units, word",
+    [(2.0, "m/s", "slow"), (2000.0, "km/s", "fast")],
+)
+def test_a_velocity_in_the_wrong_unit_is_warned_about(velocity, values, units, word):
+    from raygrid.pipeline.errors import InputWarning
+
+    wrong = velocity.copy(data=np.full(velocity.shape, values))
+    wrong.attrs["units"] = units
+    with pytest.warns(InputWarning, match=rf"no rock is that {word}; is the model's 'units'"):
+        traveltime(wrong, {"z": 0.0, "x": 0.0}, radius=2)
+
+
+def test_plausible_velocities_give_no_warning(velocity):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traveltime(velocity, {"z": 0.0, "x": 0.0}, radius=2)
+        kilometres = velocity.copy(data=velocity.values / 1000.0)
+        kilometres.attrs["units"] = "km/s"
+        traveltime(kilometres, {"z": 0.0, "x": 0.0}, radius=2)

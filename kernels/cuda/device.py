@@ -1,7 +1,7 @@
 """Device functions compiled from the same plain functions as the CPU kernels.
 
 ``inline="always"``: a device function compiled on its own makes NVVM ask for a driver when
-a kernel is compiled to PTX without a GPU; inlined ones compile anywhere (STYLE.md).
+a kernel is compiled to PTX without a GPU; inlined ones compile anywhere.
 """
 
 from __future__ import annotations

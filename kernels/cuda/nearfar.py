@@ -335,7 +335,7 @@ class NearFarSolver:
     Davidson, Baxter, Garland & Owens (2014), "Work-efficient parallel GPU methods for
     single-source shortest paths", IPDPS, section on the Near-Far pile; Meyer & Sanders
     (2003), "Delta-stepping: a parallelizable shortest path algorithm", J. Algorithms 49.
-    DESIGN.md section 1, "Near-Far / delta-stepping".
+    docs/method.md section 1, "Near-Far / delta-stepping".
 
     Nodes whose time is below the current threshold are relaxed in the *near* frontier,
     one thread per (node, offset) pair, by atomic min; improved nodes join the next near
@@ -352,7 +352,7 @@ class NearFarSolver:
 
     Any order of relaxations reaches the same fixed point, the minimum over paths of the
     float sums of the same weights (weights in float64, rounded once to ``dtype``), so the
-    times equal :func:`raygrid.kernels.dijkstra`'s exactly in either precision (DESIGN.md
+    times equal :func:`raygrid.kernels.dijkstra`'s exactly in either precision (docs/method.md
     section 1, "Why bitwise matters"). On a real GPU the compiler may contract the weight
     arithmetic into FMAs, so times may differ from the CPU's in the last bits.
 

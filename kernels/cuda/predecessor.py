@@ -3,7 +3,7 @@
 A push solver that atomic-mins a float64 time cannot update the predecessor in the same
 atomic operation, so it keeps times only and recovers predecessors afterwards: at the fixed
 point every node that is not a seed has an in-edge that reproduces its time exactly,
-``t(v) == t(u) + w(u, v)``, because the solver summed the very same floats (DESIGN.md
+``t(v) == t(u) + w(u, v)``, because the solver summed the very same floats (docs/method.md
 section 1, "Why bitwise matters"). The pass reads only, so it needs no atomics.
 """
 
@@ -144,7 +144,7 @@ def recover_predecessors(
 
     Notes
     -----
-    DESIGN.md section 1, "Near-Far / delta-stepping": in float64 the push solver atomic-mins
+    docs/method.md section 1, "Near-Far / delta-stepping": in float64 the push solver atomic-mins
     the time alone and recovers ``pred(v) = argmin_u t(u) + w(u, v)`` with this pass. At the
     fixed point ``t(v) = min(seed(v), min_u t(u) + w(u, v))``, so the minimum *is* ``t(v)``
     and an exact equality test finds it; the first such ``k`` is taken. Times that are only

@@ -91,7 +91,7 @@ def pull_kernels(
     or running (:mod:`raygrid.kernels.cuda.tile_queue`). All run the same tile relaxation
     (``phases`` without the pass stamps, below). Shapes of shared and local arrays must be
     compile-time constants on a real GPU, so each configuration gets its own kernels; the
-    simulator would accept computed shapes and hide that (STYLE.md). The star's offsets,
+    simulator would accept computed shapes and hide that. The star's offsets,
     their steps in the shared tile and their half-star indices are compile-time constants
     too (constant memory, and the compiler folds each step into an address offset where it
     unrolls the star loop): they depend only on the radius and the tile shape. So do the
