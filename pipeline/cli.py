@@ -18,9 +18,13 @@ __all__ = ["main"]
 
 
 def _input_errors(command: Callable) -> Callable:
-    """Print an :class:`InputError`, or a file that cannot be read or written (``OSError``:
-    a read-only folder, a full disk), as ``error: ...`` and exit with status 2. A run cut
-    short that way resumes like any other."""
+    """Print an :class:`InputError`, a file that cannot be read or written (``OSError``: a
+    read-only folder, a full disk) or memory that ran out, as ``error: ...`` and exit with
+    status 2. A run cut short that way resumes like any other.
+
+    Solves are checked against the memory they need before they start
+    (:mod:`raygrid.pipeline.memory`); a ``MemoryError`` is what that check does not count,
+    e.g. building a synthetic model too large for the machine."""
 
     @wraps(command)
     def wrapper(*args, **kwargs):
@@ -28,6 +32,14 @@ def _input_errors(command: Callable) -> Callable:
             return command(*args, **kwargs)
         except (InputError, OSError) as error:
             click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+        except MemoryError as error:
+            click.echo(
+                f"error: out of memory ({error or 'no details'}): the model or the solve is too "
+                "large for this machine; use a smaller model or a coarser spacing (a model "
+                "stored as Zarr is read tile by tile with compute.tiles)",
+                err=True,
+            )
             sys.exit(2)
 
     return wrapper

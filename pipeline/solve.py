@@ -27,6 +27,7 @@ from ..kernels import (
 )
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
+from .memory import available_memory, check_fits, footprint
 from .version import __version__
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "source_seeds",
     "solve_seeds",
     "resident_solver",
+    "solving_threads",
 ]
 
 BACKENDS = ("cpu", "cuda", "auto")
@@ -269,7 +271,7 @@ def solve_seeds(
             predecessor=predecessor[k],
         )  # fmt: skip
 
-    workers = min(len(seeds), threads or os.cpu_count() or 1)
+    workers = solving_threads(len(seeds), threads)
     if workers == 1:
         for k in range(len(seeds)):
             solve_one(k)
@@ -277,6 +279,34 @@ def solve_seeds(
         with ThreadPoolExecutor(workers, thread_name_prefix="raygrid-source") as pool:
             list(pool.map(solve_one, range(len(seeds))))
     return times, predecessor
+
+
+def solving_threads(n_sources: int, threads: int | None) -> int:
+    """CPU threads :func:`solve_seeds` solves ``n_sources`` on (``None``: one per core)."""
+    return max(min(n_sources, threads or os.cpu_count() or 1), 1)
+
+
+def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, threads, predecessors):
+    """Refuse, before anything large is allocated, a solve this machine cannot hold
+    (:mod:`raygrid.pipeline.memory`)."""
+    cpu = options.backend == "cpu"
+    need = footprint(
+        grid.shape3, star, options.dtype, backend=options.backend,
+        precompute=options.precompute, predecessors=predecessors,
+    ).total(n_sources, solving_threads(n_sources, threads) if cpu else 1)  # fmt: skip
+    hints = [
+        "fewer sources per call (raygrid run writes each source to a Zarr store as it is done)"
+    ]
+    if cpu and n_sources > 1:
+        hints.append("fewer threads=")
+    if options.precompute:
+        hints.append("precompute=False")
+    if options.precision == "float64":
+        hints.append('precision="float32"')
+    hints.append("or tiles= on a Dask cluster")
+    shape = " x ".join(map(str, grid.shape))
+    what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
+    check_fits(need, available_memory(), what, "try " + ", ".join(hints))
 
 
 def _source_list(sources: Any, dims: tuple[str, ...]) -> list[dict[str, float]]:
@@ -361,6 +391,7 @@ def traveltimes(
         raise InputError("no sources given")
     positions = [grid.to_index(point, "source") for point in points]  # all checked first
 
+    _check_memory(grid, star, options, len(positions), threads, predecessors)
     seeds = []
     for position in positions:
         nodes, times = source_seeds(grid, star, position)

@@ -31,6 +31,7 @@ from ..kernels import MoserGraph, Star, point_box
 from .cluster import connect, read_cluster
 from .errors import InputError
 from .grid import Grid
+from .memory import available_memory, check_fits, describe_bytes, footprint
 from .rays import raypath
 from .solve import (
     Options,
@@ -316,6 +317,8 @@ def run_survey(
     with ExitStack() as stack:
         if client is None and (found is None or not found.done.all()):
             client = stack.enter_context(connect(config, echo=echo))
+        if client is not None and (found is None or not found.done.all()):
+            check_survey_memory(client, prepared)  # before the store is created or touched
         state = prepare_store(spec, prepared.fingerprint, overwrite=overwrite, create=create)
         pending = np.flatnonzero(~state.done)
         n = spec.n_sources
@@ -331,6 +334,58 @@ def run_survey(
         for written in plot_store(dataset, workflow.outputs.plot, workflow.outputs.plot_source):
             echo(f"plot: {written}")
     return dataset
+
+
+def check_survey_memory(client: Any, prepared: PreparedWorkflow) -> None:
+    """Refuse a survey whose tasks cannot fit on the cluster's workers, or whose CPU graph
+    cannot be built on this machine, before anything large is allocated.
+
+    A worker holds the model and its graph (sent once) and runs as many tasks at once as it
+    has threads, each solving ``compute.batch`` sources (``compute.threads`` at a time) and
+    keeping their fields until they are written; past the worker's memory limit (its
+    ``terminate`` fraction) Dask's nanny kills it, which used to surface as a closed stream.
+    Workers that have not joined yet (a batch system's) are not checked. Tiled surveys are
+    not checked: tiles exist for models that do not fit.
+    """
+    compute = prepared.workflow.compute
+    if compute.tiles is not None:
+        return
+    grid, star, options = prepared.grid, prepared.star, prepared.options
+    spec = store_spec(prepared)
+    cost = footprint(
+        grid.shape3, star, options.dtype, backend=options.backend,
+        precompute=options.precompute, predecessors=bool(spec.n_receivers and spec.rays),
+    )  # fmt: skip
+    shape = " x ".join(map(str, grid.shape))
+    if options.backend == "cpu":  # the graph is built here, then sent to the workers
+        check_fits(
+            cost.model, available_memory(), f"the CPU graph of {shape} nodes",
+            "use a smaller model, precompute: false, or compute.tiles",
+        )  # fmt: skip
+    model = int(grid.velocity.nbytes) + int(grid.slowness.nbytes) + cost.model
+    sources = min(compute.batch, spec.n_sources)  # in one task
+    at_once = 1 if options.backend == "cuda" else min(compute.threads, sources)
+    task = cost.total(sources, at_once) - cost.model
+    import dask.config
+
+    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    for address, worker in client.scheduler_info(n_workers=-1)["workers"].items():
+        limit = worker.get("memory_limit") or 0
+        if not limit:
+            continue
+        tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))
+        # What the worker process holds already (the interpreter, Numba, Dask): ~0.2 GiB.
+        held = int(worker.get("metrics", {}).get("memory") or 0)
+        check_fits(
+            model + tasks * task,
+            int(limit * fraction) - held,
+            f"each worker (the model {describe_bytes(model)}, then {tasks} task(s) at once, "
+            f"each of {sources} source(s) on {shape} nodes)",
+            f"worker {address} holds {describe_bytes(held)} already, has a memory_limit of "
+            f"{describe_bytes(limit)} and Dask stops it at {fraction:.0%} of that; give "
+            "workers more memory (memory_limit in the cluster file), fewer threads, a smaller "
+            "compute.batch, precision float32, or compute.tiles",
+        )
 
 
 def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress):

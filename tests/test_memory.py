@@ -1,0 +1,141 @@
+"""Memory: solves too large for the machine (or a worker) are refused before they start,
+with the estimate and what to change; the estimate matches what a solve really takes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import yaml
+
+import raygrid.pipeline as rg
+import raygrid.pipeline.solve as solve_module
+from raygrid.kernels import forward_star
+from raygrid.pipeline.errors import InputError
+from raygrid.pipeline.grid import grid_from_velocity
+from raygrid.pipeline.memory import describe_bytes, footprint
+from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+# One process per case: the peak resident memory a traveltimes call adds (VmHWM after a
+# reset through /proc/self/clear_refs; small mmap threshold so freed arrays leave RSS),
+# over the module's estimate.
+PEAK = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import raygrid.pipeline as rg
+    from raygrid.kernels import forward_star
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.memory import footprint
+
+    shape, radius, sources, precompute = eval(sys.argv[1])
+    model = rg.gradient_model(shape, 10.0, 500.0, 4000.0)
+    small = rg.gradient_model({d: 12 for d in shape}, 10.0, 500.0, 4000.0)
+    source = {d: 0.0 for d in shape}
+    rg.traveltimes(small, [source], radius=radius, precompute=precompute)  # compiles
+
+    def status(key):
+        for line in open("/proc/self/status"):
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+    base = status("VmRSS")
+    rg.traveltimes(model, [source] * sources, radius=radius, threads=1, precompute=precompute)
+    peak = status("VmHWM") - base
+    grid = grid_from_velocity(model)
+    star = forward_star(grid.radius3(radius))
+    estimate = footprint(grid.shape3, star, np.float64, precompute=precompute)
+    print(peak / estimate.total(sources, 1))
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
+@pytest.mark.parametrize(
+    "case",
+    [
+        ({"z": 1001, "x": 1001}, 5, 2, False),
+        ({"z": 81, "y": 81, "x": 81}, 2, 1, False),
+        ({"z": 401, "x": 401}, 4, 1, True),
+    ],
+    ids=["2d", "3d", "2d-precomputed"],
+)
+def test_the_estimate_is_what_a_solve_takes(case):
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "NUMBA_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", PEAK, repr(case)], capture_output=True, text=True, env=env
+    )
+    assert run.returncode == 0, run.stderr
+    ratio = float(run.stdout.split()[-1])
+    # Measured 1.00-1.03: nothing large is missed, and nothing is counted twice.
+    assert 0.9 <= ratio <= 1.15, ratio
+
+
+def test_a_solve_too_large_is_refused_before_it_starts(monkeypatch):
+    velocity = rg.gradient_model({"z": 41, "x": 51}, 10.0, 500.0, 4000.0)
+    sources = [{"z": 0.0, "x": 100.0}, {"z": 0.0, "x": 300.0}]
+    grid = grid_from_velocity(velocity)
+    star = forward_star(grid.radius3(3))
+    need = footprint(grid.shape3, star, np.float64).total(2, 2)
+    monkeypatch.setattr(solve_module, "available_memory", lambda: need - 1)
+
+    def never(*args, **kwargs):
+        raise AssertionError("solved although it does not fit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(solve_module, "solve_seeds", never)
+        with pytest.raises(InputError) as error:
+            rg.traveltimes(velocity, sources, radius=3, threads=2)
+    message = str(error.value)
+    assert "solving 2 source(s) on 41 x 51 nodes" in message
+    assert f"needs about {describe_bytes(need)}" in message
+    assert "fewer threads=" in message and 'precision="float32"' in message
+    # One thread solves one source at a time: less working memory, and it fits.
+    monkeypatch.setattr(solve_module, "available_memory", lambda: need)
+    assert rg.traveltimes(velocity, sources, radius=3, threads=1).sizes["source"] == 2
+
+
+def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path):
+    from distributed import Client, LocalCluster
+
+    spec = {
+        "model": {"synthetic": "gradient", "shape": {"z": 61, "x": 81}, "spacing": 10.0},
+        "grid": {"radius": 3},
+        "sources": [{"z": 0.0, "x": 100.0}, {"z": 0.0, "x": 700.0}],
+        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None},
+    }
+    path = tmp_path / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    # A worker in this process: it already holds more than its limit allows.
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+            memory_limit="64MB",
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        with pytest.raises(InputError, match=r"each worker .* memory_limit of 61\.0 MiB"):
+            run_workflow(read_workflow(path), client=client)
+    assert not (tmp_path / "survey.zarr").exists()
+
+
+def test_out_of_memory_is_one_line_from_the_cli(tmp_path):
+    spec = {
+        # 196 TiB of float64: no machine allocates it, so numpy refuses at once.
+        "model": {"synthetic": "constant", "shape": {"z": 30001, "y": 30001, "x": 30001}},
+        "sources": [{"z": 0.0, "y": 0.0, "x": 0.0}],
+        "outputs": {"store": "out.zarr"},
+    }
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    exe = os.path.join(os.path.dirname(sys.executable), "raygrid")
+    run = subprocess.run([exe, "validate", path], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: out of memory (Unable to allocate 196. TiB")
+    assert "Traceback" not in run.stderr
