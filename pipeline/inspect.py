@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from dask.utils import format_bytes
 
 from .errors import InputError
 from .store import open_store
@@ -33,14 +34,6 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n} B"  # unreachable
-
-
 def describe(path: str | Path, *, workflow: bool = False) -> str:
     """A text summary of a store: workflow, method, sources done, variables and sizes."""
     path = Path(path)
@@ -55,14 +48,24 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
         status = "all sources done, not finalised: rerun the workflow to finish it"
     else:
         status = "partial: rerun the workflow to resume it"
-    model = ", ".join(f"{d}={n}" for d, n in dataset["velocity"].sizes.items())
+    velocity = dataset["velocity"]
+    model = ", ".join(f"{d}={n}" for d, n in velocity.sizes.items())
+    # Where the nodes are, in the model's length unit: a model in km labelled m shows here.
+    extent = ", ".join(
+        f"{d} {float(c[0]):g} to {float(c[-1]):g}"
+        + (f" every {float(c[1] - c[0]):g}" if c.size > 1 else "")
+        for d in velocity.dims
+        for c in [velocity[d].values]
+    )
+    length_unit = velocity[velocity.dims[0]].attrs.get("units", "?")
     radius = ", ".join(f"{k[7:]}={v}" for k, v in attrs.items() if k.startswith("radius_"))
     lines = [
-        f"store: {path} ({_bytes(_size(path))} on disk)",
+        f"store: {path} ({format_bytes(_size(path))} on disk)",
         f"status: {status}",
         f"sources done: {done} / {total}",
         f"receivers: {dataset.sizes.get('receiver', 0)}",
-        f"model: {model} ({dataset['velocity'].attrs.get('units', '?')})",
+        f"model: {model} nodes, velocity in {velocity.attrs.get('units', '?')}",
+        f"  coordinates ({length_unit}): {extent}",
         f"method: {attrs.get('method', '?')}",
         f"radius: {radius} ({attrs.get('star_offsets', '?')} star offsets), weights "
         f"{attrs.get('weights', '?')}, {attrs.get('precision', '?')}, backend "
@@ -75,7 +78,7 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
         dims = ", ".join(f"{d}={n}" for d, n in variable.sizes.items())
         chunks = variable.encoding.get("chunks")
         lines.append(
-            f"  {name}({dims}) {variable.dtype}, {_bytes(variable.nbytes)} uncompressed"
+            f"  {name}({dims}) {variable.dtype}, {format_bytes(variable.nbytes)} uncompressed"
             + (f", chunks {tuple(chunks)}" if chunks else "")
         )
     if "ray_count" in dataset and done == total:

@@ -32,11 +32,12 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from dask.utils import format_bytes
 
 from ..kernels import Star
 from .errors import InputError
 
-__all__ = ["Footprint", "footprint", "available_memory", "check_fits", "describe_bytes"]
+__all__ = ["Footprint", "footprint", "available_memory", "check_fits"]
 
 
 @dataclass(frozen=True)
@@ -105,15 +106,6 @@ def available_memory() -> int:
     return int(min(psutil.virtual_memory().available, MEMORY_LIMIT - process))
 
 
-def describe_bytes(n: float) -> str:
-    """``n`` bytes in the largest binary unit that keeps a number of at least 1."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError  # unreachable
-
-
 def check_fits(needed: int, available: int, what: str, hint: str) -> None:
     """Raise :class:`InputError` if ``needed`` bytes exceed ``available``.
 
@@ -121,6 +113,6 @@ def check_fits(needed: int, available: int, what: str, hint: str) -> None:
     """
     if needed > available:
         raise InputError(
-            f"{what} needs about {describe_bytes(needed)} of memory and "
-            f"{describe_bytes(max(available, 0))} is available; {hint}"
+            f"{what} needs about {format_bytes(needed)} of memory and "
+            f"{format_bytes(max(available, 0))} is available; {hint}"
         )

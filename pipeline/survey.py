@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star, point_box
 from .cluster import connect, read_cluster
 from .errors import InputError
 from .grid import Grid
-from .memory import available_memory, check_fits, describe_bytes, footprint
+from .memory import available_memory, check_fits, footprint
 from .rays import raypath
 from .solve import (
     Options,
@@ -379,10 +380,10 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow) -> None:
         check_fits(
             model + tasks * task,
             int(limit * fraction) - held,
-            f"each worker (the model {describe_bytes(model)}, then {tasks} task(s) at once, "
+            f"each worker (the model {format_bytes(model)}, then {tasks} task(s) at once, "
             f"each of {sources} source(s) on {shape} nodes)",
-            f"worker {address} holds {describe_bytes(held)} already, has a memory_limit of "
-            f"{describe_bytes(limit)} and Dask stops it at {fraction:.0%} of that; give "
+            f"worker {address} holds {format_bytes(held)} already, has a memory_limit of "
+            f"{format_bytes(limit)} and Dask stops it at {fraction:.0%} of that; give "
             "workers more memory (memory_limit in the cluster file), fewer threads, a smaller "
             "compute.batch, precision float32, or compute.tiles",
         )

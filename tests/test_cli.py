@@ -355,6 +355,8 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         "status: complete",
         "sources done: 24 / 24",
         "receivers: 7",
+        "model: z=161, x=241 nodes, velocity in m/s",
+        "coordinates (m): z 0 to 1600 every 10, x 0 to 2400 every 10",  # spacing and unit
         "traveltime(source=24, z=161, x=241) float64",
         "rays: 168",
         '"radius": 4',

@@ -11,13 +11,14 @@ import textwrap
 import numpy as np
 import pytest
 import yaml
+from dask.utils import format_bytes
 
 import raygrid.pipeline as rg
 import raygrid.pipeline.solve as solve_module
 from raygrid.kernels import forward_star
 from raygrid.pipeline.errors import InputError
 from raygrid.pipeline.grid import grid_from_velocity
-from raygrid.pipeline.memory import describe_bytes, footprint
+from raygrid.pipeline.memory import footprint
 from raygrid.pipeline.workflow import read_workflow, run_workflow
 
 # One process per case: the peak resident memory a traveltimes call adds (VmHWM after a
@@ -94,7 +95,7 @@ def test_a_solve_too_large_is_refused_before_it_starts(monkeypatch):
             rg.traveltimes(velocity, sources, radius=3, threads=2)
     message = str(error.value)
     assert "solving 2 source(s) on 41 x 51 nodes" in message
-    assert f"needs about {describe_bytes(need)}" in message
+    assert f"needs about {format_bytes(need)}" in message
     assert "fewer threads=" in message and 'precision="float32"' in message
     # One thread solves one source at a time: less working memory, and it fits.
     monkeypatch.setattr(solve_module, "available_memory", lambda: need)
@@ -120,7 +121,7 @@ def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path
         ) as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
-        with pytest.raises(InputError, match=r"each worker .* memory_limit of 61\.0 MiB"):
+        with pytest.raises(InputError, match=r"each worker .* memory_limit of 61\.04 MiB"):
             run_workflow(read_workflow(path), client=client)
     assert not (tmp_path / "survey.zarr").exists()
 
