@@ -39,13 +39,33 @@ def _rays_of(dataset: xr.Dataset, source: int) -> list[tuple[np.ndarray, np.ndar
 def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
     """One source: traveltime contours over the velocity model, its rays and receivers.
 
-    3D models are drawn on the ``y`` section through the source (rays projected onto it).
+    Parameters
+    ----------
+    dataset : xarray.Dataset
+        A survey store, as opened by ``raygrid.pipeline.open_survey``.
+    path : str or Path
+        The picture to write (its suffix picks the format).
+    source : int
+        Which source to draw.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Notes
+    -----
+    3D models are drawn on the ``y`` section through the source (rays and receivers
+    projected onto it). A store written with ``outputs.fields: false`` has no traveltime
+    field: the picture then says so and shows the model, rays and receivers only.
     """
     n_sources = dataset.sizes["source"]
     if not 0 <= source < n_sources:
         raise IndexError(f"source {source} out of range: the store has {n_sources} sources")
     velocity = _section(dataset, "velocity", source)
-    fig, ax = plt.subplots(figsize=(9, 5), constrained_layout=True)
+    # "compressed", not "constrained": with an equal-aspect axes narrower than its slot,
+    # constrained layout pushes it against the colorbar, off-centre; compressed centres the pair.
+    fig, ax = plt.subplots(figsize=(9, 5), layout="compressed")
     image = ax.pcolormesh(velocity["x"], velocity["z"], velocity, cmap="viridis", shading="auto")
     fig.colorbar(image, ax=ax, shrink=0.8, label=f"velocity ({velocity.attrs.get('units', '')})")
     if "traveltime" in dataset:
@@ -57,10 +77,12 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
                 field["x"], field["z"], field, levels=levels, colors="white", linewidths=0.8
             )
             ax.clabel(contours, fmt="%.2f s", fontsize=7)
-    for ray_x, ray_z in _rays_of(dataset, source):
+    rays = _rays_of(dataset, source)
+    for ray_x, ray_z in rays:
         ax.plot(ray_x, ray_z, color="red", lw=1.2)
     # Markers unclipped: a source on the surface or a receiver at the edge is drawn whole.
-    if "receiver_x" in dataset:
+    has_receivers = "receiver_x" in dataset
+    if has_receivers:
         ax.plot(
             dataset["receiver_x"], dataset["receiver_z"], "v", color="black", ms=6, clip_on=False
         )
@@ -68,34 +90,77 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         dataset["source_x"][source], dataset["source_z"][source], "*",
         color="gold", ms=14, markeredgecolor="black", clip_on=False,
     )  # fmt: skip
-    unit = velocity["x"].attrs.get("units", "")
-    title = f"raygrid: first-arrival traveltimes, source {source} of {n_sources}"
+    unit = _unit(dataset)
+    if "traveltime" in dataset:
+        lines = [f"raygrid: first-arrival traveltimes, source {source} of {n_sources}"]
+    else:
+        drawn = ["velocity model", "rays" if rays else "", "receivers" if has_receivers else ""]
+        lines = [
+            f"raygrid: {_listed([d for d in drawn if d])}, source {source} of {n_sources}",
+            "no traveltime contours: the store holds no traveltime fields (outputs.fields: false)",
+        ]
     if "y" in dataset["velocity"].dims:
-        title += (
-            f"\nsection y = {float(velocity['y']):g} {unit} through the source; rays and "
-            "receivers projected onto it"
+        projected = [
+            name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown
+        ]
+        lines.append(
+            f"section y = {float(velocity['y']):g} {unit} through the source"
+            + (f"; {_listed(projected)} projected onto it" if projected else "")
         )
-    ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})", title=title)
+    # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
+    # than these lines, and an axes title centred on it would run off the figure.
+    fig.suptitle("\n".join(lines), fontsize="medium")
+    ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})")
     ax.invert_yaxis()  # z is positive down
     ax.set_aspect("equal")
     return _save(fig, path)
 
 
 def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int] = ()) -> Path:
-    """Receiver gathers: traveltime against source position at a few receivers, and the
-    whole ``receiver_traveltime`` table as an image."""
+    """Receiver gathers at a few receivers, and the whole ``receiver_traveltime`` table.
+
+    Parameters
+    ----------
+    dataset : xarray.Dataset
+        A finished survey store with a ``receiver_traveltime`` table.
+    path : str or Path
+        The picture to write.
+    receivers : sequence of int
+        The receivers whose gathers are drawn (default: up to 5, spread over the table).
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Notes
+    -----
+    Sources along one line (a 2D line, or sources at one ``y`` in 3D) are plotted against
+    their position on it, joined in order. Sources spread over an area (a ``y``-``x`` grid)
+    are plotted against their horizontal offset from the receiver, as unjoined points.
+    """
     table = dataset["receiver_traveltime"].load()
     n_receivers = table.sizes["receiver"]
     if not receivers:
         receivers = sorted(set(np.linspace(0, n_receivers - 1, min(5, n_receivers)).astype(int)))
-    source_x = dataset["source_x"].values
-    order = np.argsort(source_x, kind="stable")
+    unit = _unit(dataset)
+    along = _source_line(dataset)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
     for r in receivers:
-        label = f"receiver {r} (x={float(dataset['receiver_x'][r]):g})"
-        left.plot(source_x[order], table.isel(receiver=r).values[order], ".-", ms=3, label=label)
-    unit = dataset["source_x"].attrs.get("units") or dataset["x"].attrs.get("units", "")
-    left.set(xlabel=f"source x ({unit})", ylabel="traveltime (s)", title="receiver gathers")
+        label = f"receiver {r} ({_position(dataset, r, unit)})"
+        times = table.isel(receiver=r).values
+        if along:
+            position = dataset[f"source_{along}"].values
+            order = np.argsort(position, kind="stable")
+            left.plot(position[order], times[order], ".-", ms=3, label=label)
+        else:
+            # Offset, not source number: numbers follow the grid row by row, a sawtooth that
+            # looks like structure. Against offset a laterally uniform model gives one
+            # moveout curve and lateral change shows as spread. Unjoined: sources next to
+            # each other in offset need not be next to each other on the ground.
+            left.plot(_offsets(dataset, r), times, "o", ms=3, ls="none", label=label)
+    xlabel = f"source {along} ({unit})" if along else f"horizontal source-receiver offset ({unit})"
+    left.set(xlabel=xlabel, ylabel="traveltime (s)", title="receiver gathers")
     left.invert_yaxis()  # seismic convention: time grows downwards
     shown = "" if len(receivers) == n_receivers else f"{len(receivers)} of {n_receivers}"
     left.legend(fontsize=7, title=f"receivers: {shown}" if shown else None, title_fontsize=7)
@@ -123,3 +188,49 @@ def _save(fig, path: str | Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _unit(dataset: xr.Dataset) -> str:
+    return dataset["source_x"].attrs.get("units") or dataset["x"].attrs.get("units", "")
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
+
+
+def _varying(dataset: xr.Dataset, kind: str) -> list[str]:
+    """The model dims along which the sources (``kind="source"``) or receivers differ."""
+    return [d for d in dataset["velocity"].dims if np.ptp(dataset[f"{kind}_{d}"].values) > 0]
+
+
+def _source_line(dataset: xr.Dataset) -> str | None:
+    """The coordinate the sources lie along (``x`` on a 2D line), or None when they
+    spread over the horizontal plane: ``x`` or ``y`` when only that one varies
+    horizontally, ``z`` for sources down a borehole."""
+    varying = _varying(dataset, "source")
+    horizontal = [d for d in varying if d != "z"]
+    if len(horizontal) > 1:
+        return None
+    return horizontal[0] if horizontal else ("z" if "z" in varying else "x")
+
+
+def _offsets(dataset: xr.Dataset, receiver: int) -> np.ndarray:
+    """Each source's horizontal distance from ``receiver``."""
+    horizontal = [d for d in dataset["velocity"].dims if d != "z"]
+    return np.sqrt(
+        sum(
+            (dataset[f"source_{d}"].values - float(dataset[f"receiver_{d}"][receiver])) ** 2
+            for d in horizontal
+        )
+    )
+
+
+def _position(dataset: xr.Dataset, receiver: int, unit: str) -> str:
+    """``x=500 m, y=1200 m``: the receiver's coordinates that differ between receivers
+    (all of them for a lone receiver), x first, as on a map."""
+    dims = _varying(dataset, "receiver") or list(dataset["velocity"].dims)
+    return ", ".join(
+        f"{d}={float(dataset[f'receiver_{d}'][receiver]):g} {unit}".rstrip()
+        for d in sorted(dims, key=("x", "y", "z").index)
+    )

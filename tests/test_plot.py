@@ -1,0 +1,156 @@
+"""Survey pictures: honest gathers, legends with units, titles that fit, stores without fields."""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib.transforms import Bbox
+
+from raygrid.pipeline import plot
+
+SPEED = 2000.0  # m/s: the tests' traveltimes are straight-line distances at this speed
+
+
+def store(
+    sources: list[dict[str, float]],
+    receivers: list[dict[str, float]],
+    shape: dict[str, int],
+    fields: bool = True,
+) -> xr.Dataset:
+    """A Dataset laid out as ``open_survey`` gives a store (100 m nodes, no rays), built in
+    memory: the pictures depend on the layout, not on how the times were solved."""
+    coords = {
+        d: xr.DataArray(np.arange(n) * 100.0, dims=d, attrs={"units": "m"})
+        for d, n in shape.items()
+    }
+    dataset = xr.Dataset(coords=coords)
+    velocity = xr.broadcast(1500.0 + coords["z"], *coords.values())[0]  # 1 m/s more per m
+    dataset["velocity"] = velocity.transpose(*shape).assign_attrs(units="m/s")
+    for kind, points in (("source", sources), ("receiver", receivers)):
+        for d in shape:
+            dataset.coords[f"{kind}_{d}"] = (kind, [float(p[d]) for p in points])
+    if fields:
+        field = _time(dataset, coords).transpose("source", *shape)
+        dataset["traveltime"] = field.assign_attrs(units="s")
+    at_receivers = _time(dataset, {d: dataset[f"receiver_{d}"] for d in shape})
+    dataset["receiver_traveltime"] = at_receivers.transpose("source", "receiver")
+    return dataset
+
+
+def _time(dataset: xr.Dataset, at: dict[str, xr.DataArray]) -> xr.DataArray:
+    """Straight-ray traveltime from every source to the points ``at``."""
+    return np.sqrt(sum((at[d] - dataset[f"source_{d}"]) ** 2 for d in at)) / SPEED
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions draw, kept open (and drawn) instead of saved."""
+    kept = []
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        kept.append(fig)
+        return Path(path)
+
+    monkeypatch.setattr(plot, "_save", keep)
+    yield kept
+    for fig in kept:
+        plt.close(fig)
+
+
+LINE_2D = [{"z": 0.0, "x": x} for x in (800.0, 0.0, 400.0, 1200.0)]  # listed out of order
+GRID_3D = [{"z": 0.0, "y": y, "x": x} for y, x in product((200.0, 600.0, 1000.0), repeat=2)]
+SHAPE_3D = {"z": 21, "y": 13, "x": 17}
+
+
+def test_3d_source_grid_gathers_are_unjoined_points_against_offset(tmp_path, figures):
+    receivers = [{"z": 1500.0, "y": 700.0, "x": 100.0}, {"z": 1500.0, "y": 700.0, "x": 1500.0}]
+    dataset = store(GRID_3D, receivers, SHAPE_3D)
+    plot.plot_gathers(dataset, tmp_path / "gathers.png")
+    gathers = figures[0].axes[0]
+    assert gathers.get_xlabel() == "horizontal source-receiver offset (m)"
+    lines = gathers.get_lines()
+    assert len(lines) == 2
+    for r, line in enumerate(lines):
+        # No line joins two sources, so none joins sources that differ in y.
+        assert line.get_linestyle() == "None" and line.get_marker() not in ("None", "", None)
+        offsets = np.hypot(
+            dataset["source_x"].values - receivers[r]["x"],
+            dataset["source_y"].values - receivers[r]["y"],
+        )
+        np.testing.assert_allclose(line.get_xdata(), offsets)
+        np.testing.assert_allclose(line.get_ydata(), dataset["receiver_traveltime"][:, r])
+
+
+@pytest.mark.parametrize(
+    ("sources", "shape", "along"),
+    [
+        ([{"z": 0.0, "y": y, "x": 500.0} for y in (900.0, 100.0, 500.0)], SHAPE_3D, "y"),
+        ([{"z": z, "x": 300.0} for z in (600.0, 0.0, 300.0)], {"z": 11, "x": 11}, "z"),
+    ],
+    ids=["3d-line-along-y", "2d-borehole"],
+)
+def test_sources_on_another_line_are_joined_along_it(tmp_path, figures, sources, shape, along):
+    receivers = [{d: 100.0 * (n - 1) for d, n in shape.items()}]
+    plot.plot_gathers(store(sources, receivers, shape), tmp_path / "gathers.png")
+    gathers = figures[0].axes[0]
+    assert gathers.get_xlabel() == f"source {along} (m)"
+    (line,) = gathers.get_lines()
+    assert line.get_linestyle() == "-"
+    np.testing.assert_array_equal(line.get_xdata(), sorted(s[along] for s in sources))
+
+
+def test_2d_line_gathers_stay_joined_along_x_with_receivers_named_in_metres(tmp_path, figures):
+    receivers = [{"z": 1000.0, "x": 200.0}, {"z": 1000.0, "x": 1000.0}]
+    plot.plot_gathers(store(LINE_2D, receivers, {"z": 11, "x": 13}), tmp_path / "gathers.png")
+    gathers = figures[0].axes[0]
+    assert gathers.get_xlabel() == "source x (m)"
+    assert all(line.get_linestyle() == "-" for line in gathers.get_lines())
+    np.testing.assert_array_equal(gathers.get_lines()[0].get_xdata(), [0, 400, 800, 1200])
+    labels = [t.get_text() for t in gathers.get_legend().get_texts()]
+    # Only x differs between the receivers: their common depth is no help in telling them apart.
+    assert labels == ["receiver 0 (x=200 m)", "receiver 1 (x=1000 m)"]
+
+
+def test_3d_legend_names_every_coordinate_that_varies_with_its_unit(tmp_path, figures):
+    receivers = [{"z": 1500.0, "y": 700.0, "x": 0.0}, {"z": 1800.0, "y": 1200.0, "x": 500.0}]
+    plot.plot_gathers(store(GRID_3D, receivers, SHAPE_3D), tmp_path / "gathers.png")
+    labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+    assert labels == [
+        "receiver 0 (x=0 m, y=700 m, z=1500 m)",
+        "receiver 1 (x=500 m, y=1200 m, z=1800 m)",
+    ]
+
+
+@pytest.mark.parametrize("fields", [True, False])
+def test_3d_title_fits_inside_the_figure_over_a_centred_picture(tmp_path, figures, fields):
+    # A model deeper than it is wide gives a narrow axes: the section note used to run off
+    # the figure's right edge, and the axes was pushed against the colorbar at the right.
+    receivers = [{"z": 1500.0, "y": 700.0, "x": 0.0}, {"z": 1800.0, "y": 1200.0, "x": 1600.0}]
+    dataset = store(GRID_3D, receivers, SHAPE_3D, fields=fields)
+    plot.plot_field(dataset, tmp_path / "field.png", source=4)
+    fig = figures[0]
+    texts = [t for t in fig.findobj(plt.Text) if t.get_visible() and t.get_text()]
+    assert any("section y = 600 m" in t.get_text() for t in texts)
+    box = fig.bbox
+    for text in texts:
+        extent = text.get_window_extent()
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1, text.get_text()
+        assert box.y0 <= extent.y0 and extent.y1 <= box.y1, text.get_text()
+    drawn = Bbox.union([ax.get_tightbbox() for ax in fig.axes])  # the model and its colorbar
+    assert drawn.x0 - box.x0 == pytest.approx(box.x1 - drawn.x1, abs=0.05 * box.width)
+
+
+@pytest.mark.parametrize(("sources", "shape"), [(LINE_2D, {"z": 11, "x": 13}), (GRID_3D, SHAPE_3D)])
+def test_store_without_fields_says_so(tmp_path, figures, sources, shape):
+    dataset = store(sources, [{"z": 1000.0, "y": 600.0, "x": 600.0}], shape, fields=False)
+    plot.plot_field(dataset, tmp_path / "field.png")
+    said = " ".join(t.get_text() for t in figures[0].findobj(plt.Text))
+    assert "first-arrival traveltimes" not in said
+    assert "velocity model and receivers" in said
+    assert "no traveltime fields (outputs.fields: false)" in said
