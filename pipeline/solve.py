@@ -389,7 +389,14 @@ def traveltimes(
     points = _source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")
-    positions = [grid.to_index(point, "source") for point in points]  # all checked first
+    positions = []  # all checked before anything is solved
+    for i, point in enumerate(points):
+        try:
+            positions.append(grid.to_index(point, "source"))
+        except InputError as error:
+            if len(points) == 1:
+                raise
+            raise InputError(f"source {i} (numbered from 0): {error}") from None
 
     _check_memory(grid, star, options, len(positions), threads, predecessors)
     seeds = []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from raygrid.pipeline import InputError, constant_model, raypath, traveltime
+from raygrid.pipeline import InputError, constant_model, raypath, traveltime, traveltimes
 
 SOURCE = {"z": 0.0, "x": 50.0}
 
@@ -103,6 +103,12 @@ def test_inconsistent_units(velocity):
 def test_bad_source(velocity, source, message):
     with pytest.raises(InputError, match=message):
         traveltime(velocity, source)
+
+
+def test_traveltimes_names_the_source_outside(velocity):
+    sources = [SOURCE, {"z": 0.0, "x": 500.0}, SOURCE]
+    with pytest.raises(InputError, match=r"^source 1 \(numbered from 0\): source x=500 is out"):
+        traveltimes(velocity, sources)
 
 
 def test_receiver_outside(velocity):
