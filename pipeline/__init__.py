@@ -8,6 +8,7 @@ from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .inspect import open_survey
 from .io import load_velocity
+from .lookup import traveltime_at
 from .models import (
     checkerboard,
     constant_model,
@@ -33,5 +34,6 @@ __all__ = [
     "open_survey",
     "raypath",
     "traveltime",
+    "traveltime_at",
     "traveltimes",
 ]

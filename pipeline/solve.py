@@ -40,6 +40,7 @@ __all__ = [
     "solve_seeds",
     "resident_solver",
     "solving_threads",
+    "source_list",
 ]
 
 BACKENDS = ("cpu", "cuda", "auto")
@@ -309,24 +310,21 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     check_fits(need, available_memory(), what, "try " + ", ".join(hints))
 
 
-def _source_list(sources: Any, dims: tuple[str, ...]) -> list[dict[str, float]]:
-    """Sources as a list of mappings, from a list of mappings or a table of columns."""
-    if (
-        isinstance(sources, xr.Dataset)
-        or hasattr(sources, "columns")
-        or isinstance(sources, Mapping)
-    ):
-        missing = [d for d in dims if d not in sources]
+def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> list[dict]:
+    """Points (``what``: sources, ...) as a list of mappings, from a sequence of mappings or
+    a table of columns named after ``dims``."""
+    if isinstance(points, xr.Dataset) or hasattr(points, "columns") or isinstance(points, Mapping):
+        missing = [d for d in dims if d not in points]
         if missing:
-            raise InputError(f"the sources table has no column for {missing}")
-        columns = {d: np.atleast_1d(np.asarray(sources[d], dtype=float)) for d in dims}
+            raise InputError(f"the {what} table has no column for {missing}")
+        columns = {d: np.atleast_1d(np.asarray(points[d], dtype=float)) for d in dims}
         lengths = {d: len(column) for d, column in columns.items()}
         if len(set(lengths.values())) > 1:
-            raise InputError(f"the sources table's columns differ in length: {lengths}")
+            raise InputError(f"the {what} table's columns differ in length: {lengths}")
         return [{d: float(columns[d][i]) for d in dims} for i in range(len(columns[dims[0]]))]
-    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
-        raise InputError("sources must be a sequence of mappings or a table of columns")
-    return list(sources)
+    if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
+        raise InputError(f"{what} must be a sequence of mappings or a table of columns")
+    return list(points)
 
 
 def traveltimes(
@@ -386,7 +384,7 @@ def traveltimes(
         )
     grid = grid_from_velocity(velocity)
     star = forward_star(grid.radius3(radius))
-    points = _source_list(sources, grid.dims)
+    points = source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")
     positions = []  # all checked before anything is solved

@@ -32,6 +32,7 @@ from ..kernels import MoserGraph, Star, point_box
 from .cluster import connect, read_cluster
 from .errors import InputError
 from .grid import Grid
+from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
 from .rays import raypath
 from .solve import (
@@ -95,29 +96,6 @@ def receiver_nodes(grid: Grid, star: Star, receiver_index: np.ndarray) -> np.nda
         else:
             nodes.append(grid.flat(point_box(receiver3, star.radius, grid.shape3)))
     return np.unique(np.concatenate(nodes)) if nodes else np.empty(0, dtype=np.int64)
-
-
-def receiver_times(
-    grid: Grid, star: Star, times: np.ndarray, receiver_index: np.ndarray, dtype: Any
-) -> np.ndarray:
-    """First-arrival time at each receiver from one source's flat field ``times``.
-
-    A receiver on a node reads its node; one between nodes takes the node ``n`` of the
-    forward-star box around its cell minimising ``t(n) + leg(n, receiver)`` and adds that
-    leg in the solve's precision: the same choice and the same floats as
-    :func:`raygrid.pipeline.raypath`'s last leg.
-    """
-    dtype = np.dtype(dtype)
-    out = np.empty(len(receiver_index), dtype=dtype)
-    for k, receiver3 in enumerate(receiver_index):
-        if np.all(receiver3 == np.round(receiver3)):
-            out[k] = times[grid.flat(receiver3.astype(np.int64))]
-            continue
-        box = point_box(receiver3, star.radius, grid.shape3)
-        legs = grid.leg_times(receiver3, box)
-        best = int(np.argmin(times[grid.flat(box)] + legs))
-        out[k] = dtype.type(times[grid.flat(box[best])]) + dtype.type(legs[best])
-    return out
 
 
 def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarray):

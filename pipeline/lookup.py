@@ -1,0 +1,152 @@
+"""Traveltimes at any point of a solved field: receivers, and hypocentres in a table.
+
+A traveltime table for earthquake location holds each station's field (a source at the
+station, by reciprocity); locating an event reads the fields at trial hypocentres that
+fall between nodes. Here a point between nodes gets the time the method itself gives it:
+the node ``n`` of the forward-star box around its cell minimising ``t(n) + leg(n, point)``,
+the leg integrated exactly through the cells it crosses (docs/method.md section 3), the
+same rule and the same floats as a survey's receiver table and a raypath's last leg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..kernels import Star, forward_star, point_box
+from .errors import InputError
+from .grid import Grid, grid_from_velocity
+
+__all__ = ["traveltime_at", "receiver_times"]
+
+
+def receiver_times(
+    grid: Grid, star: Star, times: np.ndarray, receiver_index: np.ndarray, dtype: Any
+) -> np.ndarray:
+    """First-arrival time at each receiver from one source's flat field ``times``.
+
+    A receiver on a node reads its node; one between nodes takes the node ``n`` of the
+    forward-star box around its cell minimising ``t(n) + leg(n, receiver)`` and adds that
+    leg in the solve's precision: the same choice and the same floats as
+    :func:`raygrid.pipeline.raypath`'s last leg.
+    """
+    dtype = np.dtype(dtype)
+    out = np.empty(len(receiver_index), dtype=dtype)
+    for k, receiver3 in enumerate(receiver_index):
+        if np.all(receiver3 == np.round(receiver3)):
+            out[k] = times[grid.flat(receiver3.astype(np.int64))]
+            continue
+        box = point_box(receiver3, star.radius, grid.shape3)
+        legs = grid.leg_times(receiver3, box)
+        best = int(np.argmin(times[grid.flat(box)] + legs))
+        out[k] = dtype.type(times[grid.flat(box[best])]) + dtype.type(legs[best])
+    return out
+
+
+def _single(points: Any) -> bool:
+    """One point: a mapping of numbers (a mapping of sequences is a table)."""
+    return isinstance(points, Mapping) and all(np.ndim(value) == 0 for value in points.values())
+
+
+def traveltime_at(
+    field: xr.DataArray | xr.Dataset,
+    points: Any,
+    *,
+    velocity: xr.DataArray | None = None,
+    radius: int | Mapping[str, int] | None = None,
+) -> xr.DataArray:
+    """Traveltimes at points anywhere in the model, from solved fields.
+
+    Parameters
+    ----------
+    field : xarray.DataArray or xarray.Dataset
+        ``traveltime`` from :func:`raygrid.pipeline.traveltime` or
+        :func:`~raygrid.pipeline.traveltimes` (with or without a ``source`` dim), or a
+        Dataset holding it and the ``velocity`` (``predecessors=True`` results, a survey
+        store opened with :func:`raygrid.pipeline.open_survey`).
+    points : mapping, sequence of mappings, or a table
+        Positions in model coordinates, e.g. ``{"z": 9870.0, "y": 1234.5, "x": 15012.3}``;
+        a table has a column per dim (a dict of sequences, a DataFrame, a Dataset).
+    velocity : xarray.DataArray, optional
+        The model the field was solved on, when ``field`` does not hold it.
+    radius : int or mapping, optional
+        The forward-star radius of the solve; by default read from the field's attributes
+        (``radius_z``, ...), which every raygrid result and store records.
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims ``("source", "point")`` (``source`` only if the field has it; ``point`` only
+        for several points), seconds, with coordinates ``point_<dim>``.
+
+    Raises
+    ------
+    InputError
+        For a point outside the model, a field without its model or radius, or a field and
+        model on different grids.
+
+    Notes
+    -----
+    A point on a node reads the node. A point between nodes takes the node ``n`` of the
+    forward-star box around its cell minimising ``t(n) + leg(n, point)``, the leg
+    integrated exactly cell by cell: a global minimum over the paths of the solve's graph
+    extended by one straight leg, not an interpolation, so it is never earlier than the
+    graph allows and is exact in a constant-velocity model along the star's directions.
+    The same rule gives a survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
+    """
+    if isinstance(field, xr.Dataset):
+        if "traveltime" not in field:
+            raise InputError("traveltime_at needs a traveltime field (no 'traveltime' in it)")
+        if velocity is None and "velocity" in field:
+            velocity = field["velocity"]
+        attrs = {**field.attrs, **field["traveltime"].attrs}
+        field = field["traveltime"]
+    else:
+        attrs = dict(field.attrs)
+    if velocity is None:
+        raise InputError(
+            "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
+        )
+    grid = grid_from_velocity(velocity)
+    grid_dims = tuple(d for d in field.dims if d != "source")
+    if sorted(grid_dims) != sorted(grid.dims) or any(
+        field.sizes[d] != n for d, n in zip(grid.dims, grid.shape)
+    ):
+        raise InputError(
+            f"the field's grid {dict(field.sizes)} is not the model's "
+            f"{dict(zip(grid.dims, grid.shape))}"
+        )
+    if radius is None:
+        if not all(f"radius_{d}" in attrs for d in grid.dims):
+            raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
+        radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
+    star = forward_star(grid.radius3(radius))
+    from .solve import source_list  # the same tables as traveltimes' sources
+
+    listed = [points] if _single(points) else source_list(points, grid.dims, "points")
+    index = []
+    for i, point in enumerate(listed):
+        try:
+            index.append(grid.to_index(point, "point"))
+        except InputError as error:
+            raise InputError(f"point {i} (numbered from 0): {error}") from None
+    index = np.array(index, dtype=np.float64).reshape(-1, 3)
+
+    stacked = field.transpose(..., *grid.dims)
+    values = np.asarray(stacked.values).reshape(-1, int(np.prod(grid.shape)))
+    times = np.stack([receiver_times(grid, star, row, index, values.dtype) for row in values])
+    coords = {f"point_{d}": ("point", [float(p[d]) for p in listed]) for d in grid.dims}
+    dims = ("point",)
+    if "source" in field.dims:
+        dims = ("source", "point")
+        coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
+    else:
+        times = times[0]
+    result = xr.DataArray(
+        times, dims=dims, coords=coords, name="traveltime",
+        attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},
+    )  # fmt: skip
+    return result.isel(point=0) if _single(points) else result

@@ -1,0 +1,100 @@
+"""traveltime_at: times at points between nodes (hypocentres in a traveltime table) by the
+method's own last-leg rule: the floats of raypaths and of a survey's receiver table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+import raygrid.pipeline as rg
+from raygrid.pipeline import InputError, traveltime_at
+from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+STATIONS = [{"z": 0.0, "y": 500.0, "x": 800.0}, {"z": 0.0, "y": 2500.0, "x": 1500.0}]
+HYPOCENTRES = {"z": [2345.6, 1200.0, 3000.0], "y": [1234.5, 700.0, 2000.0],
+               "x": [1711.1, 300.0, 2222.2]}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model():
+    return rg.gradient_model({"z": 41, "y": 31, "x": 31}, 100.0, 2000.0, 5000.0)
+
+
+@pytest.fixture(scope="module")
+def tables(model):
+    return rg.traveltimes(model, STATIONS, radius=3, predecessors=True)
+
+
+def test_a_point_between_nodes_gets_its_raypath_time(tables):
+    times = traveltime_at(tables, HYPOCENTRES)
+    assert times.dims == ("source", "point") and times.shape == (2, 3)
+    for s in range(2):
+        for p in range(3):
+            hypocentre = {d: HYPOCENTRES[d][p] for d in "zyx"}
+            ray = rg.raypath(tables.isel(source=s), hypocentre)
+            assert float(times[s, p]) == ray.attrs["traveltime"]  # the same floats
+    one = traveltime_at(tables.isel(source=1), {d: HYPOCENTRES[d][0] for d in "zyx"})
+    assert one.dims == () and float(one) == float(times[1, 0])
+    assert float(one["point_x"]) == HYPOCENTRES["x"][0]
+
+
+def test_a_table_read_at_a_hypocentre_is_the_hypocentre_solved_read_at_the_station(model, tables):
+    # Reciprocity: the table (a source at each station) read at the event equals a solve
+    # from the event read at the stations, to the rounding of the legs' order.
+    table = traveltime_at(tables["traveltime"], HYPOCENTRES, velocity=model)
+    for p in range(3):
+        hypocentre = {d: HYPOCENTRES[d][p] for d in "zyx"}
+        direct = rg.traveltime(model, hypocentre, radius=3)
+        back = traveltime_at(direct, STATIONS, velocity=model)
+        np.testing.assert_allclose(table[:, p].values, back.values, rtol=1e-12)
+
+
+def test_constant_velocity_within_the_radius_error():
+    model = rg.constant_model({"z": 31, "y": 31, "x": 31}, 100.0, 3000.0)
+    field = rg.traveltime(model, STATIONS[0], radius=3)
+    found = traveltime_at(field, HYPOCENTRES, velocity=model).values
+    distance = np.sqrt(sum((np.array(HYPOCENTRES[d]) - STATIONS[0][d]) ** 2 for d in "zyx"))
+    exact = distance / 3000.0
+    assert np.all(found >= exact * (1 - 1e-12))  # paths on the graph are never shorter
+    assert np.all(found <= exact * 1.03)  # radius 3 in 3D: within 3 %
+
+
+def test_bad_lookups_are_clear(model, tables):
+    field = tables["traveltime"]
+    with pytest.raises(InputError, match="needs the model: pass velocity="):
+        traveltime_at(field, STATIONS)
+    with pytest.raises(InputError, match=r"point 1 \(numbered from 0\): point x=9999 is out"):
+        traveltime_at(tables, [STATIONS[0], {"z": 0.0, "y": 0.0, "x": 9999.0}])
+    small = rg.constant_model({"z": 5, "y": 5, "x": 5}, 100.0, 3000.0)
+    with pytest.raises(InputError, match="is not the model's"):
+        traveltime_at(field, STATIONS, velocity=small)
+    with pytest.raises(InputError, match="records no radius"):
+        traveltime_at(field.drop_attrs(), STATIONS, velocity=model)
+    with pytest.raises(InputError, match="points table has no column"):
+        traveltime_at(tables, {"z": [0.0], "x": [1.0]})
+
+
+def test_a_survey_store_reads_its_receiver_table(tmp_path):
+    from distributed import Client, LocalCluster
+
+    receivers = [{"z": 1234.5, "x": 987.6}, {"z": 1500.0, "x": 0.0}, {"z": 55.5, "x": 1999.9}]
+    spec = {
+        "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 50.0},
+        "grid": {"radius": 3},
+        "sources": [{"z": 0.0, "x": 100.0}, {"z": 20.0, "x": 1555.0}],
+        "receivers": receivers,
+        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None, "rays": False},
+    }
+    path = tmp_path / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        run_workflow(read_workflow(path), client=client)
+    store = rg.open_survey(tmp_path / "survey.zarr")
+    found = traveltime_at(store, receivers)
+    np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
