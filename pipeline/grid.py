@@ -211,9 +211,20 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
     if not (np.all(steps > 0) or np.all(steps < 0)):
         raise InputError(f"coordinate {dim!r} is not monotonic")
     if steps[0] < 0:
+        span = f"from {values[0] + 0.0:g} to {values[-1] + 0.0:g} {unit}"  # + 0.0: no "-0"
+        if dim == "z":
+            # Sorting a decreasing z is right only for depths listed deepest first; a z that
+            # decreases is far more often an elevation (0 down to -40 km), which sorting
+            # would accept as a model turned upside down.
+            raise InputError(
+                f"coordinate 'z' decreases ({span}): raygrid's z is depth below the model's "
+                "top, positive down, so an elevation axis must be negated (depth = "
+                '-elevation), e.g. model.assign_coords(z=-model.z).sortby("z"); only depths '
+                'listed deepest first may simply be sorted (model.sortby("z"))'
+            )
         raise InputError(
-            f"coordinate {dim!r} decreases; sort the model so that it increases "
-            "(z is positive down)"
+            f"coordinate {dim!r} decreases ({span}); sort the model so that it increases "
+            f'(model.sortby("{dim}"))'
         )
     h = float(values[-1] - values[0]) / (values.size - 1)
     if np.max(np.abs(steps - h)) > _UNIFORM_RTOL * h:

@@ -4,7 +4,10 @@ Every form resolves to a list of points ``{"z": ..., "x": ...}`` in model coordi
 fixed order (the store's ``source`` and ``receiver`` dims follow it):
 
 - a list of mappings: ``[{z: 0, x: 100}, {z: 0, x: 200}]``;
-- ``{csv: FILE}``: a CSV file with a header naming the model dims (other columns ignored);
+- ``{csv: FILE}``: a CSV file with a header naming the model dims (other columns, such as a
+  station name or elevation, are ignored with an :class:`~.errors.InputWarning`); lines
+  whose first non-blank character is ``#`` are comments, and every row has as many fields
+  as the header;
 - ``{line: {start: {...}, stop: {...}, count: N}}``: ``N`` points evenly spaced from
   ``start`` to ``stop`` inclusive;
 - ``{grid: {z: 0.0, x: {start: 0, stop: 4000, count: 41}}}``: the Cartesian product of
@@ -16,13 +19,15 @@ from __future__ import annotations
 
 import csv
 import itertools
+import re
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from .errors import InputError
+from .errors import InputError, InputWarning
 
 __all__ = ["Points", "Point", "resolve_points"]
 
@@ -97,35 +102,134 @@ Points = Annotated[
 ]
 
 
+# Words in the name of a column that gives a station's height or depth: such a column is
+# ignored like any other that is not a model dim, and the warning says what z is instead.
+_HEIGHT_WORDS = {"elevation", "elev", "altitude", "alt", "height", "depth"}
+
+
+def _is_skipped(line: str) -> bool:
+    """A comment (first non-blank character ``#``) or a blank line."""
+    text = line.strip()
+    return not text or text.startswith("#")
+
+
+def _records(lines: list[str], where: str) -> list[tuple[int, list[str]]]:
+    """The CSV records of a file's lines, each with the line it starts on (1-based and
+    counting every line of the file: comments and blank lines are skipped, not renumbered).
+    """
+    numbers = [n for n, line in enumerate(lines, start=1) if not _is_skipped(line)]
+    reader = csv.reader(lines[n - 1] for n in numbers)
+    records = []
+    while True:
+        consumed = reader.line_num  # lines the reader has taken: the next record starts here
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return records
+        except csv.Error as error:  # e.g. a quote left open to the end of the file
+            number = numbers[min(consumed, len(numbers) - 1)]
+            raise InputError(f"{where}:{number}: {error}") from None
+        records.append((numbers[consumed], fields))
+
+
+def _header_hint(lines: list[str], header_line: int) -> str:
+    """A hint for a header that names no dim: ``np.savetxt(..., header="z,x")`` writes the
+    header as ``# z,x``, a comment, so the first row of numbers was taken for the header."""
+    for number, line in enumerate(lines[: header_line - 1], start=1):
+        text = line.strip()
+        if text.startswith("#"):
+            names = {part.strip() for part in text.lstrip("#").split(",")}
+            if names & set(_DIM_ORDER):
+                return (
+                    f"; line {number} ({text!r}) is a comment, as is every line whose first "
+                    "character is '#': write the header without the '#'"
+                )
+    return ""
+
+
+def _ignored_columns(names: list[str], dims: list[str], where: str, what: str) -> None:
+    """Warn once about the columns that are not model dims (station files carry names and
+    elevations: accepted, but the user should know that they are not used)."""
+    ignored = [(i, name) for i, name in enumerate(names) if name not in dims]
+    if not ignored:
+        return
+    shown = ", ".join(repr(n) if n else f"an unnamed column (column {i + 1})" for i, n in ignored)
+    message = (
+        f"{where}: ignoring column(s) {shown}; the {what} positions are read from {', '.join(dims)}"
+    )
+    # A height is measured up, an elevation or a depth often from sea level; a user who
+    # expects such a column to place the stations must be told what z is, and that it does not.
+    heights = [n for _, n in ignored if _HEIGHT_WORDS & set(re.split(r"[^a-z]+", n.lower()))]
+    if heights:
+        message += (
+            f". raygrid's z is depth below the model's top, positive down; "
+            f"{', '.join(map(repr, heights))} {'is' if len(heights) == 1 else 'are'} not used"
+        )
+    warnings.warn(message, InputWarning, stacklevel=4)  # the caller of resolve_points
+
+
 def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
+    """The points of a CSV file whose header names the model dims.
+
+    Lines whose first non-blank character is ``#`` (comments) and blank lines are skipped,
+    before or after the header; line numbers in errors count them. Columns other than the
+    model dims (a station name, an elevation) are ignored with an :class:`InputWarning`.
+
+    Raises
+    ------
+    InputError
+        For a missing or empty file, a header naming no dim or a dim twice, no rows, a row
+        with more or fewer fields than the header, or a coordinate that is not a finite
+        number; naming the file and the line.
+    """
     if not path.is_file():
         where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
         raise InputError(f"{what} CSV file {path} does not exist{where}")
-    # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name;
-    # names are stripped, so "z, x" names z and x.
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames:
-            reader.fieldnames = [str(name).strip() for name in reader.fieldnames]
-        rows = list(reader)
-    if not rows:
-        raise InputError(f"{what} CSV file {path} has a header but no rows")
-    dims = [d for d in _DIM_ORDER if d in rows[0]]
+    where = f"{what} CSV file {path}"
+    # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name.
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            lines = handle.readlines()
+    except UnicodeDecodeError as error:  # e.g. a station name saved as Latin-1
+        number = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError(
+            f"{where}:{number}: not UTF-8 text ({error.reason}); save it as UTF-8"
+        ) from None
+    records = _records(lines, where)
+    if not records:
+        raise InputError(
+            f"{where} has no header line naming the dims (z, y, x): it is empty, or holds "
+            "only comments and blank lines"
+        )
+    header_line, header = records[0]
+    names = [name.strip() for name in header]  # so "z, x" names z and x
+    dims = [d for d in _DIM_ORDER if d in names]
     if not dims:
         raise InputError(
-            f"{what} CSV file {path}: the header names no model dim (z, y, x); "
-            f"it has {sorted(rows[0])}"
+            f"{where}:{header_line}: the header names no model dim (z, y, x); it has {names}"
+            + _header_hint(lines, header_line)
         )
+    twice = [d for d in dims if names.count(d) > 1]
+    if twice:
+        raise InputError(f"{where}:{header_line}: the header names {twice[0]!r} twice")
+    if len(records) == 1:
+        raise InputError(f"{where} has a header but no rows")
+    _ignored_columns(names, dims, where, what)
+    column = {d: names.index(d) for d in dims}
     points = []
-    for number, row in enumerate(rows, start=2):  # line 1 is the header
-        try:
-            point = {d: float(row[d]) for d in dims}
-        except (TypeError, ValueError):
+    for number, fields in records[1:]:
+        if len(fields) != len(names):
             raise InputError(
-                f"{what} CSV file {path}:{number}: not a number in {[row[d] for d in dims]}"
-            ) from None
+                f"{where}:{number}: {len(fields)} field(s) where the header (line "
+                f"{header_line}) has {len(names)}"
+            )
+        values = [fields[column[d]] for d in dims]
+        try:
+            point = {d: float(v) for d, v in zip(dims, values)}
+        except ValueError:
+            raise InputError(f"{where}:{number}: not a number in {values}") from None
         if not all(np.isfinite(v) for v in point.values()):
-            raise InputError(f"{what} CSV file {path}:{number}: non-finite coordinate")
+            raise InputError(f"{where}:{number}: non-finite coordinate")
         points.append(point)
     return points
 

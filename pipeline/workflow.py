@@ -33,9 +33,13 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     Tag,
+    ValidationInfo,
     field_validator,
+    model_serializer,
 )
+from pydantic_core import PydanticCustomError
 
 from ..kernels import Star, forward_star
 from .errors import InputError
@@ -62,8 +66,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: The keys each kind of synthetic model reads, besides ``synthetic``, ``shape`` and
+#: ``spacing``, which every kind reads.
+SYNTHETIC_KEYS = {
+    "constant": ("velocity",),
+    "gradient": ("top", "bottom"),
+    "layered": ("interfaces", "velocities"),
+}
+
+
 class SyntheticModel(_Strict):
-    """A synthetic model, coordinates in m from 0, velocities in m/s."""
+    """A synthetic model, coordinates in m from 0, velocities in m/s.
+
+    Each kind reads only its own keys (:data:`SYNTHETIC_KEYS`); another kind's key given in
+    the file is an error, not ignored: ``synthetic: constant`` with ``top: 3000.0`` would
+    otherwise run at the default 2000 m/s.
+    """
 
     synthetic: Literal["constant", "gradient", "layered"]
     shape: dict[str, Annotated[int, Field(ge=2)]]
@@ -73,6 +91,32 @@ class SyntheticModel(_Strict):
     bottom: PositiveFloat = 4000.0
     interfaces: list[float] = []
     velocities: list[PositiveFloat] = []
+
+    # Field validators run only for keys given (not for defaults), after ``synthetic``
+    # (declared first); "before", so that the key is refused whatever its value.
+    @field_validator(*(key for keys in SYNTHETIC_KEYS.values() for key in keys), mode="before")
+    @classmethod
+    def _used_by_kind(cls, value: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("synthetic")
+        key = info.field_name
+        if kind is None or key in SYNTHETIC_KEYS[kind]:  # no valid kind: that error is enough
+            return value
+        owner = next(other for other, keys in SYNTHETIC_KEYS.items() if key in keys)
+        *first, last = ("shape", "spacing", *SYNTHETIC_KEYS[kind])
+        message = (
+            f"{key} does not apply to a {kind} model ({key} is for {owner} models); a {kind} "
+            f"model takes {', '.join(first)} and {last}"
+        )
+        # A custom error, not a ValueError: its message is shown without "Value error, ".
+        raise PydanticCustomError("synthetic_key", "{message}", {"message": message})
+
+    @model_serializer(mode="wrap")
+    def _dump_used_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only the keys this kind reads, so that a dump (the workflow kept in a store)
+        # validates again and shows no value that played no part.
+        unused = {key for keys in SYNTHETIC_KEYS.values() for key in keys}
+        unused -= set(SYNTHETIC_KEYS[self.synthetic])
+        return {key: value for key, value in handler(self).items() if key not in unused}
 
     def build(self) -> xr.DataArray:
         if self.synthetic == "constant":

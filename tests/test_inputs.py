@@ -1,0 +1,198 @@
+"""Inputs that used to crash or be read silently wrong: CSV comments, ragged rows and extra
+columns, synthetic-model keys of another kind, and a z axis given as elevation."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raygrid.pipeline import constant_model, grid_from_velocity
+from raygrid.pipeline.errors import InputError, InputWarning
+from raygrid.pipeline.positions import CsvPoints, resolve_points
+from raygrid.pipeline.workflow import Workflow, prepare_workflow, read_workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+# The keys each kind of synthetic model reads.
+MODEL_KEYS = {
+    "constant": {"synthetic", "shape", "spacing", "velocity"},
+    "gradient": {"synthetic", "shape", "spacing", "top", "bottom"},
+    "layered": {"synthetic", "shape", "spacing", "interfaces", "velocities"},
+}
+
+SMALL = """\
+model:
+  synthetic: gradient
+  shape: {z: 21, x: 31}
+grid:
+  radius: 2
+sources:
+  - {z: 0.0, x: 100.0}
+outputs:
+  store: out/small.zarr
+"""
+
+
+def receivers(tmp_path: Path, text: str) -> list[dict[str, float]]:
+    """The points of a receiver CSV file holding ``text``."""
+    path = tmp_path / "receivers.csv"
+    path.write_text(text)
+    return resolve_points(CsvPoints(csv=path), "receiver")
+
+
+def quietly(function, *args):
+    """Call ``function``, failing on any warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return function(*args)
+
+
+def test_csv_comments_before_and_after_the_header_are_skipped(tmp_path):
+    text = "# receivers\n  # line 2: an indented comment\nz,x\n# surface\n0,10\n\n5,20.5\n"
+    points = quietly(receivers, tmp_path, text)
+    assert points == [{"z": 0.0, "x": 10.0}, {"z": 5.0, "x": 20.5}]
+    # Line numbers count the comments and the blank line: the bad value is on line 9.
+    with pytest.raises(InputError, match=r"receivers.csv:9: not a number in \['7', 'far'\]"):
+        receivers(tmp_path, text + "# deeper\n7,far\n")
+
+
+@pytest.mark.parametrize(
+    "row, fields",
+    [("0,10,3", 3), ("0", 1)],
+    ids=["more", "fewer"],
+)
+def test_a_ragged_row_is_an_input_error_with_its_line(tmp_path, row, fields):
+    text = f"# receivers\nz,x\n0,10\n# next\n{row}\n"
+    with pytest.raises(InputError) as error:
+        receivers(tmp_path, text)
+    assert f"receivers.csv:5: {fields} field(s) where the header (line 2) has 2" in str(error.value)
+
+
+def test_a_header_written_as_a_comment_is_explained(tmp_path):
+    # np.savetxt(..., header="z,x") writes the header as a comment.
+    with pytest.raises(InputError, match=r":2: the header names no model dim.*line 1 \('# z,x'\)"):
+        receivers(tmp_path, "# z,x\n0,10\n")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("# receivers\n\n", r"receivers.csv has no header line .* only comments and blank"),
+        ("# receivers\nz,x,z\n0,1,2\n", r"receivers.csv:2: the header names 'z' twice"),
+    ],
+    ids=["only-comments", "dim-twice"],
+)
+def test_a_header_that_cannot_be_read(tmp_path, text, message):
+    with pytest.raises(InputError, match=message):
+        receivers(tmp_path, text)
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
+    path = tmp_path / "receivers.csv"
+    path.write_bytes("station,z,x\nA,0,10\n\u00e9t\u00e9,0,20\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"receivers.csv:3: not UTF-8 text"):
+        resolve_points(CsvPoints(csv=path), "receiver")
+
+
+def test_extra_columns_are_read_with_a_warning(tmp_path):
+    with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'station'; .* from z, x$"):
+        points = receivers(tmp_path, "station,x,z\nA1,10,0\n")
+    assert points == [{"z": 0.0, "x": 10.0}]
+
+
+@pytest.mark.parametrize("name", ["elevation", "Elev_m", "ALTITUDE", "depth (m)", "height"])
+def test_an_elevation_column_gets_a_note_on_z(tmp_path, name):
+    with pytest.warns(InputWarning) as record:
+        receivers(tmp_path, f"station,x,z,{name}\nA1,10,0,250\nA2,20,0,260\n")
+    assert len(record) == 1  # once per file, not per row
+    message = str(record[0].message)
+    assert f"ignoring column(s) 'station', '{name}'" in message
+    assert f"z is depth below the model's top, positive down; '{name}' is not used" in message
+
+
+def test_a_station_column_gets_no_note_on_z(tmp_path):
+    with pytest.warns(InputWarning) as record:
+        receivers(tmp_path, "station,x,z\nA1,10,0\n")
+    assert "positive down" not in str(record[0].message)
+
+
+def model_error(tmp_path: Path, model: str) -> str:
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}\n", model))
+    with pytest.raises(InputError) as error:
+        read_workflow(path)
+    return str(error.value)
+
+
+def test_a_constant_model_refuses_the_keys_of_other_kinds(tmp_path):
+    model = "  synthetic: constant\n  shape: {z: 21, x: 31}\n  top: 3000.0\n  interfaces: [100]\n"
+    text = model_error(tmp_path, model)
+    assert (
+        "wf.yaml:4: model.top: top does not apply to a constant model (top is for gradient "
+        "models); a constant model takes shape, spacing and velocity"
+    ) in text
+    assert "wf.yaml:5: model.interfaces: interfaces does not apply to a constant model" in text
+
+
+def test_a_gradient_model_refuses_velocities(tmp_path):
+    model = "  synthetic: gradient\n  shape: {z: 21, x: 31}\n  velocities: [1500.0, 3000.0]\n"
+    text = model_error(tmp_path, model)
+    assert (
+        "wf.yaml:4: model.velocities: velocities does not apply to a gradient model "
+        "(velocities is for layered models); a gradient model takes shape, spacing, top and "
+        "bottom"
+    ) in text
+
+
+def test_a_key_of_another_kind_is_refused_whatever_its_value(tmp_path):
+    # The value is not checked first: the key itself is the mistake.
+    model = "  synthetic: layered\n  shape: {z: 21, x: 31}\n  velocity: -1\n"
+    assert "model.velocity: velocity does not apply to a layered model" in model_error(
+        tmp_path, model
+    )
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_workflows_validate_and_their_dumps_validate_again(path):
+    workflow = read_workflow(path)
+    # The workflow kept in a store is this dump: it holds only the keys its model reads,
+    # so that it validates again.
+    dumped = json.loads(workflow.model_dump_json())
+    assert set(dumped["model"]) == MODEL_KEYS[workflow.model.synthetic]
+    assert Workflow.model_validate(dumped).model_dump() == workflow.model_dump()
+
+
+def test_the_workflow_kept_in_a_store_validates_again(tmp_path):
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL.replace("gradient", "constant"))
+    prepared = prepare_workflow(read_workflow(path))
+    kept = json.loads(prepared.workflow_json)
+    assert set(kept["model"]) == MODEL_KEYS["constant"]
+    assert Workflow.model_validate(kept).model_dump() == prepared.workflow.model_dump()
+
+
+def test_a_decreasing_z_says_to_negate_an_elevation():
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    elevation = velocity.assign_coords(z=("z", -np.arange(5) * 10.0, {"units": "m"}))
+    with pytest.raises(InputError) as error:
+        grid_from_velocity(elevation)
+    text = str(error.value)
+    assert "coordinate 'z' decreases (from 0 to -40 m)" in text
+    assert "z is depth below the model's top, positive down" in text
+    assert 'negated (depth = -elevation), e.g. model.assign_coords(z=-model.z).sortby("z")' in text
+    # The advice given works: the negated model is valid and the right way up.
+    fixed = grid_from_velocity(elevation.assign_coords(z=-elevation.z).sortby("z"))
+    assert fixed.origin[0] == 0.0 and fixed.spacing[0] == 10.0
+
+
+def test_a_decreasing_x_is_still_to_be_sorted():
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    with pytest.raises(InputError) as error:
+        grid_from_velocity(velocity.isel(x=slice(None, None, -1)))
+    assert str(error.value) == (
+        "coordinate 'x' decreases (from 50 to 0 m); sort the model so that it increases "
+        '(model.sortby("x"))'
+    )
