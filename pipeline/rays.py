@@ -85,8 +85,13 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
         raise InputError("raypath needs the Dataset returned by traveltime(..., predecessors=True)")
     if "source" in result["traveltime"].dims:
         raise InputError("raypath takes one source: pass result.isel(source=i)")
+    return ray_on_grid(result, receiver, grid_from_velocity(result["velocity"]))
+
+
+def ray_on_grid(result: xr.Dataset, receiver: Mapping[str, float], grid: Grid) -> xr.Dataset:
+    """:func:`raypath` on the already checked ``grid`` of ``result["velocity"]``: a survey
+    traces every receiver of every source on one model, checked (and warned about) once."""
     source = {d: _source_position(result, d) for d in result["traveltime"].dims}
-    grid = grid_from_velocity(result["velocity"])
     times = np.asarray(result["traveltime"].transpose(*grid.dims).values).reshape(-1)
     predecessor = np.asarray(result["predecessor"].transpose(*grid.dims).values)
     offsets = np.asarray(result["star_offset"].values, dtype=np.int64)

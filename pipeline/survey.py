@@ -31,10 +31,10 @@ from dask.utils import format_bytes
 from ..kernels import MoserGraph, Star, point_box
 from .cluster import connect, read_cluster
 from .errors import InputError
-from .grid import Grid
+from .grid import Grid, grid_from_velocity
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
-from .rays import raypath
+from .rays import ray_on_grid
 from .solve import (
     Options,
     cpu_graph,
@@ -112,16 +112,16 @@ def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarr
     result = with_predecessors(
         field, predecessor.reshape(grid.shape), task.star, grid.velocity, grid
     )
-    return _ray_table(result, task.receivers, grid.dims)
+    return _ray_table(result, task.receivers, grid)
 
 
-def _ray_table(result: xr.Dataset, receivers: list[dict[str, float]], dims: tuple[str, ...]):
+def _ray_table(result: xr.Dataset, receivers: list[dict[str, float]], grid: Grid):
     """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
     pieces, counts = [], []
     for receiver in receivers:
-        ray = raypath(result, receiver)
+        ray = ray_on_grid(result, receiver, grid)
         columns = [ray["time"].values.astype(np.float64)]
-        columns += [ray[d].values.astype(np.float64) for d in dims]
+        columns += [ray[d].values.astype(np.float64) for d in grid.dims]
         pieces.append(np.stack(columns, axis=1))
         counts.append(ray.sizes["point"])
     return np.concatenate(pieces), counts
@@ -456,7 +456,10 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
                 grid, prepared.star, times.reshape(-1), prepared.receiver_index, spec.dtype
             )
         if need_rays:
-            points, counts = _ray_table(result.load(), prepared.receivers, grid.dims)
+            loaded = result.load()  # the tiled grid is lazy: rays read the slowness
+            points, counts = _ray_table(
+                loaded, prepared.receivers, grid_from_velocity(loaded["velocity"])
+            )
         write_source(
             spec.path,
             SourceResult(i, times if spec.fields else None, table, points, counts),

@@ -106,6 +106,13 @@ def test_a_model_in_the_wrong_unit_is_a_plain_warning(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "warning: velocities from 0.5 to 4 m/s: no rock is that slow" in run.stderr
     assert "InputWarning" not in run.stderr and "grid.py" not in run.stderr
+    # A run says it once: the workers tracing rays do not check the model again (they
+    # printed it twice more, as Python's raw warning with raygrid's source line).
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    run = raygrid("run", slow, "--cluster", "cluster.yaml", "--no-progress", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("no rock is that slow") == 1, run.stderr
+    assert "InputWarning" not in run.stderr
 
 
 def test_bad_units_in_model_file(tmp_path):
