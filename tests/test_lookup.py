@@ -11,6 +11,8 @@ import raygrid.pipeline as rg
 from raygrid.pipeline import InputError, traveltime_at
 from raygrid.pipeline.workflow import read_workflow, run_workflow
 
+from clusters import in_process_client
+
 STATIONS = [{"z": 0.0, "y": 500.0, "x": 800.0}, {"z": 0.0, "y": 2500.0, "x": 1500.0}]
 HYPOCENTRES = {"z": [2345.6, 1200.0, 3000.0], "y": [1234.5, 700.0, 2000.0],
                "x": [1711.1, 300.0, 2222.2]}  # fmt: skip
@@ -76,8 +78,6 @@ def test_bad_lookups_are_clear(model, tables):
 
 
 def test_a_survey_store_reads_its_receiver_table(tmp_path):
-    from distributed import Client, LocalCluster
-
     receivers = [{"z": 1234.5, "x": 987.6}, {"z": 1500.0, "x": 0.0}, {"z": 55.5, "x": 1999.9}]
     spec = {
         "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 50.0},
@@ -88,12 +88,7 @@ def test_a_survey_store_reads_its_receiver_table(tmp_path):
     }
     path = tmp_path / "workflow.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
+    with in_process_client() as client:
         run_workflow(read_workflow(path), client=client)
     store = rg.open_survey(tmp_path / "survey.zarr")
     found = traveltime_at(store, receivers)

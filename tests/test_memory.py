@@ -21,6 +21,8 @@ from raygrid.pipeline.grid import grid_from_velocity
 from raygrid.pipeline.memory import footprint
 from raygrid.pipeline.workflow import read_workflow, run_workflow
 
+from clusters import in_process_client
+
 # One process per case: the peak resident memory a traveltimes call adds (VmHWM after a
 # reset through /proc/self/clear_refs; small mmap threshold so freed arrays leave RSS),
 # over the module's estimate.
@@ -103,8 +105,6 @@ def test_a_solve_too_large_is_refused_before_it_starts(monkeypatch):
 
 
 def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path):
-    from distributed import Client, LocalCluster
-
     spec = {
         "model": {"synthetic": "gradient", "shape": {"z": 61, "x": 81}, "spacing": 10.0},
         "grid": {"radius": 3},
@@ -114,13 +114,7 @@ def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path
     path = tmp_path / "workflow.yaml"
     path.write_text(yaml.safe_dump(spec))
     # A worker in this process: it already holds more than its limit allows.
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-            memory_limit="64MB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
+    with in_process_client(memory_limit="64MB") as client:
         with pytest.raises(InputError, match=r"each worker .* memory_limit of 61\.04 MiB"):
             run_workflow(read_workflow(path), client=client)
     assert not (tmp_path / "survey.zarr").exists()

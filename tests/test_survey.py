@@ -6,7 +6,6 @@ import os
 import signal
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,8 @@ import raygrid.pipeline as rg
 from raygrid.pipeline.errors import InputError
 from raygrid.pipeline.store import done_sources
 from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+from clusters import in_process_client
 
 SPEC = {
     "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 10.0},
@@ -53,20 +54,6 @@ def client():
         ) as cluster,
         Client(cluster) as client,
     ):
-        yield client
-
-
-@contextmanager
-def in_process_client():
-    """A one-worker cluster in this process, so a test sees (and can patch) what it runs."""
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
         yield client
 
 
