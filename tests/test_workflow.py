@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from raygrid.pipeline.errors import InputError
+from raygrid.pipeline.errors import InputError, InputWarning
 from raygrid.pipeline.positions import resolve_points
 from raygrid.pipeline.workflow import prepare_workflow, read_workflow
 
@@ -117,7 +117,8 @@ def test_generators_and_csv(tmp_path):
         "  line: {start: {z: 200.0, x: 0.0}, stop: {z: 200.0, x: 300.0}, count: 4}",
         "  grid: {z: [100.0, 200.0], x: {start: 0.0, stop: 300.0, count: 3}}",
     )
-    prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
+    with pytest.warns(InputWarning, match="ignoring column\\(s\\) 'id'"):  # station ids
+        prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
     assert prepared.sources == [{"z": 0.0, "x": 10.0}, {"z": 5.0, "x": 20.5}]
     assert [(r["z"], r["x"]) for r in prepared.receivers] == [
         (100.0, 0.0), (100.0, 150.0), (100.0, 300.0),
@@ -126,10 +127,11 @@ def test_generators_and_csv(tmp_path):
     np.testing.assert_array_equal(prepared.source_index[1], [0.5, 0.0, 2.05])
     # A spreadsheet's byte-order mark and spaces after the commas of the header.
     csv.write_bytes("\ufeffz, x ,id\n0,10.0,1\n5, 20.5,2\n".encode())
-    again = prepare_workflow(read_workflow(write(tmp_path, text)))
+    with pytest.warns(InputWarning):
+        again = prepare_workflow(read_workflow(write(tmp_path, text)))
     assert again.sources == prepared.sources
     csv.write_text("id,x,z\n1,10.0,zero\n")
-    with pytest.raises(InputError, match=r"shots.csv:2: not a number"):
+    with pytest.raises(InputError, match=r"shots.csv:2: not a number"), pytest.warns(InputWarning):
         prepare_workflow(read_workflow(write(tmp_path, text)))
 
 
