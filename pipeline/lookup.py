@@ -19,6 +19,7 @@ import xarray as xr
 from ..kernels import Star, forward_star, point_box
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
+from .solve import locate_points, source_list
 
 __all__ = ["traveltime_at", "receiver_times"]
 
@@ -124,29 +125,25 @@ def traveltime_at(
             raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
         radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
     star = forward_star(grid.radius3(radius))
-    from .solve import source_list  # the same tables as traveltimes' sources
+    single = _single(points)
+    # The same tables as traveltimes' sources, checked the same way.
+    listed = [points] if single else source_list(points, grid.dims, "points")
+    index = locate_points(grid, listed, "point")
 
-    listed = [points] if _single(points) else source_list(points, grid.dims, "points")
-    index = []
-    for i, point in enumerate(listed):
-        try:
-            index.append(grid.to_index(point, "point"))
-        except InputError as error:
-            raise InputError(f"point {i} (numbered from 0): {error}") from None
-    index = np.array(index, dtype=np.float64).reshape(-1, 3)
+    def read(one: xr.DataArray) -> np.ndarray:
+        flat = np.asarray(one.transpose(*grid.dims).values).reshape(-1)
+        return receiver_times(grid, star, flat, index, flat.dtype)
 
-    stacked = field.transpose(..., *grid.dims)
-    values = np.asarray(stacked.values).reshape(-1, int(np.prod(grid.shape)))
-    times = np.stack([receiver_times(grid, star, row, index, values.dtype) for row in values])
     coords = {f"point_{d}": ("point", [float(p[d]) for p in listed]) for d in grid.dims}
-    dims = ("point",)
     if "source" in field.dims:
+        # One source's field at a time: a survey store's fields need not fit in memory.
+        times = np.stack([read(field.isel(source=s)) for s in range(field.sizes["source"])])
         dims = ("source", "point")
         coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
     else:
-        times = times[0]
+        times, dims = read(field), ("point",)
     result = xr.DataArray(
         times, dims=dims, coords=coords, name="traveltime",
         attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},
     )  # fmt: skip
-    return result.isel(point=0) if _single(points) else result
+    return result.isel(point=0) if single else result

@@ -41,6 +41,7 @@ __all__ = [
     "resident_solver",
     "solving_threads",
     "source_list",
+    "locate_points",
 ]
 
 BACKENDS = ("cpu", "cuda", "auto")
@@ -290,15 +291,14 @@ def solving_threads(n_sources: int, threads: int | None) -> int:
 def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, threads, predecessors):
     """Refuse, before anything large is allocated, a solve this machine cannot hold
     (:mod:`raygrid.pipeline.memory`)."""
-    cpu = options.backend == "cpu"
     need = footprint(
         grid.shape3, star, options.dtype, backend=options.backend,
         precompute=options.precompute, predecessors=predecessors,
-    ).total(n_sources, solving_threads(n_sources, threads) if cpu else 1)  # fmt: skip
+    ).total(n_sources, solving_threads(n_sources, threads))  # fmt: skip
     hints = [
         "fewer sources per call (raygrid run writes each source to a Zarr store as it is done)"
     ]
-    if cpu and n_sources > 1:
+    if options.backend == "cpu" and n_sources > 1:
         hints.append("fewer threads=")
     if options.precompute:
         hints.append("precompute=False")
@@ -325,6 +325,20 @@ def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> li
     if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
         raise InputError(f"{what} must be a sequence of mappings or a table of columns")
     return list(points)
+
+
+def locate_points(grid: Grid, points: list[Mapping[str, float]], what: str) -> np.ndarray:
+    """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...); an
+    error names the point by its number when there are several."""
+    located = []
+    for i, point in enumerate(points):
+        try:
+            located.append(grid.to_index(point, what))
+        except InputError as error:
+            if len(points) == 1:
+                raise
+            raise InputError(f"{what} {i} (numbered from 0): {error}") from None
+    return np.array(located, dtype=np.float64).reshape(-1, 3)
 
 
 def traveltimes(
@@ -387,14 +401,7 @@ def traveltimes(
     points = source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")
-    positions = []  # all checked before anything is solved
-    for i, point in enumerate(points):
-        try:
-            positions.append(grid.to_index(point, "source"))
-        except InputError as error:
-            if len(points) == 1:
-                raise
-            raise InputError(f"source {i} (numbered from 0): {error}") from None
+    positions = locate_points(grid, points, "source")  # all checked before anything is solved
 
     _check_memory(grid, star, options, len(positions), threads, predecessors)
     seeds = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import dask.config
 import numpy as np
 import xarray as xr
 from dask.utils import format_bytes
@@ -294,10 +295,10 @@ def run_survey(
     # refused or finished store costs no cluster.
     found = check_store(spec, prepared.fingerprint, overwrite=overwrite)
     with ExitStack() as stack:
-        if client is None and (found is None or not found.done.all()):
-            client = stack.enter_context(connect(config, echo=echo))
-        if client is not None and (found is None or not found.done.all()):
-            check_survey_memory(client, prepared)  # before the store is created or touched
+        if found is None or not found.done.all():
+            if client is None:
+                client = stack.enter_context(connect(config, echo=echo))
+            check_survey_memory(client, prepared, spec)  # before the store is touched
         state = prepare_store(spec, prepared.fingerprint, overwrite=overwrite, create=create)
         pending = np.flatnonzero(~state.done)
         n = spec.n_sources
@@ -315,7 +316,7 @@ def run_survey(
     return dataset
 
 
-def check_survey_memory(client: Any, prepared: PreparedWorkflow) -> None:
+def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec) -> None:
     """Refuse a survey whose tasks cannot fit on the cluster's workers, or whose CPU graph
     cannot be built on this machine, before anything large is allocated.
 
@@ -330,7 +331,6 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow) -> None:
     if compute.tiles is not None:
         return
     grid, star, options = prepared.grid, prepared.star, prepared.options
-    spec = store_spec(prepared)
     cost = footprint(
         grid.shape3, star, options.dtype, backend=options.backend,
         precompute=options.precompute, predecessors=bool(spec.n_receivers and spec.rays),
@@ -343,10 +343,7 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow) -> None:
         )  # fmt: skip
     model = int(grid.velocity.nbytes) + int(grid.slowness.nbytes) + cost.model
     sources = min(compute.batch, spec.n_sources)  # in one task
-    at_once = 1 if options.backend == "cuda" else min(compute.threads, sources)
-    task = cost.total(sources, at_once) - cost.model
-    import dask.config
-
+    task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
     fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
     for address, worker in client.scheduler_info(n_workers=-1)["workers"].items():
         limit = worker.get("memory_limit") or 0
