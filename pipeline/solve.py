@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ from ..kernels import (
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint
+from .models import constant_model
 from .version import __version__
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "solve_seeds",
     "resident_solver",
     "solving_threads",
+    "compile_cpu_solver",
     "source_list",
     "locate_points",
 ]
@@ -286,6 +289,29 @@ def solve_seeds(
 def solving_threads(n_sources: int, threads: int | None) -> int:
     """CPU threads :func:`solve_seeds` solves ``n_sources`` on (``None``: one per core)."""
     return max(min(n_sources, threads or os.cpu_count() or 1), 1)
+
+
+def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> float:
+    """Compile the CPU solver for these options, or load it from Numba's cache, by solving
+    a model of a few nodes; return the seconds it took.
+
+    The first solve on a machine compiles the kernels (seconds: 6-13 s measured on two
+    cores), later ones load them from Numba's on-disk cache (``cache=True``, beside the
+    installed package or under ``NUMBA_CACHE_DIR``). A survey calls this on the client
+    before its workers start solving, so that a slow first run can be said to be one and
+    the workers load what the client compiled instead of each compiling it again.
+    """
+    start = time.perf_counter()
+    radius = dict(zip(("z", "y", "x"), star.radius))
+    # The same star, weight rule, precision and precomputation as the real solve, hence the
+    # same compiled specialisations; one node more than the radius on each axis holds it.
+    tiny = grid_from_velocity(constant_model({d: radius[d] + 2 for d in dims}, 1.0))
+    graph = cpu_graph(tiny, star, options)
+    times = np.full(graph.n_nodes, np.inf, dtype=options.dtype)
+    seed = np.zeros(1, dtype=np.int64)
+    # A target (as a survey without fields passes) is the seed itself: settled at once.
+    dijkstra_graph(graph, seed, np.zeros(1), target_nodes=seed, times=times)
+    return time.perf_counter() - start
 
 
 def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, threads, predecessors):

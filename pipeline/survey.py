@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from .memory import available_memory, check_fits, footprint
 from .rays import ray_on_grid
 from .solve import (
     Options,
+    compile_cpu_solver,
     cpu_graph,
     solve_seeds,
     solver_attrs,
@@ -172,34 +174,73 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
 
 
 class Progress:
-    """A progress bar on a terminal; a line every few seconds otherwise (logs, batch jobs)."""
+    """A progress bar on a terminal; a line every few seconds otherwise (logs, batch jobs).
 
-    def __init__(self, total: int, done: int, enabled: bool, stream=None, every: float = 5.0):
+    Within :meth:`ticking` the bar is drawn at once and, on a terminal, redrawn every
+    ``tick`` seconds by a background thread, so that its clock runs while the first sources
+    are solved (a 3D source can take minutes); elsewhere a line is written at the start and
+    then as sources finish, at most every ``every`` seconds, and at the end.
+    """
+
+    def __init__(
+        self, total: int, done: int, enabled: bool, stream=None, every: float = 5.0,
+        tick: float = 1.0,
+    ):  # fmt: skip
         self.total, self.done, self.enabled = total, done, enabled
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.start = time.perf_counter()
         self.first = done
-        self.every = every
+        self.every, self.tick = every, tick
         self.last = -np.inf
+        self._lock = threading.Lock()  # the ticking thread and update() both draw
+
+    @contextmanager
+    def ticking(self):
+        """Draw the bar now and, on a terminal, keep its clock running until the block ends."""
+        self.start = time.perf_counter()
+        with self._lock:
+            self._draw()
+        stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(self.tick):
+                with self._lock:
+                    if self.done < self.total:
+                        self._draw()
+
+        thread = threading.Thread(target=tick, name="raygrid-progress", daemon=True)
+        if self.enabled and self.tty:
+            thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            if thread.is_alive():
+                thread.join()
 
     def update(self, n: int) -> None:
-        self.done += n
-        now = time.perf_counter()
-        if not self.enabled or (not self.tty and now - self.last < self.every and
-                                self.done < self.total):  # fmt: skip
+        """Count ``n`` more sources done."""
+        with self._lock:
+            self.done += n
+            now = time.perf_counter()
+            if self.tty or self.done >= self.total or now - self.last >= self.every:
+                self._draw()
+
+    def _draw(self) -> None:
+        if not self.enabled:
             return
-        self.last = now
+        now = self.last = time.perf_counter()
         elapsed = now - self.start
         solved = self.done - self.first
         rate = solved / elapsed if elapsed > 0 else 0.0
-        remaining = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta = f"{(self.total - self.done) / rate:5.0f} s" if rate > 0 else "    ? s"
         width = 30
         filled = int(width * self.done / max(self.total, 1))
         bar = "#" * filled + "." * (width - filled)
         line = (
             f"[{bar}] {self.done}/{self.total} sources  {elapsed:6.1f} s  "
-            f"{rate:6.2f} sources/s  ETA {remaining:5.0f} s"
+            f"{rate:6.2f} sources/s  ETA {eta}"
         )
         end = "\n" if not self.tty or self.done >= self.total else ""
         print(("\r" if self.tty else "") + line, end=end, file=self.stream, flush=True)
@@ -305,7 +346,7 @@ def run_survey(
         if pending.size < n:
             echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
         if pending.size:
-            _solve_pending(client, prepared, spec, pending, progress)
+            _solve_pending(client, prepared, spec, pending, progress, echo)
     finish_store(spec)
     dataset = xr.open_zarr(spec.path, consolidated=False)
     if workflow.outputs.plot is not None:
@@ -364,16 +405,21 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
         )
 
 
-def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress):
+def _solve_pending(
+    client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress: bool, echo: Echo
+) -> None:
     compute = prepared.workflow.compute
     bar = Progress(spec.n_sources, spec.n_sources - len(pending), progress)
     if compute.tiles is not None:
-        _solve_tiled(client, prepared, spec, pending, bar)
+        with bar.ticking():
+            _solve_tiled(client, prepared, spec, pending, bar)
         return
     grid = prepared.grid
     if grid.velocity.chunks is not None:  # a lazily opened file: workers get it in memory
         grid = replace(grid, velocity=grid.velocity.compute())
     options = prepared.options
+    if options.backend == "cpu":
+        _compile_cpu_solver(grid, prepared.star, options, echo)
     task = SurveyTask(
         grid=grid,
         star=prepared.star,
@@ -404,7 +450,25 @@ def _solve_pending(client, prepared: PreparedWorkflow, spec: StoreSpec, pending,
         )
         for batch in batches
     ]
-    _collect(client, futures, bar)
+    with bar.ticking():
+        _collect(client, futures, bar)
+
+
+def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.0) -> None:
+    """Compile the CPU solver here, before the workers start (they then load it from Numba's
+    cache), saying so if it takes longer than ``after`` seconds: on a machine's first run
+    the bar would otherwise stand still for 6-13 s, which looks like a hang."""
+    note = threading.Timer(
+        after,
+        echo,
+        ("compiling raygrid's CPU solver for this machine (first run only: Numba caches it)",),
+    )
+    note.daemon = True
+    note.start()
+    seconds = compile_cpu_solver(grid.dims, star, options)
+    note.cancel()
+    if seconds > after:
+        echo(f"compiled in {seconds:.1f} s")
 
 
 def _collect(client, futures, bar: Progress) -> None:

@@ -1,0 +1,107 @@
+"""What a long run says while it works: the progress bar's clock, and the first run's compile."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+import pytest
+
+import raygrid.pipeline as rg
+from raygrid.kernels import bounds, cpu, forward_star
+from raygrid.pipeline import survey
+from raygrid.pipeline.grid import grid_from_velocity
+from raygrid.pipeline.solve import check_options, compile_cpu_solver, solve_seeds, source_seeds
+from raygrid.pipeline.survey import Progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bar_is_drawn_at_once_and_its_clock_runs_before_any_source_ends():
+    stream = Terminal()
+    bar = Progress(total=3, done=0, enabled=True, stream=stream, tick=0.01)
+    with bar.ticking():
+        time.sleep(0.2)
+        frames = stream.getvalue().split("\r")[1:]
+        bar.update(3)
+    assert frames[0].startswith("[....") and "0/3 sources" in frames[0]
+    assert "ETA     ? s" in frames[0]  # no rate yet: no made-up estimate
+    assert len(frames) >= 3  # redrawn while nothing finished
+    clocks = {frame.split("sources")[1].split(" s")[0].strip() for frame in frames}
+    assert len(clocks) >= 2  # the elapsed time moves
+    output = stream.getvalue()
+    assert output.endswith("3/3 sources" + output.split("3/3 sources")[-1])
+    assert output.endswith("\n") and output.count("\n") == 1  # one line, ended once
+    # The ticking thread is gone: nothing is drawn after the block.
+    time.sleep(0.05)
+    assert stream.getvalue() == output
+
+
+def test_off_a_terminal_lines_are_written_at_the_start_and_at_the_end():
+    stream = io.StringIO()
+    bar = Progress(total=4, done=1, enabled=True, stream=stream, every=60.0, tick=0.01)
+    with bar.ticking():
+        time.sleep(0.05)  # no ticking off a terminal: a log gets no line per second
+        bar.update(1)  # within `every` of the last line: not written
+        bar.update(2)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in stream.getvalue()
+    assert "1/4 sources" in lines[0] and "4/4 sources" in lines[1]
+
+
+def test_a_disabled_bar_writes_nothing():
+    stream = Terminal()
+    with Progress(total=2, done=0, enabled=False, stream=stream, tick=0.01).ticking() as bar:
+        time.sleep(0.03)
+        bar.update(2)
+    assert stream.getvalue() == ""
+
+
+SOLVER_KERNELS = (cpu._dijkstra, cpu._precompute, bounds._moving_min)
+
+
+def signatures() -> int:
+    return sum(len(kernel.signatures) for kernel in SOLVER_KERNELS)
+
+
+@pytest.mark.parametrize(
+    "weights, precision, precompute",
+    [("exact", "float64", False), ("mean", "float32", True)],
+)
+def test_compiling_first_leaves_the_solve_nothing_to_compile(weights, precision, precompute):
+    # A survey compiles the solver on the client so that its workers load it from Numba's
+    # cache; that is only true if the tiny model needs every specialisation the real one does.
+    velocity = rg.layered_model({"z": 13, "y": 6, "x": 9}, 10.0, [40.0], [1500.0, 3000.0])
+    grid = grid_from_velocity(velocity)
+    star = forward_star(grid.radius3(2))
+    options = check_options(weights, "cpu", precision, None, 1, precompute)
+    compile_cpu_solver(grid.dims, star, options)
+    compiled = signatures()
+    nodes, seed_times = source_seeds(grid, star, np.array([0.0, 2.5, 3.3]))
+    seeds = [(grid.flat(nodes), seed_times)]
+    for targets in (None, np.array([grid.flat(np.array([[12, 5, 8]]))[0]])):
+        times, _ = solve_seeds(grid, star, options, seeds, threads=1, targets=targets)
+        assert np.isfinite(times).any()
+    assert signatures() == compiled
+
+
+def test_a_slow_compile_is_announced_and_a_fast_one_is_not(monkeypatch):
+    grid = grid_from_velocity(rg.constant_model({"z": 5, "x": 5}, 1.0))
+    star = forward_star(grid.radius3(1))
+    options = check_options("exact", "cpu", "float64", None, 1, False)
+    said: list[str] = []
+    survey._compile_cpu_solver(grid, star, options, said.append, after=60.0)
+    assert said == []
+
+    def slow(*args) -> float:
+        time.sleep(0.3)
+        return 0.3
+
+    monkeypatch.setattr(survey, "compile_cpu_solver", slow)
+    survey._compile_cpu_solver(grid, star, options, said.append, after=0.05)
+    assert said[0].startswith("compiling raygrid's CPU solver for this machine")
+    assert said[1] == "compiled in 0.3 s"
