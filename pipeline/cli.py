@@ -86,21 +86,25 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
     Sources fan out over the Dask cluster in batches; each finished source is recorded in
     the store, so after a crash the same command carries on where it stopped.
     """
-    from .workflow import read_workflow, run_workflow
-
-    spec = read_workflow(workflow)
-    click.echo(f"raygrid {__version__}: running {workflow}")
-    start = time.perf_counter()
+    spec = None
     try:
+        from .workflow import read_workflow, run_workflow
+
+        spec = read_workflow(workflow)
+        click.echo(f"raygrid {__version__}: running {workflow}")
+        start = time.perf_counter()
         dataset = run_workflow(
             spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
         )
     except KeyboardInterrupt:
-        click.echo(
-            f"interrupted: the sources finished so far are in {spec.outputs.store}; "
-            "run the same command again (without --overwrite) to resume",
-            err=True,
-        )
+        if spec is not None and Path(spec.outputs.store).exists():
+            said = (
+                f"the sources finished so far are in {spec.outputs.store}; run the same "
+                "command again (without --overwrite) to resume"
+            )
+        else:
+            said = "nothing was written"
+        click.echo(f"interrupted: {said}", err=True)
         sys.exit(130)  # the shell's status for a command ended by SIGINT
     elapsed = time.perf_counter() - start
     shape = " x ".join(str(n) for n in dataset["velocity"].shape)

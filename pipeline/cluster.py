@@ -279,17 +279,16 @@ def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
     with ExitStack() as stack:
         if isinstance(config, SchedulerConfig):
             client = stack.enter_context(_scheduler_client(config, echo))
-        else:
-            with warnings.catch_warnings():
-                # Dask warns in four lines when the dashboard's port is taken (another run)
-                # and serves it on a free one; the link printed below names that one.
-                warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
-                cluster = stack.enter_context(_start(config))
-            client = stack.enter_context(Client(cluster))
-            if isinstance(config, (LocalConfig, LocalCUDAConfig)):
-                from .interrupts import IgnoreInterrupts
+        elif isinstance(config, (LocalConfig, LocalCUDAConfig)):
+            from .interrupts import IgnoreInterrupts, interrupts_held
 
+            # Ctrl-C reaches local worker processes too: held back until they are set to
+            # ignore it, then raised here, with the cluster whole and closable.
+            with interrupts_held():
+                client = stack.enter_context(Client(_started_in(stack, config)))
                 client.register_plugin(IgnoreInterrupts(os.getpid()), name="raygrid-sigint")
+        else:
+            client = stack.enter_context(Client(_started_in(stack, config)))
             if isinstance(config, JobQueueConfig):
                 echo(f"submitted {config.nodes} {config.cluster} worker job(s)")
                 _wait(client, 1, config.wait_timeout, "the first worker job")
@@ -297,6 +296,15 @@ def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
         if link:
             echo(f"dashboard: {link}")
         yield client
+
+
+def _started_in(stack: ExitStack, config):
+    """The cluster of ``config``, started and closed with ``stack``."""
+    with warnings.catch_warnings():
+        # Dask warns in four lines when the dashboard's port is taken (another run) and
+        # serves it on a free one; the link connect prints names that one.
+        warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+        return stack.enter_context(_start(config))
 
 
 def _has_dashboard(client) -> bool:

@@ -1,14 +1,59 @@
-"""Ctrl-C on a local cluster: only the client process handles it."""
+"""Ctrl-C on a local cluster: only the client process handles it, whenever it comes."""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import resource_tracker
 
 from distributed import WorkerPlugin
 
-__all__ = ["IgnoreInterrupts"]
+__all__ = ["IgnoreInterrupts", "interrupts_held"]
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C back while a local cluster starts; act on it when the block ends.
+
+    Interrupted earlier, Dask's close met workers still starting (``AssertionError:
+    Status.init``), and each starting worker process printed a ``KeyboardInterrupt``
+    traceback of its own from the middle of its imports: it gets Ctrl-C from the terminal
+    too, before :class:`IgnoreInterrupts` can be set up in it. Here, meanwhile:
+
+    - SIGINT is blocked in this (the main) thread. The mask is inherited by the threads
+      started in the block (the cluster's event loop and the process watchers that spawn
+      the worker processes) and so by the worker processes, which never act on SIGINT
+      (``pthread_sigmask(2)``).
+    - Python's SIGINT handler only notes the signal: the kernel hands a process's signal
+      to any thread that does not block it (Numba's or Dask's pool threads), and Python
+      would run its handler in the main thread all the same.
+
+    At the end the mask and the handler are restored and a noted Ctrl-C is raised again, so
+    the caller gets its ``KeyboardInterrupt`` with the cluster whole and closable. A no-op
+    off the main thread or without POSIX signal masks (Windows).
+    """
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
+        threading.main_thread()
+    ):
+        yield
+        return
+    # Spawning a process starts multiprocessing's resource tracker first, if it is not
+    # running yet, and that unblocks SIGINT in the spawning thread (CPython bpo-33613's
+    # block-spawn-unblock): started now, it leaves the mask alone.
+    resource_tracker.ensure_running()
+    noted = []
+    handler = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT is noted here
+        signal.signal(signal.SIGINT, handler)
+        if noted:
+            signal.raise_signal(signal.SIGINT)  # the restored handler's to act on
 
 
 class IgnoreInterrupts(WorkerPlugin):

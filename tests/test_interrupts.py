@@ -1,0 +1,133 @@
+"""Ctrl-C while a local cluster starts: held back, then a clean stop (no worker tracebacks)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from raygrid.pipeline.interrupts import interrupts_held
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+
+
+def blocked_signals(pid: int | str = "self", thread: int | None = None) -> int:
+    """The SigBlk mask of a process (its main thread) or one of its threads (Linux)."""
+    where = f"/proc/{pid}" + (f"/task/{thread}" if thread is not None else "")
+    for line in Path(where, "status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no SigBlk line")
+
+
+SIGINT_BIT = 1 << (signal.SIGINT - 1)
+linux_only = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux /proc")
+
+
+def test_a_ctrl_c_inside_is_raised_when_the_block_ends():
+    reached_end = False
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # a handled SIGINT would have raised by now
+            reached_end = True
+    assert reached_end
+    assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT}  # restored
+
+
+@linux_only
+def test_threads_and_processes_started_inside_never_see_sigint():
+    # As a cluster starts its workers: a thread started in the block spawns the process.
+    context = multiprocessing.get_context("spawn")
+    native_ids, children = [], []
+    ready, done = threading.Event(), threading.Event()
+
+    def watcher() -> None:
+        native_ids.append(threading.get_native_id())
+        child = context.Process(target=time.sleep, args=(30,), daemon=True)
+        child.start()
+        children.append(child)
+        ready.set()
+        done.wait(30)
+
+    with interrupts_held():
+        thread = threading.Thread(target=watcher, daemon=True)
+        thread.start()
+        ready.wait(30)
+    try:
+        assert blocked_signals(os.getpid(), native_ids[0]) & SIGINT_BIT
+        assert blocked_signals(children[0].pid) & SIGINT_BIT
+        assert not blocked_signals(os.getpid(), threading.get_native_id()) & SIGINT_BIT
+    finally:
+        done.set()
+        for child in children:
+            child.kill()
+            child.join()
+
+
+SURVEY = {
+    "model": {"synthetic": "gradient", "shape": {"z": 61, "x": 81}, "spacing": 10.0},
+    "grid": {"radius": 3},
+    "sources": [{"z": 0.0, "x": 100.0}, {"z": 0.0, "x": 700.0}],
+    "receivers": [{"z": 500.0, "x": 400.0}],
+    "outputs": {"store": "out/survey.zarr"},
+    "compute": {"batch": 1, "cluster": "cluster.yaml"},
+}
+CLUSTER = {
+    "cluster": "local",
+    "n_workers": 2,
+    "threads_per_worker": 1,
+    "host": "127.0.0.1",
+    "dashboard_address": ":0",
+}
+
+
+@linux_only
+def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
+    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(SURVEY))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
+    process = subprocess.Popen(
+        [exe, "run", "survey.yaml"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    client = psutil.Process(process.pid)
+    # Ctrl-C (to the whole process group, as a terminal sends it) while the first worker
+    # process imports its modules: before it can be told to ignore SIGINT. (At the very
+    # moment of its spawn, SIGINT's default action ends it silently, as it did before.)
+    spawned = []
+    deadline = time.monotonic() + 120
+    while not spawned and time.monotonic() < deadline and process.poll() is None:
+        try:
+            spawned = [
+                child for child in client.children(recursive=True)
+                if "spawn_main" in " ".join(child.cmdline())
+            ]  # fmt: skip
+        except psutil.Error:
+            pass
+        time.sleep(0.005)
+    assert spawned, process.communicate()
+    time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stdout + stderr
+    assert "interrupted: nothing was written" in stderr
+    assert "Traceback" not in stdout + stderr and "KeyboardInterrupt" not in stdout + stderr, (
+        stdout + stderr
+    )
+    assert "dashboard:" not in stdout  # it was stopped while the cluster started
+    assert not (tmp_path / "out").exists()
+    deadline = time.monotonic() + 30
+    while any(child.is_running() for child in spawned) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(child.is_running() for child in spawned)
