@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -56,14 +57,24 @@ def interrupts_held() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)  # the restored handler's to act on
 
 
+def _not_a_closing_cancel(record: logging.LogRecord) -> bool:
+    """Logging filter: drop Dask's warning that a task running when its worker closed
+    "ended with CancelledError" (what closing a cluster mid-run does to running tasks)."""
+    message = record.getMessage()
+    return not (message.startswith("Async instruction for") and message.endswith("CancelledError"))
+
+
 class IgnoreInterrupts(WorkerPlugin):
-    """Worker plugin: worker processes on this machine ignore SIGINT.
+    """Worker plugin: worker processes on this machine ignore SIGINT, and close quietly.
 
     Ctrl-C reaches every process of the terminal's foreground group, so each local worker
     process died with a KeyboardInterrupt traceback of its own (some 70 lines for two
     workers) while the client was already closing the cluster, which stops the workers
     anyway; nothing is lost, each finished source is in the store. Workers running in the
-    client's own process (``processes: false``) keep its handler.
+    client's own process (``processes: false``) keep its handler. Closed mid-task, a worker
+    also logged a timestamped warning per running task (``Async instruction for <Task
+    cancelled ...> ended with CancelledError``); that one line is filtered out of its
+    ``distributed.worker.state_machine`` logger, which keeps every other message.
 
     Parameters
     ----------
@@ -75,6 +86,7 @@ class IgnoreInterrupts(WorkerPlugin):
         self.client_pid = client_pid
 
     def setup(self, worker) -> None:
+        logging.getLogger("distributed.worker.state_machine").addFilter(_not_a_closing_cancel)
         # Handlers can be set only from a process's main thread, where a worker process
         # runs its event loop and so this hook.
         if os.getpid() != self.client_pid and threading.current_thread() is threading.main_thread():

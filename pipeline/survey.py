@@ -218,6 +218,10 @@ class Progress:
             stop.set()
             if thread.is_alive():
                 thread.join()
+            if self.enabled and self.tty and self.done < self.total:
+                # Cut short (Ctrl-C, a failed task): end the bar's line, so that what is
+                # said next starts a line of its own.
+                print(file=self.stream, flush=True)
 
     def update(self, n: int) -> None:
         """Count ``n`` more sources done."""

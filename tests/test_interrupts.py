@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import shutil
@@ -131,3 +132,20 @@ def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
     while any(child.is_running() for child in spawned) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(child.is_running() for child in spawned)
+
+
+def test_workers_drop_only_the_closing_cancel_warning(caplog):
+    from raygrid.pipeline.interrupts import IgnoreInterrupts, _not_a_closing_cancel
+
+    logger = logging.getLogger("distributed.worker.state_machine")
+    IgnoreInterrupts(client_pid=os.getpid()).setup(worker=None)  # as in the client's process
+    try:
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            task = "<Task cancelled name=\"execute('raygrid-sources-0-7-ab12cd34')\">"
+            logger.warning(f"Async instruction for {task} ended with CancelledError")
+            logger.warning("Async instruction for <Task> ended with ValueError")
+        assert [r.getMessage() for r in caplog.records] == [
+            "Async instruction for <Task> ended with ValueError"
+        ]
+    finally:
+        logger.removeFilter(_not_a_closing_cancel)

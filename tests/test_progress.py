@@ -41,6 +41,15 @@ def test_the_bar_is_drawn_at_once_and_its_clock_runs_before_any_source_ends():
     assert stream.getvalue() == output
 
 
+def test_a_bar_cut_short_ends_its_line():
+    stream = Terminal()
+    with pytest.raises(KeyboardInterrupt):
+        with Progress(total=3, done=0, enabled=True, stream=stream, tick=0.01).ticking() as bar:
+            bar.update(1)
+            raise KeyboardInterrupt
+    assert stream.getvalue().endswith("\n") and "1/3 sources" in stream.getvalue()
+
+
 def test_off_a_terminal_lines_are_written_at_the_start_and_at_the_end():
     stream = io.StringIO()
     bar = Progress(total=4, done=1, enabled=True, stream=stream, every=60.0, tick=0.01)
