@@ -6,7 +6,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral
@@ -30,6 +30,7 @@ from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint
 from .models import constant_model
+from .progress import Progress
 from .version import __version__
 
 __all__ = [
@@ -242,6 +243,7 @@ def solve_seeds(
     *,
     predecessors: bool = True,
     targets: np.ndarray | None = None,
+    solved: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Run the chosen backend's solver for several sources' seeds.
 
@@ -257,13 +259,18 @@ def solve_seeds(
     are wanted; the CPU Dijkstra and Near-Far stop once every target is settled, leaving
     upper bounds (or ``inf``) elsewhere. The pull solver has no early exit and solves the
     whole field. Paths to settled targets are complete, so predecessors still give their
-    raypaths.
+    raypaths. ``solved(n)``, if given, is called as sources finish, with how many did (from
+    the solving threads on the CPU; once for all of them on CUDA).
     """
+    solved = solved or (lambda n: None)
     if options.backend == "cuda":
         solver = resident_solver(grid, star, options)
         if options.algorithm == "near-far":
-            return solver.solve(seeds, targets=targets, predecessors=predecessors)
-        return solver.solve(seeds, predecessors=predecessors)
+            result = solver.solve(seeds, targets=targets, predecessors=predecessors)
+        else:
+            result = solver.solve(seeds, predecessors=predecessors)
+        solved(len(seeds))
+        return result
 
     if graph is None:
         graph = cpu_graph(grid, star, options)
@@ -275,6 +282,7 @@ def solve_seeds(
             graph, seeds[k][0], seeds[k][1], target_nodes=targets, times=times[k],
             predecessor=predecessor[k],
         )  # fmt: skip
+        solved(1)
 
     workers = solving_threads(len(seeds), threads)
     if workers == 1:
@@ -380,6 +388,7 @@ def traveltimes(
     batch: int = 1,
     precompute: bool = False,
     threads: int | None = None,
+    progress: bool = False,
 ) -> xr.DataArray | xr.Dataset:
     """First-arrival traveltimes of many sources on one model, along a ``source`` dim.
 
@@ -402,6 +411,10 @@ def traveltimes(
         sources, instead of computing weights on the fly.
     threads : int, optional
         CPU: sources solved at once (default: one per core).
+    progress : bool, default False
+        Show a progress bar on stderr, counted in sources (its clock runs on a terminal;
+        elsewhere a line at the start and as sources finish, every few seconds). A single
+        source has no progress to show, only its elapsed time.
 
     Returns
     -------
@@ -434,7 +447,11 @@ def traveltimes(
     for position in positions:
         nodes, times = source_seeds(grid, star, position)
         seeds.append((grid.flat(nodes), times))
-    times, predecessor = solve_seeds(grid, star, options, seeds, threads, predecessors=predecessors)
+    bar = Progress(len(seeds), 0, progress)
+    with bar.ticking():
+        times, predecessor = solve_seeds(
+            grid, star, options, seeds, threads, predecessors=predecessors, solved=bar.update
+        )
     attrs = solver_attrs(grid, star, options)
     coords = {d: velocity.coords[d] for d in grid.dims}
     coords.update({f"source_{d}": ("source", [float(p[d]) for p in points]) for d in grid.dims})

@@ -15,12 +15,11 @@ that task, which the scheduler runs again elsewhere: its writes are idempotent.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
+from .progress import Progress
 from .rays import ray_on_grid
 from .solve import (
     Options,
@@ -171,83 +171,6 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
         "solve_seconds": solved - start,
         "pid": os.getpid(),
     }
-
-
-class Progress:
-    """A progress bar on a terminal; a line every few seconds otherwise (logs, batch jobs).
-
-    Within :meth:`ticking` the bar is drawn at once and, on a terminal, redrawn every
-    ``tick`` seconds by a background thread, so that its clock runs while the first sources
-    are solved (a 3D source can take minutes); elsewhere a line is written at the start and
-    then as sources finish, at most every ``every`` seconds, and at the end.
-    """
-
-    def __init__(
-        self, total: int, done: int, enabled: bool, stream=None, every: float = 5.0,
-        tick: float = 1.0,
-    ):  # fmt: skip
-        self.total, self.done, self.enabled = total, done, enabled
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.start = time.perf_counter()
-        self.first = done
-        self.every, self.tick = every, tick
-        self.last = -np.inf
-        self._lock = threading.Lock()  # the ticking thread and update() both draw
-
-    @contextmanager
-    def ticking(self):
-        """Draw the bar now and, on a terminal, keep its clock running until the block ends."""
-        self.start = time.perf_counter()
-        with self._lock:
-            self._draw()
-        stop = threading.Event()
-
-        def tick() -> None:
-            while not stop.wait(self.tick):
-                with self._lock:
-                    if self.done < self.total:
-                        self._draw()
-
-        thread = threading.Thread(target=tick, name="raygrid-progress", daemon=True)
-        if self.enabled and self.tty:
-            thread.start()
-        try:
-            yield self
-        finally:
-            stop.set()
-            if thread.is_alive():
-                thread.join()
-            if self.enabled and self.tty and self.done < self.total:
-                # Cut short (Ctrl-C, a failed task): end the bar's line, so that what is
-                # said next starts a line of its own.
-                print(file=self.stream, flush=True)
-
-    def update(self, n: int) -> None:
-        """Count ``n`` more sources done."""
-        with self._lock:
-            self.done += n
-            now = time.perf_counter()
-            if self.tty or self.done >= self.total or now - self.last >= self.every:
-                self._draw()
-
-    def _draw(self) -> None:
-        if not self.enabled:
-            return
-        now = self.last = time.perf_counter()
-        elapsed = now - self.start
-        solved = self.done - self.first
-        rate = solved / elapsed if elapsed > 0 else 0.0
-        eta = f"{(self.total - self.done) / rate:5.0f} s" if rate > 0 else "    ? s"
-        width = 30
-        filled = int(width * self.done / max(self.total, 1))
-        bar = "#" * filled + "." * (width - filled)
-        line = (
-            f"[{bar}] {self.done}/{self.total} sources  {elapsed:6.1f} s  "
-            f"{rate:6.2f} sources/s  ETA {eta}"
-        )
-        end = "\n" if not self.tty or self.done >= self.total else ""
-        print(("\r" if self.tty else "") + line, end=end, file=self.stream, flush=True)
 
 
 def store_spec(prepared: PreparedWorkflow) -> StoreSpec:

@@ -12,8 +12,8 @@ import raygrid.pipeline as rg
 from raygrid.kernels import bounds, cpu, forward_star
 from raygrid.pipeline import survey
 from raygrid.pipeline.grid import grid_from_velocity
+from raygrid.pipeline.progress import Progress
 from raygrid.pipeline.solve import check_options, compile_cpu_solver, solve_seeds, source_seeds
-from raygrid.pipeline.survey import Progress
 
 
 class Terminal(io.StringIO):
@@ -114,3 +114,14 @@ def test_a_slow_compile_is_announced_and_a_fast_one_is_not(monkeypatch):
     survey._compile_cpu_solver(grid, star, options, said.append, after=0.05)
     assert said[0].startswith("compiling raygrid's CPU solver for this machine")
     assert said[1] == "compiled in 0.3 s"
+
+
+def test_traveltimes_counts_its_sources_on_stderr_when_asked(capsys):
+    velocity = rg.gradient_model({"z": 21, "x": 31}, 10.0)
+    sources = [{"z": 0.0, "x": x} for x in (0.0, 100.0, 200.0)]
+    quiet = rg.traveltimes(velocity, sources, radius=2, threads=2)
+    assert capsys.readouterr().err == ""  # no bar unless asked
+    shown = rg.traveltimes(velocity, sources, radius=2, threads=2, progress=True)
+    lines = capsys.readouterr().err.splitlines()  # not a terminal: a line at start and end
+    assert "0/3 sources" in lines[0] and "3/3 sources" in lines[-1]
+    assert shown.identical(quiet)
