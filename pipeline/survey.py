@@ -81,6 +81,7 @@ class SurveyTask:
     options: Options
     graph: MoserGraph | None
     source_index: np.ndarray  # (n, 3) fractional node indices
+    sources: list[dict[str, float]]  # as given: a ray ends exactly there
     receivers: list[dict[str, float]]
     receiver_index: np.ndarray  # (m, 3)
     store: StoreSpec
@@ -104,8 +105,7 @@ def receiver_nodes(grid: Grid, star: Star, receiver_index: np.ndarray) -> np.nda
 def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarray):
     """Raypaths from source ``index`` to every receiver: points (time, *dims) and counts."""
     grid = task.grid
-    source3 = task.source_index[index]
-    source = grid.to_coords(source3)
+    source = task.sources[index]  # not from its node index: that rounds (2.8 -> 2.8000...03)
     field = xr.DataArray(
         times.reshape(grid.shape),
         dims=grid.dims,
@@ -353,6 +353,7 @@ def _solve_pending(
         options=options,
         graph=cpu_graph(grid, prepared.star, options) if options.backend == "cpu" else None,
         source_index=prepared.source_index,
+        sources=prepared.sources,
         receivers=prepared.receivers,
         receiver_index=prepared.receiver_index,
         store=replace(spec, path=spec.path.resolve()),
