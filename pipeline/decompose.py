@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import operator
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -175,7 +176,9 @@ def _interior(state: TileState, geometry: TileGrid, name: str) -> np.ndarray:
 
 def _key(prefix: str, round_: int, index: Index) -> str:
     # Keys read well on the dashboard: the prefix groups them, the suffix says which tile.
-    return f"raygrid-{prefix}-r{round_}-{index[0]}.{index[1]}.{index[2]}-{time.monotonic_ns()}"
+    # A random token keeps them unique (a tile sends one strip task per neighbour in a round,
+    # and several solves may share a scheduler); a clock did not on coarse-clock platforms.
+    return f"raygrid-{prefix}-r{round_}-{index[0]}.{index[1]}.{index[2]}-{uuid.uuid4().hex}"
 
 
 def _deferred(incoming: dict[Index, list[tuple[Index, object]]]) -> set[Index]:

@@ -208,7 +208,8 @@ def test_tile_tasks_stay_on_their_owner(model_2d):
         )
 
     def tile(key):
-        prefix, _, index = re.fullmatch(r"raygrid-([a-z-]+)-r(\d+)-([\d.]+)-\d+", key).groups()
+        pattern = r"raygrid-([a-z-]+)-r(\d+)-([\d.]+)-[0-9a-f]+"
+        prefix, _, index = re.fullmatch(pattern, key).groups()
         return prefix, tuple(int(i) for i in index.split("."))
 
     every_kind = set("start-tile solve-tile tile-state summary strips strip times".split())
