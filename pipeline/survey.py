@@ -421,12 +421,17 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     from .solve import traveltime
 
     workflow = prepared.workflow
-    grid = prepared.grid
+    # The model the store was made with, copied into it once (chunk by chunk) and
+    # fingerprinted: not the workflow's model file, which workers would read again for each
+    # source (and the receivers' legs here), so that a file edited during the run mixed two
+    # models in one store. Stored in the grid's dim order, with its units.
+    velocity = xr.open_zarr(spec.path, consolidated=False)["velocity"]
+    grid = replace(prepared.grid, velocity=velocity)
     for i in pending:
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
         result = traveltime(
-            prepared.velocity,
+            velocity,
             prepared.sources[i],
             radius=workflow.grid.radius,
             weights=workflow.grid.weights,

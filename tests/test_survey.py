@@ -282,6 +282,36 @@ def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
     assert again.attrs["workflow_sha256"] == first.attrs["workflow_sha256"]
 
 
+def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
+    tmp_path, client, monkeypatch
+):
+    # Tiled sources are solved one after another; each reads the model the store was made
+    # with, not the file, so editing the file mid-run cannot mix two models in one store.
+    from raygrid.pipeline import survey
+
+    model = tmp_path / "model.zarr"
+    velocity = rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0)
+    velocity.to_dataset(name="vp").to_zarr(
+        model, zarr_format=3, consolidated=False, encoding={"vp": {"chunks": (16, 16)}}
+    )
+    tiles = {"z": 16, "x": 14}
+    clean = run_workflow(
+        read_workflow(workflow_file(tmp_path / "clean", compute__tiles=tiles)), client=client
+    )
+    solve_tiled = survey._solve_tiled
+
+    def edited_first(*args, **kwargs):
+        vp = zarr.open_array(model, path="vp", mode="r+")
+        vp[...] = np.asarray(vp[...]) * 2.0  # a run editing the file once the store exists
+        return solve_tiled(*args, **kwargs)
+
+    monkeypatch.setattr(survey, "_solve_tiled", edited_first)
+    path = workflow_file(tmp_path / "run", model={"path": str(model)}, compute__tiles=tiles)
+    edited = run_workflow(read_workflow(path), client=client)
+    for name in ("traveltime", "receiver_traveltime", "ray_time"):
+        np.testing.assert_array_equal(edited[name].values, clean[name].values)
+
+
 def unreachable_cluster(directory: Path) -> Path:
     """A cluster file naming a scheduler nobody runs (a port bound, then released)."""
     import socket
