@@ -418,7 +418,7 @@ def _collect(client, futures, bar: Progress) -> None:
 
 def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, bar) -> None:
     """Sources one after another, each by domain decomposition over the cluster's workers."""
-    from .solve import traveltime
+    from .tiled import traveltime_tiled
 
     workflow = prepared.workflow
     # The model the store was made with, copied into it once (chunk by chunk) and
@@ -430,18 +430,12 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     for i in pending:
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
-        result = traveltime(
-            velocity,
-            prepared.sources[i],
-            radius=workflow.grid.radius,
-            weights=workflow.grid.weights,
-            backend=prepared.options.backend,
-            precision=workflow.grid.precision,
-            predecessors=bool(need_rays),
-            algorithm=prepared.options.algorithm,
-            tiles=workflow.compute.tiles,
-            client=client,
-        )
+        # The grid checked once by prepare_workflow: not the whole model again per source.
+        result = traveltime_tiled(
+            velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,
+            radius=workflow.grid.radius, options=prepared.options,
+            predecessors=bool(need_rays), grid=grid,
+        )  # fmt: skip
         field = result["traveltime"] if need_rays else result
         times = np.asarray(field.transpose(*grid.dims).values)
         table = points = counts = None

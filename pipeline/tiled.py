@@ -15,7 +15,7 @@ from ..kernels import forward_star
 from .cluster import SCHEDULER_CONFIG
 from .decompose import solve_tiled
 from .errors import InputError
-from .grid import grid_from_velocity
+from .grid import Grid, grid_from_velocity
 from .solve import Options, solver_attrs, source_seeds, with_predecessors
 from .tiles import tile_grid
 
@@ -73,15 +73,22 @@ def traveltime_tiled(
     radius: int | Mapping[str, int],
     options: Options,
     predecessors: bool,
+    grid: Grid | None = None,
 ) -> xr.DataArray | xr.Dataset:
-    """See :func:`raygrid.pipeline.traveltime`; the model is never gathered to the client."""
+    """See :func:`raygrid.pipeline.traveltime`; the model is never gathered to the client.
+
+    ``grid``: the lazy grid of ``velocity`` (``grid_from_velocity(velocity, load=False)``),
+    when the caller has checked it already: a survey's sources would otherwise each scan the
+    whole model again for bad values.
+    """
     if options.algorithm == "near-far":
         raise InputError(
             "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
             "single-domain only"
         )
-    velocity = _chunked_by_tiles(velocity, tiles)
-    grid = grid_from_velocity(velocity, load=False)
+    if grid is None:
+        velocity = _chunked_by_tiles(velocity, tiles)
+        grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     geometry = tile_grid(tiles, grid.dims, grid.shape3, star.radius)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))

@@ -312,6 +312,21 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
         np.testing.assert_array_equal(edited[name].values, clean[name].values)
 
 
+def test_a_tiled_survey_checks_its_model_once(tmp_path, client, monkeypatch):
+    # Checking a lazy model for bad values reads all of it; prepare_workflow does it once,
+    # and the tiled solves of the sources reuse that grid instead of checking again.
+    from raygrid.pipeline import tiled
+
+    checks = []
+    check = tiled.grid_from_velocity
+    monkeypatch.setattr(
+        tiled, "grid_from_velocity", lambda *a, **k: checks.append(1) or check(*a, **k)
+    )
+    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14})
+    done = run_workflow(read_workflow(path), client=client)
+    assert done["source_done"].values.all() and checks == []
+
+
 def unreachable_cluster(directory: Path) -> Path:
     """A cluster file naming a scheduler nobody runs (a port bound, then released)."""
     import socket
