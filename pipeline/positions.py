@@ -4,8 +4,9 @@ Every form resolves to a list of points ``{"z": ..., "x": ...}`` in model coordi
 fixed order (the store's ``source`` and ``receiver`` dims follow it):
 
 - a list of mappings: ``[{z: 0, x: 100}, {z: 0, x: 200}]``;
-- ``{csv: FILE}``: a CSV file with a header naming the model dims (other columns, such as a
-  station name or elevation, are ignored with an :class:`~.errors.InputWarning`); lines
+- ``{csv: FILE}``: a CSV file with a header naming the model dims, in lower case (``Z`` is
+  refused, not guessed: other tools' ``Z`` is often an elevation); other columns, such as a
+  station name or elevation, are ignored with an :class:`~.errors.InputWarning`; lines
   whose first non-blank character is ``#`` are comments, and every row has as many fields
   as the header;
 - ``{line: {start: {...}, stop: {...}, count: N}}``: ``N`` points evenly spaced from
@@ -147,6 +148,33 @@ def _header_hint(lines: list[str], header_line: int) -> str:
     return ""
 
 
+def _refuse_other_case(names: list[str], where: str, header_line: int) -> None:
+    """Refuse a column named like a dim but in another case (``Z``, ``X``).
+
+    Not read as the dim: station lists from other tools often give ``Z`` as elevation,
+    positive up, where raygrid's z is depth, positive down; renaming the column is the
+    moment to check which it is. Nor ignored like other columns: its points would lack
+    that dim, or the file would seem to name none.
+    """
+    cased = [name for name in names if name.lower() in _DIM_ORDER and name not in _DIM_ORDER]
+    if not cased:
+        return
+    them = ", ".join(map(repr, cased))
+    meant = ", ".join(repr(name.lower()) for name in cased)
+    if len(cased) == 1:
+        columns = f"column {them} is not a model dim"
+    else:
+        columns = f"columns {them} are not model dims"
+    message = f"{where}:{header_line}: {columns}; did you mean {meant}? (dim names are lower case)"
+    depth = [name for name in cased if name.lower() == "z"]
+    if depth:
+        message += (
+            f"; raygrid's z is depth below the model's top, positive down: rename {depth[0]!r} "
+            "to 'z' if it is a depth, not an elevation"
+        )
+    raise InputError(message)
+
+
 def _ignored_columns(names: list[str], dims: list[str], where: str, what: str) -> None:
     """Warn once about the columns that are not model dims (station files carry names and
     elevations: accepted, but the user should know that they are not used)."""
@@ -178,7 +206,8 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
     Raises
     ------
     InputError
-        For a missing or empty file, a header naming no dim or a dim twice, no rows, a row
+        For a missing or empty file, a header naming no dim, a dim twice or a dim in upper
+        case (``Z``), no rows, a row
         with more or fewer fields than the header, or a coordinate that is not a finite
         number; naming the file and the line.
     """
@@ -203,6 +232,7 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
         )
     header_line, header = records[0]
     names = [name.strip() for name in header]  # so "z, x" names z and x
+    _refuse_other_case(names, where, header_line)
     dims = [d for d in _DIM_ORDER if d in names]
     if not dims:
         raise InputError(

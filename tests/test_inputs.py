@@ -113,6 +113,24 @@ def test_an_elevation_column_gets_a_note_on_z(tmp_path, name):
     assert f"z is depth below the model's top, positive down; '{name}' is not used" in message
 
 
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Z,X\n0,10\n", "columns 'Z', 'X' are not model dims; did you mean 'z', 'x'?"),
+        ("station,z,X\nA1,0,10\n", "column 'X' is not a model dim; did you mean 'x'?"),
+    ],
+    ids=["both", "one"],
+)
+def test_a_dim_in_upper_case_is_refused_with_the_name_meant(tmp_path, text, message):
+    # Refused, not read: another tool's "Z" is as likely an elevation as a depth.
+    with pytest.raises(InputError) as error:
+        receivers(tmp_path, "# stations\n" + text)
+    refused = str(error.value)
+    assert f"receivers.csv:2: {message} (dim names are lower case)" in refused
+    on_z = "z is depth below the model's top, positive down: rename 'Z' to 'z' if it is a depth"
+    assert (on_z in refused) == text.startswith("Z")
+
+
 def test_a_station_column_gets_no_note_on_z(tmp_path):
     with pytest.warns(InputWarning) as record:
         receivers(tmp_path, "station,x,z\nA1,10,0\n")
