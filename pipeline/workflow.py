@@ -38,6 +38,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -109,6 +110,26 @@ class SyntheticModel(_Strict):
         )
         # A custom error, not a ValueError: its message is shown without "Value error, ".
         raise PydanticCustomError("synthetic_key", "{message}", {"message": message})
+
+    @model_validator(mode="after")
+    def _layers(self) -> SyntheticModel:
+        # layered_model checks the same when it is called, but a workflow's mistakes are
+        # named with their line by read_workflow (raygrid validate --no-check-model), not
+        # found when the model is built; the defaults ([]) would otherwise pass the schema.
+        if self.synthetic != "layered":
+            return self
+        interfaces, velocities = self.interfaces, self.velocities
+        if len(velocities) != len(interfaces) + 1:
+            message = (
+                "a layered model needs velocities, one more than interfaces (one for the "
+                f"top layer and one below each interface); velocities has {len(velocities)} "
+                f"value(s), interfaces {len(interfaces)}"
+            )
+        elif interfaces != sorted(interfaces):
+            message = f"layer interfaces must increase with depth, got {interfaces}"
+        else:
+            return self
+        raise PydanticCustomError("layered_model", "{message}", {"message": message})
 
     @model_serializer(mode="wrap")
     def _dump_used_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Inputs that used to crash or be read silently wrong: CSV comments, ragged rows and extra
-columns, synthetic-model keys of another kind, and a z axis given as elevation."""
+"""Inputs that used to crash or be read silently wrong: CSV comments, ragged rows, extra
+columns and dims in upper case, synthetic-model keys of another kind, a layered model
+without its velocities, and a z axis given as elevation."""
 
 from __future__ import annotations
 
@@ -171,6 +172,38 @@ def test_a_key_of_another_kind_is_refused_whatever_its_value(tmp_path):
     assert "model.velocity: velocity does not apply to a layered model" in model_error(
         tmp_path, model
     )
+
+
+LAYERED = "  synthetic: layered\n  shape: {z: 21, x: 31}\n"
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ("", "velocities has 0 value(s), interfaces 0"),
+        ("  interfaces: [100.0]\n", "velocities has 0 value(s), interfaces 1"),
+        ("  interfaces: [100.0]\n  velocities: [1500.0]\n", "velocities has 1 value(s)"),
+    ],
+    ids=["neither", "no-velocities", "one-short"],
+)
+def test_a_layered_model_needs_one_velocity_more_than_interfaces(tmp_path, keys, message):
+    # Refused by the schema, at the model's line (it failed only once the model was built).
+    text = model_error(tmp_path, LAYERED + keys)
+    assert (
+        "wf.yaml:1: model: a layered model needs velocities, one more than interfaces (one for "
+        "the top layer and one below each interface); " + message
+    ) in text
+
+
+def test_layer_interfaces_must_increase(tmp_path):
+    keys = "  interfaces: [100.0, 50.0]\n  velocities: [1500.0, 2500.0, 4000.0]\n"
+    text = model_error(tmp_path, LAYERED + keys)
+    assert "wf.yaml:1: model: layer interfaces must increase with depth, got [100.0, 50.0]" in text
+    # A good layered model passes, and builds the layers it names.
+    path = tmp_path / "wf.yaml"
+    path.write_text(path.read_text().replace("[100.0, 50.0]", "[50.0, 100.0]"))
+    velocity = prepare_workflow(read_workflow(path)).velocity
+    assert np.unique(velocity.values).tolist() == [1500.0, 2500.0, 4000.0]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.yaml")), ids=lambda p: p.name)
