@@ -120,7 +120,8 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
 @click.option(
     "--check-model/--no-check-model",
     default=True,
-    help="Also build the model and check every source and receiver against it.",
+    help="Also check the model (without holding its values in memory) and every source and "
+    "receiver against it.",
 )
 @_input_errors
 def validate(files: tuple[Path, ...], check_model: bool) -> None:
@@ -149,8 +150,9 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                     raise InputError(f"{path}: compute.cluster: {error}") from None
             if check_model:
                 # Checked for the machine the workflow is meant for, not this one: a GPU
-                # workflow is validated on a login node before it is submitted.
-                prepared = prepare_workflow(spec, here=False)
+                # workflow is validated on a login node before it is submitted, and that
+                # node may not have the memory for the model (values=False).
+                prepared = prepare_workflow(spec, here=False, values=False)
                 click.echo(
                     f"{path}: valid workflow: {len(prepared.sources)} source(s), "
                     f"{len(prepared.receivers)} receiver(s), model "

@@ -272,7 +272,9 @@ def _check_values(
     )
 
 
-def grid_from_velocity(velocity: xr.DataArray, *, load: bool = True) -> Grid:
+def grid_from_velocity(
+    velocity: xr.DataArray, *, load: bool = True, check_values: bool = True
+) -> Grid:
     """Validate a velocity model and convert it to a :class:`Grid`.
 
     Parameters
@@ -285,6 +287,10 @@ def grid_from_velocity(velocity: xr.DataArray, *, load: bool = True) -> Grid:
         Load the slowness into memory. With ``False`` a dask-backed model is validated by
         reductions on the workers (one number comes back) and ``Grid.slowness`` is ``None``;
         tiled solves read their tiles from ``Grid.velocity``.
+    check_values : bool, default True
+        Check every value (finite, positive, a plausible speed). ``False`` for values
+        checked already (:func:`~raygrid.pipeline.load_velocity` checks a file as it opens
+        it): a lazy model's file is not read again for them.
 
     Raises
     ------
@@ -320,7 +326,8 @@ def grid_from_velocity(velocity: xr.DataArray, *, load: bool = True) -> Grid:
             + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
             + "; give every axis the same length unit"
         )
-    _check_values(velocity, axes, order, SPEED_UNITS[speed_unit])
+    if check_values:
+        _check_values(velocity, axes, order, SPEED_UNITS[speed_unit])
     unit = axes[order[0]][3]
     grid = Grid(
         dims=order,

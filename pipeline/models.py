@@ -32,9 +32,22 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
     return coords
 
 
-def _model(values: np.ndarray, coords: dict, name: str, description: str) -> xr.DataArray:
-    if not (np.all(np.isfinite(values)) and values.min() > 0):
+def _model(
+    profile: np.ndarray,
+    coords: dict,
+    name: str,
+    description: str,
+    broadcast: bool,
+) -> xr.DataArray:
+    """The model whose values are ``profile`` (a depth profile shaped to broadcast against
+    the dims, or one value) at every node: an array of the model's shape, or ``broadcast``,
+    a read-only view of the profile."""
+    # Broadcasting adds no values: checking the profile checks every node.
+    if not (np.all(np.isfinite(profile)) and profile.min() > 0):
         raise InputError(f"a {description} model: velocities must be finite and positive")
+    values = np.broadcast_to(profile, tuple(len(c) for c in coords.values()))
+    if not broadcast:
+        values = values.copy()
     return xr.DataArray(
         values,
         dims=tuple(coords),
@@ -57,7 +70,11 @@ def _depth(coords: dict) -> np.ndarray:
 
 
 def constant_model(
-    shape: Mapping[str, int], spacing: float | Mapping[str, float] = 10.0, velocity: float = 2000.0
+    shape: Mapping[str, int],
+    spacing: float | Mapping[str, float] = 10.0,
+    velocity: float = 2000.0,
+    *,
+    broadcast: bool = False,
 ) -> xr.DataArray:
     """Constant velocity (m/s) on a grid with coordinates in metres from 0.
 
@@ -69,10 +86,15 @@ def constant_model(
         Node spacing (m), one for all dims or per dim.
     velocity : float
         Velocity (m/s).
+    broadcast : bool, default False
+        Give the values as a read-only broadcast of the model's depth profile
+        (``numpy.broadcast_to``) instead of an array of its shape: no memory for them
+        however large the model, e.g. to check a workflow's model on a login node. Every
+        model here varies with depth only, so one column holds all its values.
     """
     coords = _coords(shape, spacing, "m")
-    values = np.full(tuple(len(c) for c in coords.values()), float(velocity))
-    return _model(values, coords, "constant", f"constant {velocity:g} m/s")
+    profile = np.full((1,) * len(coords), float(velocity))
+    return _model(profile, coords, "constant", f"constant {velocity:g} m/s", broadcast)
 
 
 def gradient_model(
@@ -80,16 +102,19 @@ def gradient_model(
     spacing: float | Mapping[str, float] = 10.0,
     top: float = 500.0,
     bottom: float = 4000.0,
+    *,
+    broadcast: bool = False,
 ) -> xr.DataArray:
     """Velocity linear in depth, ``top`` at z = 0 and ``bottom`` at the deepest node (m/s).
 
-    Its analytic traveltime is :func:`gradient_traveltime`.
+    Its analytic traveltime is :func:`gradient_traveltime`. ``shape``, ``spacing`` and
+    ``broadcast`` are those of :func:`constant_model`.
     """
     coords = _coords(shape, spacing, "m")
     z = _depth(coords)
-    values = top + (bottom - top) * z / z.max()
-    values = np.broadcast_to(values, tuple(len(c) for c in coords.values())).copy()
-    return _model(values, coords, "gradient", f"linear in z from {top:g} to {bottom:g} m/s")
+    profile = top + (bottom - top) * z / z.max()
+    description = f"linear in z from {top:g} to {bottom:g} m/s"
+    return _model(profile, coords, "gradient", description, broadcast)
 
 
 def layered_model(
@@ -97,10 +122,13 @@ def layered_model(
     spacing: float | Mapping[str, float],
     interfaces: Sequence[float],
     velocities: Sequence[float],
+    *,
+    broadcast: bool = False,
 ) -> xr.DataArray:
     """Flat layers: ``velocities[i]`` between ``interfaces[i-1]`` and ``interfaces[i]`` (m).
 
-    ``len(velocities) == len(interfaces) + 1``; interface depths increase.
+    ``len(velocities) == len(interfaces) + 1``; interface depths increase. ``shape``,
+    ``spacing`` and ``broadcast`` are those of :func:`constant_model`.
     """
     if len(velocities) != len(interfaces) + 1:
         raise InputError("layered_model needs one more velocity than interfaces")
@@ -109,9 +137,8 @@ def layered_model(
     coords = _coords(shape, spacing, "m")
     z = _depth(coords)
     layer = np.searchsorted(np.asarray(interfaces, dtype=float), z, side="right")
-    values = np.asarray(velocities, dtype=float)[layer]
-    values = np.broadcast_to(values, tuple(len(c) for c in coords.values())).copy()
-    return _model(values, coords, "layered", f"{len(velocities)} flat layers")
+    profile = np.asarray(velocities, dtype=float)[layer]
+    return _model(profile, coords, "layered", f"{len(velocities)} flat layers", broadcast)
 
 
 def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -> xr.DataArray:

@@ -139,12 +139,27 @@ class SyntheticModel(_Strict):
         unused -= set(SYNTHETIC_KEYS[self.synthetic])
         return {key: value for key, value in handler(self).items() if key not in unused}
 
-    def build(self) -> xr.DataArray:
+    def build(self, *, values: bool = True) -> xr.DataArray:
+        """The model; with ``values=False``, its values are not held (a read-only broadcast
+        of its depth profile) and are checked here, as :func:`grid_from_velocity` checks
+        them, on one column."""
+        broadcast = not values
         if self.synthetic == "constant":
-            return constant_model(self.shape, self.spacing, self.velocity)
-        if self.synthetic == "gradient":
-            return gradient_model(self.shape, self.spacing, self.top, self.bottom)
-        return layered_model(self.shape, self.spacing, self.interfaces, self.velocities)
+            model = constant_model(self.shape, self.spacing, self.velocity, broadcast=broadcast)
+        elif self.synthetic == "gradient":
+            model = gradient_model(
+                self.shape, self.spacing, self.top, self.bottom, broadcast=broadcast
+            )
+        else:
+            model = layered_model(
+                self.shape, self.spacing, self.interfaces, self.velocities, broadcast=broadcast
+            )
+        if not values:
+            # Every kind varies with depth only: one column (two nodes wide, the least a
+            # model has) holds all the values, whatever the model's size; numpy on the
+            # whole broadcast would allocate it.
+            grid_from_velocity(model.isel({d: slice(0, 2) for d in model.dims if d != "z"}))
+        return model
 
 
 class FileModel(_Strict):
@@ -158,7 +173,10 @@ class FileModel(_Strict):
     origin: dict[str, float] | None = None  # .npy only; default 0 on every axis
     length_unit: Literal["m", "km"] = "m"  # .npy only: unit of spacing and origin
 
-    def build(self) -> xr.DataArray:
+    def build(self, *, values: bool = True) -> xr.DataArray:
+        """The model, checked as :func:`load_velocity` checks it (chunk by chunk): lazily
+        backed by the file for Zarr and NetCDF, whatever ``values`` says; a ``.npy`` array
+        is read whole."""
         return load_velocity(
             self.path, self.variable, units=self.units, spacing=self.spacing,
             origin=self.origin, length_unit=self.length_unit,
@@ -290,7 +308,7 @@ class PreparedWorkflow:
     receivers: list[dict[str, float]]
     source_index: np.ndarray  # (n_sources, 3) fractional node indices
     receiver_index: np.ndarray  # (n_receivers, 3)
-    fingerprint: str
+    fingerprint: str | None  # None when prepared without the model's values
 
     @property
     def workflow_json(self) -> str:
@@ -304,12 +322,20 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
     return InputError(document.problem(location, str(error)))
 
 
-def prepare_workflow(workflow: Workflow, *, here: bool = True) -> PreparedWorkflow:
+def prepare_workflow(
+    workflow: Workflow, *, here: bool = True, values: bool = True
+) -> PreparedWorkflow:
     """Build the model and check every option, source and receiver against it.
 
     ``here=False`` checks a workflow meant for another machine (``raygrid validate`` on a
     login node): options are not refused for this machine's hardware
     (:func:`raygrid.pipeline.solve.check_options`).
+
+    ``values=False`` checks the same without the model's values in memory (``raygrid
+    validate`` on a login node): a synthetic model's values are checked on one column (they
+    vary with depth only), a model file's as it is opened (:func:`load_velocity`, chunk by
+    chunk), and nothing is loaded or hashed: ``grid.slowness`` and ``fingerprint`` are
+    ``None``, and the result is for reading, not for running.
 
     Raises
     ------
@@ -320,11 +346,15 @@ def prepare_workflow(workflow: Workflow, *, here: bool = True) -> PreparedWorkfl
         (``backend: cuda`` without a GPU, unless ``here=False``).
     """
     try:
-        velocity = workflow.model.build()
+        velocity = workflow.model.build(values=values)
     except InputError as error:
         raise _located(workflow, ("model",), error) from None
-    lazy = workflow.compute.tiles is not None
-    grid = grid_from_velocity(velocity, load=not lazy)
+    lazy = workflow.compute.tiles is not None or not values
+    # A model file's values were checked as load_velocity opened it, naming the file
+    # (checking them again would read the file again and repeat its warnings), and a model
+    # built without its values was checked as it was built.
+    checked = isinstance(workflow.model, FileModel) or not values
+    grid = grid_from_velocity(velocity, load=not lazy, check_values=not checked)
     try:
         star = forward_star(grid.radius3(workflow.grid.radius))
     except InputError as error:
@@ -374,7 +404,7 @@ def prepare_workflow(workflow: Workflow, *, here: bool = True) -> PreparedWorkfl
                 ("compute", "tiles"),
                 InputError(f"tiles name {sorted(unknown)}, which the model has not"),
             )
-    fingerprint = _fingerprint(workflow, grid, options, points)
+    fingerprint = _fingerprint(workflow, grid, options, points) if values else None
     return PreparedWorkflow(
         workflow=workflow,
         velocity=velocity,

@@ -161,6 +161,95 @@ def test_validate_checks_a_gpu_workflow_for_its_machine(tmp_path):
     assert "valid workflow" in checked.stdout and "note: backend cuda needs a GPU" in checked.stdout
 
 
+# Runs the CLI in this process and prints its peak resident memory (bytes) when it exits.
+PEAK_MEMORY = """
+import resource, sys
+from raygrid.pipeline.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(code, peak * (1 if sys.platform == "darwin" else 1024))  # Linux counts KiB
+"""
+
+
+def peak_memory(*args, cwd) -> int:
+    """Peak resident memory in bytes of ``raygrid ARGS``, which must succeed."""
+    pytest.importorskip("resource")  # not on Windows
+    run = subprocess.run(
+        [sys.executable, "-c", PEAK_MEMORY, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    code, peak = run.stdout.split()[-2:]
+    assert code == "0", run.stdout + run.stderr
+    return int(peak)
+
+
+def test_validate_checks_a_model_it_does_not_hold(tmp_path):
+    # 401^3 nodes: 516 MB of float64 velocities. Validate built the model and loaded its
+    # slowness (1.2 GB on a login node); it checks the values on one column instead (that
+    # they are still checked: test_a_model_in_the_wrong_unit_is_a_plain_warning).
+    shape = {"z": 401, "y": 401, "x": 401}
+    model = {"synthetic": "gradient", "shape": shape, "spacing": 25.0, "top": 1500.0}
+    source = {"z": 0.0, "y": 5000.0, "x": 5000.0}
+    path = write_workflow(tmp_path, model=model, sources=[source], receivers=[source])
+    values = 401**3 * 8
+    schema = peak_memory("validate", "--no-check-model", path, cwd=tmp_path)
+    checked = peak_memory("validate", path, cwd=tmp_path)
+    assert checked - schema < values / 4, (schema, checked)  # was 3 times values over
+    # Whatever the model's size: 196 TiB of values (numpy refused it, out of memory).
+    huge = {**model, "shape": {"z": 30001, "y": 30001, "x": 30001}}
+    path = write_workflow(tmp_path, model=huge, sources=[source], receivers=[source])
+    run = raygrid("validate", path, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "valid workflow: 1 source(s), 1 receiver(s), model 30001 x 30001 x 30001" in run.stdout
+
+
+def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
+    # The model is no longer built in memory to validate a workflow; what is refused, and
+    # the words and lines, are the same. One file per problem, validated in one call.
+    nan = rg.constant_model({"z": 21, "x": 31}, 10.0, 2000.0)
+    nan[3, 4] = np.nan
+    nan.to_dataset(name="vp").to_zarr(tmp_path / "nan.zarr", zarr_format=3, consolidated=False)
+    slow = rg.constant_model({"z": 21, "x": 31}, 10.0, 2.0)  # km/s called m/s
+    slow.to_dataset(name="vp").to_zarr(tmp_path / "slow.zarr", zarr_format=3, consolidated=False)
+    problems = {
+        "radius": ({"grid__radius": 30}, "grid.radius: radius along 'z' is 30 but the model "
+                   "has only 21 nodes along it"),
+        "source": ({"sources": [{"z": 0.0, "x": 10.0}, {"z": -50.0, "x": 10.0}]},
+                   "sources[1]: source 1: source z=-50 is outside the model: z spans [0, 200] m"),
+        "receiver": ({"receivers": {"line": {"start": {"z": 0.0, "x": 0.0},
+                                             "stop": {"z": 0.0, "x": 400.0}, "count": 3}}},
+                     "receivers: receiver 2: receiver x=400 is outside the model"),
+        "plot": ({"outputs__plot_source": 3},
+                 "outputs.plot_source: source 3 cannot be plotted: there are 1 sources"),
+        "tiles": ({"compute": {"tiles": {"y": 8}}},
+                  "compute.tiles: tiles name ['y'], which the model has not"),
+        "missing": ({"model": {"path": "missing.zarr"}}, "model: velocity model missing.zarr "
+                    "does not exist"),
+        "nan": ({"model": {"path": "nan.zarr"}}, "model: nan.zarr: velocity must be finite and "
+                "positive: 1 bad value(s) (NaN, inf, zero or negative); the first is nan at "
+                "z=30, x=40"),
+        "layers": ({"model": {"synthetic": "layered", "shape": {"z": 21, "x": 31}}},
+                   "model: a layered model needs velocities, one more than interfaces"),
+    }  # fmt: skip
+    for name, (changes, _) in problems.items():
+        write_workflow(tmp_path, **changes).rename(tmp_path / f"{name}.yaml")
+    write_workflow(tmp_path, model={"path": "slow.zarr"}).rename(tmp_path / "slow.yaml")
+    files = [f"{name}.yaml" for name in problems] + ["slow.yaml"]
+    run = raygrid("validate", *files, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    lines = run.stderr.splitlines()
+    for name, (_, message) in problems.items():
+        assert any(f"{name}.yaml:" in line and message in line for line in lines), name
+    assert "slow.yaml: valid workflow: 1 source(s), 2 receiver(s), model 21 x 31" in run.stdout
+    # A model file is checked once, as it is opened: its warning was printed twice.
+    assert run.stderr.count("warning: velocities from 2 to 2 m/s: no rock is that slow") == 1
+
+
 def test_version():
     run = raygrid("--version", cwd=ROOT)
     assert run.returncode == 0 and rg.__version__ in run.stdout

@@ -206,6 +206,20 @@ def test_layer_interfaces_must_increase(tmp_path):
     assert np.unique(velocity.values).tolist() == [1500.0, 2500.0, 4000.0]
 
 
+def test_a_workflow_is_checked_without_its_model_values(tmp_path):
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL.replace("{z: 21, x: 31}", "{z: 2001, x: 30001}"))  # 480 MB
+    prepared = prepare_workflow(read_workflow(path), values=False)
+    assert prepared.grid.shape == (2001, 30001) and prepared.grid.spacing == (10.0, 10.0)
+    # Nothing held or hashed: the values are a view of the depth profile, not an array.
+    assert prepared.grid.slowness is None and prepared.fingerprint is None
+    assert prepared.velocity.data.strides[1] == 0 and not prepared.velocity.data.flags.writeable
+    # Checked all the same, on one column: the warning names the model's speeds.
+    path.write_text(SMALL.replace("gradient\n", "gradient\n  top: 0.5\n  bottom: 4.0\n"))
+    with pytest.warns(InputWarning, match="velocities from 0.5 to 4 m/s: no rock is that slow"):
+        prepare_workflow(read_workflow(path), values=False)
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_workflows_validate_and_their_dumps_validate_again(path):
     workflow = read_workflow(path)

@@ -130,7 +130,9 @@ def test_out_of_memory_is_one_line_from_the_cli(tmp_path):
     path = tmp_path / "huge.yaml"
     path.write_text(yaml.safe_dump(spec))
     exe = os.path.join(os.path.dirname(sys.executable), "raygrid")
-    run = subprocess.run([exe, "validate", path], capture_output=True, text=True, cwd=tmp_path)
+    # A run builds the model (validate checks it without its values: the workflow is valid).
+    run = subprocess.run([exe, "run", path], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr.startswith("error: out of memory (Unable to allocate 196. TiB")
     assert "Traceback" not in run.stderr
+    assert not (tmp_path / "out.zarr").exists()
