@@ -292,6 +292,9 @@ def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
             if isinstance(config, JobQueueConfig):
                 echo(f"submitted {config.nodes} {config.cluster} worker job(s)")
                 _wait(client, 1, config.wait_timeout, "the first worker job")
+        from .interrupts import quiet_abandoned_gathers
+
+        client.loop.asyncio_loop.set_exception_handler(quiet_abandoned_gathers)
         link = client.dashboard_link if _has_dashboard(client) else None
         if link:
             echo(f"dashboard: {link}")

@@ -149,3 +149,22 @@ def test_workers_drop_only_the_closing_cancel_warning(caplog):
         ]
     finally:
         logger.removeFilter(_not_a_closing_cancel)
+
+
+def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
+    import asyncio
+
+    from distributed.client import AllExit
+
+    from raygrid.pipeline.interrupts import quiet_abandoned_gathers
+
+    reported = []
+    loop = asyncio.new_event_loop()
+    try:
+        loop.default_exception_handler = reported.append  # what asyncio would print
+        quiet_abandoned_gathers(loop, {"message": "never retrieved", "exception": AllExit()})
+        other = {"message": "never retrieved", "exception": ValueError("a real one")}
+        quiet_abandoned_gathers(loop, other)
+    finally:
+        loop.close()
+    assert reported == [other]
