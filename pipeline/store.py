@@ -237,13 +237,16 @@ def open_store(path: str | Path) -> StoreState:
     )
 
 
-def check_store(spec: StoreSpec, fingerprint: str, *, overwrite: bool) -> StoreState | None:
+def check_store(
+    spec: StoreSpec, fingerprint: str | None, *, overwrite: bool, workflow: str | None = None
+) -> StoreState | None:
     """What :func:`prepare_store` will find, read without touching anything.
 
     Returns the existing store's state when it is to be resumed, ``None`` when a fresh store
     will be created (none there, or ``overwrite``). A run calls it before starting a
     cluster, so a refused store costs no cluster and a cluster that fails to start leaves no
-    store behind.
+    store behind. ``workflow`` (the workflow's JSON, as stored) lets a refusal say when the
+    workflow is the same and only what it reads (the model's values, a points file) changed.
 
     Raises
     ------
@@ -269,9 +272,16 @@ def check_store(spec: StoreSpec, fingerprint: str, *, overwrite: bool) -> StoreS
     if overwrite:
         return None
     if state.fingerprint != fingerprint:
+        stored = f"stored fingerprint {str(state.fingerprint)[:12]}, now {str(fingerprint)[:12]}"
+        if workflow is not None and state.workflow == workflow:
+            raise InputError(
+                f"{path} holds the results of this workflow as it was, but what it reads has "
+                f"changed since: the model's values or a points file ({stored}); it is left "
+                "untouched: restore them, choose another outputs.store, or pass --overwrite "
+                "to replace it"
+            )
         raise InputError(
-            f"{path} holds the results of a different workflow (stored fingerprint "
-            f"{str(state.fingerprint)[:12]}, this workflow {fingerprint[:12]}); it is left "
+            f"{path} holds the results of a different workflow ({stored}); it is left "
             "untouched: choose another outputs.store, or pass --overwrite to replace it"
         )
     if state.done.size != spec.n_sources:
@@ -298,6 +308,7 @@ def prepare_store(
     *,
     overwrite: bool,
     create: callable,
+    workflow: str | None = None,
 ) -> StoreState:
     """Open the store to resume it, or create it; never silently replace another survey's.
 
@@ -310,7 +321,7 @@ def prepare_store(
         differ), a store of a different shape, or anything that is not a raygrid store.
     """
     path = spec.path
-    state = check_store(spec, fingerprint, overwrite=overwrite)
+    state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow)
     if state is not None:
         sweep_partials(path)
         return state

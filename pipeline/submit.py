@@ -239,11 +239,15 @@ def submit_workflow(
             f"cluster: {config.cluster} (use raygrid run for that)"
         )
     workdir = Path(workdir or Path.cwd()).resolve()
-    prepared = prepare_workflow(spec, here=False)
+    # The model's values are read (and hashed) only to check an existing store against
+    # them: a new store needs none, and a login node need not hold the model.
+    resumed = (workdir / spec.outputs.store).exists() and not overwrite
+    prepared = prepare_workflow(spec, here=False, values=resumed)
     store = store_spec(prepared)
     check_store(
-        replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite
-    )
+        replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,
+        workflow=prepared.workflow_json,
+    )  # fmt: skip
     tool = SUBMIT[config.cluster]
     if not dry_run and shutil.which(tool) is None:
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")

@@ -261,13 +261,18 @@ def run_survey(
     # (a scheduler out of reach, a refused batch configuration) leaves no store behind; and
     # only once the existing store, read without touching it, is known to need solving, so a
     # refused or finished store costs no cluster.
-    found = check_store(spec, prepared.fingerprint, overwrite=overwrite)
+    found = check_store(
+        spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json
+    )
     with ExitStack() as stack:
         if found is None or not found.done.all():
             if client is None:
                 client = stack.enter_context(connect(config, echo=echo))
             check_survey_memory(client, prepared, spec)  # before the store is touched
-        state = prepare_store(spec, prepared.fingerprint, overwrite=overwrite, create=create)
+        state = prepare_store(
+            spec, prepared.fingerprint, overwrite=overwrite, create=create,
+            workflow=prepared.workflow_json,
+        )  # fmt: skip
         pending = np.flatnonzero(~state.done)
         n = spec.n_sources
         if pending.size < n:

@@ -11,15 +11,15 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..kernels import forward_star
+from ..kernels import Star, forward_star
 from .cluster import SCHEDULER_CONFIG
 from .decompose import solve_tiled
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .solve import Options, solver_attrs, source_seeds, with_predecessors
-from .tiles import tile_grid
+from .tiles import TileGrid, tile_grid
 
-__all__ = ["traveltime_tiled", "cluster_client"]
+__all__ = ["traveltime_tiled", "tiled_geometry", "cluster_client"]
 
 
 @contextlib.contextmanager
@@ -64,6 +64,18 @@ def _chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.Da
     return velocity.chunk(chunks)
 
 
+def tiled_geometry(tiles: Mapping[str, int], grid: Grid, star: Star, options: Options) -> TileGrid:
+    """The tiles of a tiled solve, or an :class:`InputError` for tiles or options it cannot
+    take (a tile smaller than the halo, Near-Far); a workflow is checked with this before
+    anything runs."""
+    if options.algorithm == "near-far":
+        raise InputError(
+            "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
+            "single-domain only"
+        )
+    return tile_grid(tiles, grid.dims, grid.shape3, star.radius)
+
+
 def traveltime_tiled(
     velocity: xr.DataArray,
     source: Mapping[str, float],
@@ -81,16 +93,11 @@ def traveltime_tiled(
     when the caller has checked it already: a survey's sources would otherwise each scan the
     whole model again for bad values.
     """
-    if options.algorithm == "near-far":
-        raise InputError(
-            "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
-            "single-domain only"
-        )
     if grid is None:
         velocity = _chunked_by_tiles(velocity, tiles)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
-    geometry = tile_grid(tiles, grid.dims, grid.shape3, star.radius)
+    geometry = tiled_geometry(tiles, grid, star, options)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
     data = grid.velocity.data
     factor = grid.speed_factor

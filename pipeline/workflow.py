@@ -404,6 +404,12 @@ def prepare_workflow(
                 ("compute", "tiles"),
                 InputError(f"tiles name {sorted(unknown)}, which the model has not"),
             )
+        from .tiled import tiled_geometry  # Dask's tiled solve only for tiled workflows
+
+        try:
+            tiled_geometry(compute.tiles, grid, star, options)
+        except InputError as error:
+            raise _located(workflow, ("compute", "tiles"), error) from None
     fingerprint = _fingerprint(workflow, grid, options, points) if values else None
     return PreparedWorkflow(
         workflow=workflow,
@@ -424,7 +430,8 @@ def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict)
 
     The model's values and coordinates, the graph options, the resolved points (so an edited
     CSV file counts) and the output choices; not the batch size, the cluster or the plot,
-    which change how a store is filled, not what it holds. The resolved backend counts: CPU
+    which change how a store is filled, not what it holds (nor the tiles, unless rays are
+    stored: see below). The resolved backend counts: CPU
     and GPU times may differ in the last bits (FMA contraction). A model loaded in memory is
     hashed as its slowness; a lazy one (tiled solves) by its values block by block
     (:func:`_model_digests`), so a model file edited in place is another workflow either way.
@@ -444,6 +451,11 @@ def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict)
         "shape": list(grid.shape),
         "length_unit": grid.length_unit,
     }
+    if workflow.compute.tiles is not None and workflow.outputs.rays:
+        # Where two paths tie, which one a ray takes depends on the order tiles were solved
+        # in: other tiles may store other (equally fast) rays, so resuming with them would
+        # not give the store an uninterrupted run writes.
+        recipe["tiles"] = dict(workflow.compute.tiles)
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
     if grid.slowness is not None:
         digest.update(np.ascontiguousarray(grid.slowness).tobytes())

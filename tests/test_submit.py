@@ -159,6 +159,18 @@ def test_submit_dry_run_cli(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_submit_does_not_hold_the_model_on_the_login_node(tmp_path):
+    # A new store needs no fingerprint, so the model's values are never built: a cube far
+    # larger than this machine (30001^3 nodes, 196 TiB as float64) is submitted all the same.
+    workflow, cluster = setup(tmp_path)
+    huge = WORKFLOW | {"model": WORKFLOW["model"] | {"shape": {"z": 30001, "y": 30001, "x": 30001}}}
+    huge["sources"] = [{"z": 0.0, "y": 100.0, "x": 100.0}]
+    huge["receivers"] = [{"z": 400.0, "y": 100.0, "x": 100.0}]
+    workflow.write_text(yaml.safe_dump(huge))
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert job.script.exists() and not (tmp_path / "out").exists()
+
+
 def _expected() -> xr.DataArray:
     prepared = rg.workflow.prepare_workflow(rg.workflow.Workflow.model_validate(WORKFLOW))
     return rg.traveltimes(prepared.velocity, prepared.sources, radius=3)

@@ -274,7 +274,8 @@ def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
     before = _chunk_files(store)
     vp = zarr.open_array(model, path="vp", mode="r+")
     vp[20, 30] = float(vp[20, 30]) * 1.5
-    with pytest.raises(InputError, match="holds the results of a different workflow"):
+    changed = "holds the results of this workflow as it was, but what it reads has changed"
+    with pytest.raises(InputError, match=changed + " since: the model's values"):
         run_workflow(read_workflow(path), client=client)
     assert _chunk_files(store) == before
     vp[20, 30] = float(velocity[20, 30])  # the same model again: the store resumes

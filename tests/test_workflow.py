@@ -202,6 +202,29 @@ def test_tiles_are_validated(tmp_path):
         read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 0, x: 8}\n"))
     with pytest.raises(InputError, match=r"tiles name \['y'\]"):
         prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {y: 8}\n")))
+    # What only the tiled solve used to find, after the cluster started and the store was
+    # made: a tile smaller than the halo, Near-Far; refused by validate (here=False, no
+    # values) with the line of compute.tiles.
+    small = write(tmp_path, SMALL + "compute:\n  tiles: {z: 1, x: 8}\n")
+    with pytest.raises(InputError, match=r"wf.yaml:14: compute.tiles: .*smaller than the halo"):
+        prepare_workflow(read_workflow(small), here=False, values=False)
+    near_far = SMALL + "compute:\n  backend: cuda\n  algorithm: near-far\n  tiles: {z: 8, x: 8}\n"
+    with pytest.raises(InputError, match=r"compute.tiles: .*algorithm='near-far' runs single"):
+        prepare_workflow(read_workflow(write(tmp_path, near_far)), here=False, values=False)
+
+
+def test_fingerprint_follows_the_tiles_only_when_rays_are_stored(tmp_path):
+    # Tied paths may be broken differently under other tiles: other rays, same times.
+    def fingerprint(text: str) -> str:
+        return prepare_workflow(read_workflow(write(tmp_path, text))).fingerprint
+
+    tiled = SMALL + "compute:\n  tiles: {z: 8, x: 8}\n"
+    retiled = tiled.replace("{z: 8, x: 8}", "{z: 8, x: 16}")
+    assert fingerprint(tiled) != fingerprint(retiled)
+    no_rays = "  rays: false\n"
+    assert fingerprint(tiled.replace("outputs:\n", "outputs:\n" + no_rays)) == fingerprint(
+        retiled.replace("outputs:\n", "outputs:\n" + no_rays)
+    )
 
 
 def test_workflow_dump_round_trips(tmp_path):
