@@ -1,4 +1,4 @@
-"""Dask clusters for tests: one worker in the test's own process."""
+"""Dask clusters for tests: one worker in the test's own process, and a cluster file."""
 
 from __future__ import annotations
 
@@ -19,3 +19,14 @@ def in_process_client(**options):
         Client(cluster) as client,
     ):  # fmt: skip
         yield client
+
+
+#: A cluster file's contents for CLI runs: two local worker processes on loopback, the
+#: dashboard on a free port.
+LOCAL_CLUSTER_FILE = {
+    "cluster": "local",
+    "n_workers": 2,
+    "threads_per_worker": 1,
+    "host": "127.0.0.1",
+    "dashboard_address": ":0",
+}

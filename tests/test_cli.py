@@ -21,6 +21,8 @@ import yaml
 
 import raygrid.pipeline as rg
 
+from clusters import LOCAL_CLUSTER_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "workflows" / "quickstart.yaml"
 
@@ -323,13 +325,7 @@ SURVEY = {
     "outputs": {"store": "out/survey.zarr"},
     "compute": {"batch": 1, "cluster": "cluster.yaml"},
 }  # fmt: skip
-CLUSTER = {
-    "cluster": "local",
-    "n_workers": 2,
-    "threads_per_worker": 1,
-    "host": "127.0.0.1",
-    "dashboard_address": ":0",
-}
+CLUSTER = LOCAL_CLUSTER_FILE
 
 
 def survey_dir(directory: Path) -> Path:

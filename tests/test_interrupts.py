@@ -19,6 +19,8 @@ import yaml
 
 from raygrid.pipeline.interrupts import interrupts_held
 
+from clusters import LOCAL_CLUSTER_FILE
+
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
 
 
@@ -84,13 +86,7 @@ SURVEY = {
     "outputs": {"store": "out/survey.zarr"},
     "compute": {"batch": 1, "cluster": "cluster.yaml"},
 }
-CLUSTER = {
-    "cluster": "local",
-    "n_workers": 2,
-    "threads_per_worker": 1,
-    "host": "127.0.0.1",
-    "dashboard_address": ":0",
-}
+CLUSTER = LOCAL_CLUSTER_FILE
 
 
 @linux_only
