@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,7 +47,13 @@ def interrupts_held() -> Iterator[None]:
     # block-spawn-unblock): started now, it leaves the mask alone.
     resource_tracker.ensure_running()
     noted = []
-    handler = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+
+    def note(signum, frame) -> None:
+        if not noted:  # said once, so that a held Ctrl-C is not taken for a hang
+            print("stopping once the workers have started...", file=sys.stderr, flush=True)
+        noted.append(signum)
+
+    handler = signal.signal(signal.SIGINT, note)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

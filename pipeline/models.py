@@ -117,6 +117,19 @@ def gradient_model(
     return _model(profile, coords, "gradient", description, broadcast)
 
 
+def layers_problem(interfaces: Sequence[float], velocities: Sequence[float]) -> str | None:
+    """What is wrong with flat layers' ``interfaces`` and ``velocities``, or ``None``."""
+    if len(velocities) != len(interfaces) + 1:
+        return (
+            "a layered model needs velocities, one more than interfaces (one for the top "
+            f"layer and one below each interface); velocities has {len(velocities)} "
+            f"value(s), interfaces {len(interfaces)}"
+        )
+    if list(interfaces) != sorted(interfaces):
+        return f"layer interfaces must increase with depth, got {list(interfaces)}"
+    return None
+
+
 def layered_model(
     shape: Mapping[str, int],
     spacing: float | Mapping[str, float],
@@ -130,10 +143,9 @@ def layered_model(
     ``len(velocities) == len(interfaces) + 1``; interface depths increase. ``shape``,
     ``spacing`` and ``broadcast`` are those of :func:`constant_model`.
     """
-    if len(velocities) != len(interfaces) + 1:
-        raise InputError("layered_model needs one more velocity than interfaces")
-    if list(interfaces) != sorted(interfaces):
-        raise InputError("layer interfaces must increase with depth")
+    problem = layers_problem(interfaces, velocities)
+    if problem:
+        raise InputError(problem)
     coords = _coords(shape, spacing, "m")
     z = _depth(coords)
     layer = np.searchsorted(np.asarray(interfaces, dtype=float), z, side="right")

@@ -159,6 +159,12 @@ def _refuse_other_case(names: list[str], where: str, header_line: int) -> None:
     cased = [name for name in names if name.lower() in _DIM_ORDER and name not in _DIM_ORDER]
     if not cased:
         return
+    twice = [name for name in cased if name.lower() in names]
+    if twice:  # renaming it as meant would name a dim twice
+        raise InputError(
+            f"{where}:{header_line}: column {twice[0]!r} and the dim {twice[0].lower()!r} "
+            f"differ only by case; drop or rename {twice[0]!r} (dim names are lower case)"
+        )
     them = ", ".join(map(repr, cased))
     meant = ", ".join(repr(name.lower()) for name in cased)
     if len(cased) == 1:

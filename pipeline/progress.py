@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 import numpy as np
 
@@ -20,12 +21,27 @@ class Progress:
     ``tick`` seconds by a background thread, so that its clock runs while the first sources
     are solved (a 3D source can take minutes); elsewhere a line is written at the start and
     then as sources finish, at most every ``every`` seconds, and at the end.
+
+    Parameters
+    ----------
+    total : int
+        Sources in all.
+    done : int
+        Sources done before this run (a resumed survey); the rate counts only the others.
+    enabled : bool
+        Draw anything at all.
+    stream : text file, optional
+        Where to draw (default ``sys.stderr``); a terminal if its ``isatty()`` says so.
+    every : float
+        Seconds between lines off a terminal.
+    tick : float
+        Seconds between redraws on a terminal.
     """
 
     def __init__(
-        self, total: int, done: int, enabled: bool, stream=None, every: float = 5.0,
-        tick: float = 1.0,
-    ):  # fmt: skip
+        self, total: int, done: int, enabled: bool, stream: TextIO | None = None,
+        every: float = 5.0, tick: float = 1.0,
+    ) -> None:  # fmt: skip
         self.total, self.done, self.enabled = total, done, enabled
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

@@ -303,16 +303,16 @@ def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> f
     """Compile the CPU solver for these options, or load it from Numba's cache, by solving
     a model of a few nodes; return the seconds it took.
 
-    The first solve on a machine compiles the kernels (seconds: 6-13 s measured on two
-    cores), later ones load them from Numba's on-disk cache (``cache=True``, beside the
-    installed package or under ``NUMBA_CACHE_DIR``). A survey calls this on the client
-    before its workers start solving, so that a slow first run can be said to be one and
-    the workers load what the client compiled instead of each compiling it again.
+    The first solve on a machine compiles the kernels (6-15 s measured on two busy cores),
+    later ones load them from Numba's on-disk cache (``cache=True``, beside the installed
+    package or under ``NUMBA_CACHE_DIR``). A survey on a local cluster calls this on the
+    client before its workers start solving, so that a slow first run can be said to be
+    one and the workers load what the client compiled instead of each compiling it again.
     """
     start = time.perf_counter()
     radius = dict(zip(("z", "y", "x"), star.radius))
     # The same star, weight rule, precision and precomputation as the real solve, hence the
-    # same compiled specialisations; one node more than the radius on each axis holds it.
+    # same compiled specialisations; radius + 2 nodes on each axis hold the star.
     tiny = grid_from_velocity(constant_model({d: radius[d] + 2 for d in dims}, 1.0))
     graph = cpu_graph(tiny, star, options)
     times = np.full(graph.n_nodes, np.inf, dtype=options.dtype)

@@ -275,10 +275,11 @@ def check_store(
         stored = f"stored fingerprint {str(state.fingerprint)[:12]}, now {str(fingerprint)[:12]}"
         if workflow is not None and state.workflow == workflow:
             raise InputError(
-                f"{path} holds the results of this workflow as it was, but what it reads has "
-                f"changed since: the model's values or a points file ({stored}); it is left "
-                "untouched: restore them, choose another outputs.store, or pass --overwrite "
-                "to replace it"
+                f"{path} holds the results of this same workflow file, but not of what it "
+                f"reads now ({stored}): the model's values or a points file changed, or "
+                "backend auto chose another backend here, or another raygrid version wrote "
+                "the store; it is left untouched: restore them, choose another "
+                "outputs.store, or pass --overwrite to replace it"
             )
         raise InputError(
             f"{path} holds the results of a different workflow ({stored}); it is left "
@@ -326,7 +327,11 @@ def prepare_store(
         sweep_partials(path)
         return state
     if path.exists():  # overwrite
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        # Moved aside first, then deleted: a deletion cut short (Ctrl-C) leaves no half
+        # store under the name, whose completion records could outlive its chunks.
+        doomed = _partial_name(path)
+        os.replace(path, doomed)
+        shutil.rmtree(doomed) if doomed.is_dir() else doomed.unlink()
     create()
     return open_store(path)
 

@@ -30,7 +30,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star, point_box
-from .cluster import connect, read_cluster
+from .cluster import LocalConfig, connect, read_cluster
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .lookup import receiver_times
@@ -261,6 +261,9 @@ def run_survey(
     # (a scheduler out of reach, a refused batch configuration) leaves no store behind; and
     # only once the existing store, read without touching it, is known to need solving, so a
     # refused or finished store costs no cluster.
+    # Workers on this machine load what the client compiles from Numba's cache; elsewhere
+    # (a scheduler, batch jobs) they compile it themselves, so the client would only wait.
+    compile_here = client is None and isinstance(config, LocalConfig)
     found = check_store(
         spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json
     )
@@ -278,7 +281,7 @@ def run_survey(
         if pending.size < n:
             echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
         if pending.size:
-            _solve_pending(client, prepared, spec, pending, progress, echo)
+            _solve_pending(client, prepared, spec, pending, progress, echo, compile_here)
     finish_store(spec)
     dataset = xr.open_zarr(spec.path, consolidated=False)
     if workflow.outputs.plot is not None:
@@ -338,8 +341,9 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
 
 
 def _solve_pending(
-    client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress: bool, echo: Echo
-) -> None:
+    client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress: bool, echo: Echo,
+    compile_here: bool = False,
+) -> None:  # fmt: skip
     compute = prepared.workflow.compute
     bar = Progress(spec.n_sources, spec.n_sources - len(pending), progress)
     if compute.tiles is not None:
@@ -350,7 +354,7 @@ def _solve_pending(
     if grid.velocity.chunks is not None:  # a lazily opened file: workers get it in memory
         grid = replace(grid, velocity=grid.velocity.compute())
     options = prepared.options
-    if options.backend == "cpu":
+    if options.backend == "cpu" and compile_here:
         _compile_cpu_solver(grid, prepared.star, options, echo)
     task = SurveyTask(
         grid=grid,
@@ -398,8 +402,10 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
     )
     note.daemon = True
     note.start()
-    seconds = compile_cpu_solver(grid.dims, star, options)
-    note.cancel()
+    try:
+        seconds = compile_cpu_solver(grid.dims, star, options)
+    finally:  # interrupted (Ctrl-C) or failed: nothing more is said about compiling
+        note.cancel()
     if seconds > after:
         echo(f"compiled in {seconds:.1f} s")
 
@@ -426,12 +432,14 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     from .tiled import traveltime_tiled
 
     workflow = prepared.workflow
-    # The model the store was made with, copied into it once (chunk by chunk) and
-    # fingerprinted: not the workflow's model file, which workers would read again for each
-    # source (and the receivers' legs here), so that a file edited during the run mixed two
-    # models in one store. Stored in the grid's dim order, with its units.
+    # The model the store was made with, copied into it once (chunk by chunk): not the
+    # workflow's model file, which workers would read again for each source (and the
+    # receivers' legs here), so that a file edited during the run mixed two models in one
+    # store. Stored in the grid's dim order, with its units. The copy is made after the
+    # file was checked and fingerprinted (once the cluster is up), so its values are checked
+    # here, once per run: an edit in between cannot bring a bad value in unnoticed.
     velocity = xr.open_zarr(spec.path, consolidated=False)["velocity"]
-    grid = replace(prepared.grid, velocity=velocity)
+    grid = grid_from_velocity(velocity, load=False)
     for i in pending:
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
@@ -449,10 +457,11 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
                 grid, prepared.star, times.reshape(-1), prepared.receiver_index, spec.dtype
             )
         if need_rays:
-            loaded = result.load()  # the tiled grid is lazy: rays read the slowness
-            points, counts = _ray_table(
-                loaded, prepared.receivers, grid_from_velocity(loaded["velocity"])
-            )
+            # Rays are traced here on the whole field and model (the tiled grid is lazy:
+            # rays read the slowness), whose values were checked once already.
+            loaded = result.load()
+            ray_grid = grid_from_velocity(loaded["velocity"], check_values=False)
+            points, counts = _ray_table(loaded, prepared.receivers, ray_grid)
         write_source(
             spec.path,
             SourceResult(i, times if spec.fields else None, table, points, counts),

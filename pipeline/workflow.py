@@ -46,7 +46,7 @@ from ..kernels import Star, forward_star
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .io import load_velocity
-from .models import constant_model, gradient_model, layered_model
+from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import Points, resolve_points
 from .solve import Options, check_options
 from .yamlfile import YamlDocument, format_problems, load_yaml, validate_yaml
@@ -118,16 +118,8 @@ class SyntheticModel(_Strict):
         # found when the model is built; the defaults ([]) would otherwise pass the schema.
         if self.synthetic != "layered":
             return self
-        interfaces, velocities = self.interfaces, self.velocities
-        if len(velocities) != len(interfaces) + 1:
-            message = (
-                "a layered model needs velocities, one more than interfaces (one for the "
-                f"top layer and one below each interface); velocities has {len(velocities)} "
-                f"value(s), interfaces {len(interfaces)}"
-            )
-        elif interfaces != sorted(interfaces):
-            message = f"layer interfaces must increase with depth, got {interfaces}"
-        else:
+        message = layers_problem(self.interfaces, self.velocities)
+        if message is None:
             return self
         raise PydanticCustomError("layered_model", "{message}", {"message": message})
 

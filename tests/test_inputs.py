@@ -132,6 +132,14 @@ def test_a_dim_in_upper_case_is_refused_with_the_name_meant(tmp_path, text, mess
     assert (on_z in refused) == text.startswith("Z")
 
 
+def test_a_dim_given_in_both_cases_is_not_told_to_rename_into_a_duplicate(tmp_path):
+    with pytest.raises(InputError) as error:
+        receivers(tmp_path, "z,x,Z\n0,10,-250\n")
+    assert (
+        "receivers.csv:1: column 'Z' and the dim 'z' differ only by case; drop or rename 'Z'"
+    ) in str(error.value)
+
+
 def test_a_station_column_gets_no_note_on_z(tmp_path):
     with pytest.warns(InputWarning) as record:
         receivers(tmp_path, "station,x,z\nA1,10,0\n")

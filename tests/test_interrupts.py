@@ -93,31 +93,42 @@ CLUSTER = LOCAL_CLUSTER_FILE
 def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
     (tmp_path / "survey.yaml").write_text(yaml.safe_dump(SURVEY))
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    # Workers that take 3 s more to start (a preload that sleeps), so that the Ctrl-C below
+    # lands while the cluster starts whatever the machine's speed.
+    slow_start = tmp_path / "slow_start.py"
+    slow_start.write_text("import time\n\ntime.sleep(3)\n")
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{slow_start}"]'}
     exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
     process = subprocess.Popen(
         [exe, "run", "survey.yaml"], cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True, env=env,
     )  # fmt: skip
-    client = psutil.Process(process.pid)
-    # Ctrl-C (to the whole process group, as a terminal sends it) while the first worker
-    # process imports its modules: before it can be told to ignore SIGINT. (At the very
-    # moment of its spawn, SIGINT's default action ends it silently, as it did before.)
-    spawned = []
-    deadline = time.monotonic() + 120
-    while not spawned and time.monotonic() < deadline and process.poll() is None:
-        try:
-            spawned = [
-                child for child in client.children(recursive=True)
-                if "spawn_main" in " ".join(child.cmdline())
-            ]  # fmt: skip
-        except psutil.Error:
-            pass
-        time.sleep(0.005)
-    assert spawned, process.communicate()
-    time.sleep(0.5)
-    os.killpg(process.pid, signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
+    try:
+        client = psutil.Process(process.pid)
+        spawned = []
+        deadline = time.monotonic() + 120
+        while not spawned and time.monotonic() < deadline and process.poll() is None:
+            try:
+                spawned = [
+                    child for child in client.children(recursive=True)
+                    if "spawn_main" in " ".join(child.cmdline())
+                ]  # fmt: skip
+            except psutil.Error:
+                pass
+            time.sleep(0.005)
+        assert spawned, "no worker process was spawned"
+        # Ctrl-C (to the whole process group, as a terminal sends it) while the first
+        # worker process imports its modules: before it can be told to ignore SIGINT. (At
+        # the very moment of its spawn, SIGINT's default action ends it silently.)
+        time.sleep(0.5)
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
     assert process.returncode == 130, stdout + stderr
+    assert "stopping once the workers have started" in stderr
     assert "interrupted: nothing was written" in stderr
     assert "Traceback" not in stdout + stderr and "KeyboardInterrupt" not in stdout + stderr, (
         stdout + stderr

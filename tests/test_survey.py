@@ -274,8 +274,8 @@ def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
     before = _chunk_files(store)
     vp = zarr.open_array(model, path="vp", mode="r+")
     vp[20, 30] = float(vp[20, 30]) * 1.5
-    changed = "holds the results of this workflow as it was, but what it reads has changed"
-    with pytest.raises(InputError, match=changed + " since: the model's values"):
+    changed = "holds the results of this same workflow file, but not of what it reads now"
+    with pytest.raises(InputError, match=changed + r" \(.*\): the model's values"):
         run_workflow(read_workflow(path), client=client)
     assert _chunk_files(store) == before
     vp[20, 30] = float(velocity[20, 30])  # the same model again: the store resumes
@@ -312,20 +312,34 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
     for name in ("traveltime", "receiver_traveltime", "ray_time"):
         np.testing.assert_array_equal(edited[name].values, clean[name].values)
 
+    # Edited between its check and the store's copy (while the cluster starts): a bad value
+    # that reaches the copy is refused before any source is solved.
+    monkeypatch.setattr(survey, "_solve_tiled", solve_tiled)
+    check_memory = survey.check_survey_memory
 
-def test_a_tiled_survey_checks_its_model_once(tmp_path, client, monkeypatch):
-    # Checking a lazy model for bad values reads all of it; prepare_workflow does it once,
-    # and the tiled solves of the sources reuse that grid instead of checking again.
-    from raygrid.pipeline import tiled
+    def edited_while_starting(*args, **kwargs):
+        zarr.open_array(model, path="vp", mode="r+")[3, 5] = np.nan
+        return check_memory(*args, **kwargs)
+
+    monkeypatch.setattr(survey, "check_survey_memory", edited_while_starting)
+    late = workflow_file(tmp_path / "late", model={"path": str(model)}, compute__tiles=tiles)
+    with pytest.raises(InputError, match="velocity must be finite and positive"):
+        run_workflow(read_workflow(late), client=client)
+    assert not done_sources(tmp_path / "late" / "survey.zarr").any()
+
+
+def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypatch):
+    # Checking a lazy model for bad values reads all of it: the tiled solves and rays of the
+    # sources reuse the checked grid instead of checking again.
+    from raygrid.pipeline import grid
 
     checks = []
-    check = tiled.grid_from_velocity
-    monkeypatch.setattr(
-        tiled, "grid_from_velocity", lambda *a, **k: checks.append(1) or check(*a, **k)
-    )
-    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14})
+    check = grid._check_values
+    monkeypatch.setattr(grid, "_check_values", lambda *a, **k: checks.append(1) or check(*a, **k))
+    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14})  # with rays
     done = run_workflow(read_workflow(path), client=client)
-    assert done["source_done"].values.all() and checks == []
+    # Once as the workflow is prepared, once on the store's copy: not per source (5).
+    assert done["source_done"].values.all() and len(checks) == 2
 
 
 def unreachable_cluster(directory: Path) -> Path:
