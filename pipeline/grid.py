@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import dask
+import dask.array as da
 import numpy as np
 import xarray as xr
 
@@ -263,13 +264,34 @@ def _check_values(
                 stacklevel=3,
             )
         return
-    first = np.unravel_index(int(bad.reshape(-1).argmax()), velocity.shape)
+    first = _first_bad(bad)
     value = float(np.asarray(values[first]))
     where = ", ".join(f"{d}={axes[d][0][i]:g}" for d, i in zip(order, first))
     raise InputError(
         f"velocity must be finite and positive: {count} bad value(s) "
-        f"(NaN, inf, zero or negative); the first is {value!r} at {where}"
+        f"(NaN, inf, zero or negative); the first found is {value!r} at {where}"
     )
+
+
+def _first_bad(bad: Any) -> tuple[int, ...]:
+    """Index of the first ``True`` of ``bad``, in C order of its blocks for a dask array.
+
+    A dask array is searched block by block (one flag per block, then the first flagged
+    block alone): flattening it for ``argmax`` made Dask rechunk the whole array across the
+    cluster's workers (a peer-to-peer shuffle, logged as warnings) to name one node.
+    """
+    if not isinstance(bad, da.Array):
+        return np.unravel_index(int(np.asarray(bad).reshape(-1).argmax()), bad.shape)
+    flags = bad.map_blocks(
+        lambda block: np.array(block.any()).reshape((1,) * block.ndim),
+        chunks=tuple((1,) * n for n in bad.numblocks),
+        dtype=bool,
+    ).compute()
+    block = np.unravel_index(int(flags.reshape(-1).argmax()), flags.shape)
+    local = np.asarray(bad.blocks[block].compute())
+    inside = np.unravel_index(int(local.reshape(-1).argmax()), local.shape)
+    starts = [sum(sizes[:k]) for sizes, k in zip(bad.chunks, block)]
+    return tuple(int(start + i) for start, i in zip(starts, inside))
 
 
 def grid_from_velocity(

@@ -136,6 +136,25 @@ def test_load_velocity_checks_files_chunk_by_chunk(tmp_path, model):
             rg.load_velocity(path, "vp")
 
 
+def test_a_bad_value_is_located_without_shuffling_the_model(tmp_path, model, caplog):
+    # With a cluster up, flattening a chunked model to find its bad node made Dask shuffle
+    # it between the workers (six warnings) to name one node.
+    from clusters import in_process_client
+
+    bad = model.copy()
+    bad[10, 20], bad[12, 3] = -1.0, np.nan  # in blocks (1, 2) and (1, 0): the second first
+    bad.chunk({"z": 7, "x": 9}).to_dataset(name="vp").to_zarr(
+        tmp_path / "bad.zarr", zarr_format=3, consolidated=False
+    )
+    z, x = float(bad["z"][12]), float(bad["x"][3])
+    with in_process_client(), caplog.at_level("WARNING"):
+        with pytest.raises(
+            rg.InputError, match=f"2 bad value.*the first found is nan at z={z:g}, x={x:g}"
+        ):
+            rg.load_velocity(tmp_path / "bad.zarr", "vp")
+    assert not [r for r in caplog.records if "shuffle" in r.name], caplog.text
+
+
 def test_load_velocity_errors(tmp_path, model):
     with pytest.raises(rg.InputError, match="does not exist"):
         rg.load_velocity(tmp_path / "missing.zarr")
