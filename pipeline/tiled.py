@@ -19,7 +19,7 @@ from .grid import Grid, grid_from_velocity
 from .solve import Options, solver_attrs, source_seeds, with_predecessors
 from .tiles import TileGrid, tile_grid
 
-__all__ = ["traveltime_tiled", "tiled_geometry", "cluster_client"]
+__all__ = ["traveltime_tiled", "tiled_geometry", "chunked_by_tiles", "cluster_client"]
 
 
 @contextlib.contextmanager
@@ -42,7 +42,7 @@ def cluster_client(client: Any = None):
         yield own, True
 
 
-def _chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.DataArray:
+def chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.DataArray:
     """A lazily opened model that is not dask-backed, as a dask array with a chunk per tile.
 
     ``xr.open_dataset`` of a NetCDF file, or ``xr.open_zarr(..., chunks=None)``, gives a
@@ -94,7 +94,7 @@ def traveltime_tiled(
     whole model again for bad values.
     """
     if grid is None:
-        velocity = _chunked_by_tiles(velocity, tiles)
+        velocity = chunked_by_tiles(velocity, tiles)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     geometry = tiled_geometry(tiles, grid, star, options)

@@ -164,6 +164,23 @@ def test_tiled_survey_equals_the_plain_survey(tmp_path, client):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
 
 
+def test_a_tiled_survey_of_a_netcdf_model_equals_the_plain_survey(tmp_path, client):
+    # A NetCDF model is read tile by tile (chunked by the tiles), into the store and solved.
+    rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_netcdf(
+        tmp_path / "m.nc"
+    )
+    plain = run_workflow(read_workflow(workflow_file(tmp_path / "plain")), client=client)
+    path = workflow_file(
+        tmp_path / "tiled",
+        model={"path": str(tmp_path / "m.nc")},
+        compute__tiles={"z": 16, "x": 14},
+    )
+    tiled = run_workflow(read_workflow(path), client=client)
+    assert tiled["velocity"].chunks == ((16, 15), (14, 14, 13))  # copied tile by tile
+    for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
+        np.testing.assert_array_equal(tiled[name].values, plain[name].values)
+
+
 def test_precomputed_weights_and_float32(tmp_path, client):
     plain = run_workflow(read_workflow(workflow_file(tmp_path / "a")), client=client)
     precomputed = run_workflow(

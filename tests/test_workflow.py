@@ -197,6 +197,27 @@ def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
     assert fingerprint() == base
 
 
+def test_a_netcdf_model_of_a_tiled_workflow_is_read_tile_by_tile(tmp_path, monkeypatch):
+    # A NetCDF file opens lazily indexed, not dask-backed: hashing it (and copying it into
+    # the store) through `.data` read it whole on the client. Chunked by the tiles, the
+    # fingerprint is taken block by block and follows its values.
+    from raygrid.pipeline.models import gradient_model
+
+    velocity = gradient_model({"z": 21, "x": 31}, 10.0, 500.0, 4000.0)
+    velocity.to_dataset(name="vp").to_netcdf(tmp_path / "m.nc")
+    text = "model:\n  path: m.nc\ngrid:" + SMALL.split("grid:")[1]
+    path = write(tmp_path, text + "compute:\n  tiles: {z: 8, x: 16}\n")
+    monkeypatch.chdir(tmp_path)
+    prepared = prepare_workflow(read_workflow(path))
+    assert prepared.grid.velocity.data.numblocks == (3, 2)
+    assert not prepared.velocity.variable._in_memory  # nothing was read whole
+    edited = velocity.copy()
+    edited[20, 30] = 4100.0
+    edited.to_dataset(name="vp").to_netcdf(tmp_path / "m2.nc")  # (the path is not hashed)
+    other = write(tmp_path, path.read_text().replace("m.nc", "m2.nc"), "other.yaml")
+    assert prepare_workflow(read_workflow(other)).fingerprint != prepared.fingerprint
+
+
 def test_tiles_are_validated(tmp_path):
     with pytest.raises(InputError, match=r"compute.tiles.z: Input should be greater than"):
         read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 0, x: 8}\n"))
