@@ -207,6 +207,7 @@ class StoreState:
     version: str | None
     complete: bool
     done: np.ndarray  # bool, (n_sources,)
+    fingerprint_parts: dict[str, str] | None = None  # absent from stores before 2026-11-24
 
 
 def open_store(path: str | Path) -> StoreState:
@@ -234,19 +235,49 @@ def open_store(path: str | Path) -> StoreState:
         version=attrs.get("raygrid_version"),
         complete=bool(attrs.get("complete", False)),
         done=np.asarray(group["source_done"][:]) == 1,
+        fingerprint_parts=attrs.get("workflow_sha256_parts"),
     )
 
 
+#: What each part of a fingerprint is (:func:`raygrid.pipeline.workflow._fingerprint`).
+FINGERPRINT_PARTS = {
+    "model": "the model's values",
+    "sources": "the sources",
+    "receivers": "the receivers",
+    "grid": "the graph options (radius, weights, precision)",
+    "outputs": "what is stored (fields, receiver_table, rays)",
+    "backend": "the backend (backend auto may choose another on another machine)",
+    "algorithm": "the algorithm",
+    "tiles": "the tiles (they decide tied rays when rays are stored)",
+    "dims": "the model's dims",
+    "origin": "the model's origin",
+    "spacing": "the model's spacing",
+    "shape": "the model's shape",
+    "length_unit": "the model's length unit",
+}
+
+
+def _differences(stored: dict | None, now: dict | None) -> list[str]:
+    """What differs between two fingerprints' parts, in words; empty if unknown."""
+    if not stored or not now:
+        return []
+    keys = [k for k in FINGERPRINT_PARTS if k in stored or k in now]
+    keys += sorted((set(stored) | set(now)) - set(FINGERPRINT_PARTS))
+    return [FINGERPRINT_PARTS.get(k, k) for k in keys if stored.get(k) != now.get(k)]
+
+
 def check_store(
-    spec: StoreSpec, fingerprint: str | None, *, overwrite: bool, workflow: str | None = None
-) -> StoreState | None:
+    spec: StoreSpec, fingerprint: str | None, *, overwrite: bool, workflow: str | None = None,
+    parts: dict[str, str] | None = None,
+) -> StoreState | None:  # fmt: skip
     """What :func:`prepare_store` will find, read without touching anything.
 
     Returns the existing store's state when it is to be resumed, ``None`` when a fresh store
     will be created (none there, or ``overwrite``). A run calls it before starting a
     cluster, so a refused store costs no cluster and a cluster that fails to start leaves no
-    store behind. ``workflow`` (the workflow's JSON, as stored) lets a refusal say when the
-    workflow is the same and only what it reads (the model's values, a points file) changed.
+    store behind. A refusal says what differs: by the fingerprint's ``parts`` (model values,
+    sources, ...) when the store has them too, else by ``workflow`` (the workflow's JSON, as
+    stored): the same workflow file whose inputs changed, or another workflow.
 
     Raises
     ------
@@ -273,6 +304,13 @@ def check_store(
         return None
     if state.fingerprint != fingerprint:
         stored = f"stored fingerprint {str(state.fingerprint)[:12]}, now {str(fingerprint)[:12]}"
+        differences = _differences(state.fingerprint_parts, parts)
+        if differences:
+            raise InputError(
+                f"{path} holds the results of another workflow: {'; '.join(differences)} "
+                f"differ ({stored}); it is left untouched: choose another outputs.store, or "
+                "pass --overwrite to replace it"
+            )
         if workflow is not None and state.workflow == workflow:
             raise InputError(
                 f"{path} holds the results of this same workflow file, but not of what it "
@@ -310,6 +348,7 @@ def prepare_store(
     overwrite: bool,
     create: callable,
     workflow: str | None = None,
+    parts: dict[str, str] | None = None,
 ) -> StoreState:
     """Open the store to resume it, or create it; never silently replace another survey's.
 
@@ -322,7 +361,7 @@ def prepare_store(
         differ), a store of a different shape, or anything that is not a raygrid store.
     """
     path = spec.path
-    state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow)
+    state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow, parts=parts)
     if state is not None:
         sweep_partials(path)
         return state

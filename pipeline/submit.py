@@ -246,7 +246,7 @@ def submit_workflow(
     store = store_spec(prepared)
     check_store(
         replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,
-        workflow=prepared.workflow_json,
+        workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
     )  # fmt: skip
     tool = SUBMIT[config.cluster]
     if not dry_run and shutil.which(tool) is None:

@@ -196,6 +196,7 @@ def _store_attrs(prepared: PreparedWorkflow) -> dict:
         "title": "raygrid survey: first-arrival traveltimes by shortest-path ray tracing",
         "workflow": prepared.workflow_json,
         "workflow_sha256": prepared.fingerprint,
+        "workflow_sha256_parts": prepared.fingerprint_parts,
         "complete": False,
     }
     return attrs
@@ -265,8 +266,9 @@ def run_survey(
     # (a scheduler, batch jobs) they compile it themselves, so the client would only wait.
     compile_here = client is None and isinstance(config, LocalConfig)
     found = check_store(
-        spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json
-    )
+        spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json,
+        parts=prepared.fingerprint_parts,
+    )  # fmt: skip
     with ExitStack() as stack:
         if found is None or not found.done.all():
             if client is None:
@@ -274,7 +276,7 @@ def run_survey(
             check_survey_memory(client, prepared, spec)  # before the store is touched
         state = prepare_store(
             spec, prepared.fingerprint, overwrite=overwrite, create=create,
-            workflow=prepared.workflow_json,
+            workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
         )  # fmt: skip
         pending = np.flatnonzero(~state.done)
         n = spec.n_sources

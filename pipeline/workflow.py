@@ -301,6 +301,9 @@ class PreparedWorkflow:
     source_index: np.ndarray  # (n_sources, 3) fractional node indices
     receiver_index: np.ndarray  # (n_receivers, 3)
     fingerprint: str | None  # None when prepared without the model's values
+    # Short digests of the fingerprint's parts (model values, sources, ...), kept in a store
+    # so that a refusal can say what differs; None with the fingerprint.
+    fingerprint_parts: dict[str, str] | None = None
 
     @property
     def workflow_json(self) -> str:
@@ -408,7 +411,7 @@ def prepare_workflow(
             tiled_geometry(compute.tiles, grid, star, options)
         except InputError as error:
             raise _located(workflow, ("compute", "tiles"), error) from None
-    fingerprint = _fingerprint(workflow, grid, options, points) if values else None
+    fingerprint, parts = _fingerprint(workflow, grid, options, points) if values else (None, None)
     return PreparedWorkflow(
         workflow=workflow,
         velocity=velocity,
@@ -420,11 +423,15 @@ def prepare_workflow(
         source_index=indices["sources"],
         receiver_index=indices["receivers"],
         fingerprint=fingerprint,
+        fingerprint_parts=parts,
     )
 
 
-def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict) -> str:
-    """SHA-256 of everything that decides what the store holds.
+def _fingerprint(
+    workflow: Workflow, grid: Grid, options: Options, points: dict
+) -> tuple[str, dict[str, str]]:
+    """SHA-256 of everything that decides what the store holds, and short digests of its
+    parts (each key of the recipe, and ``model`` for the values) to say what differs.
 
     The model's values and coordinates, the graph options, the resolved points (so an edited
     CSV file counts) and the output choices; not the batch size, the cluster or the plot,
@@ -455,13 +462,21 @@ def _fingerprint(workflow: Workflow, grid: Grid, options: Options, points: dict)
         # not give the store an uninterrupted run writes.
         recipe["tiles"] = dict(workflow.compute.tiles)
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
+    model = hashlib.sha256()
     if grid.slowness is not None:
-        digest.update(np.ascontiguousarray(grid.slowness).tobytes())
+        values = [np.ascontiguousarray(grid.slowness).tobytes()]
     else:  # a lazy model (tiled solves): its values, block by block, never loaded whole
-        digest.update(f"speed_factor {grid.speed_factor!r}".encode())  # the units
-        for block in _model_digests(grid.velocity):
-            digest.update(block)
-    return digest.hexdigest()
+        values = [f"speed_factor {grid.speed_factor!r}".encode()]  # the units
+        values += _model_digests(grid.velocity)
+    for chunk in values:
+        digest.update(chunk)
+        model.update(chunk)
+    parts = {
+        key: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+        for key, value in recipe.items()
+    }
+    parts["model"] = model.hexdigest()[:16]
+    return digest.hexdigest(), parts
 
 
 def _block_digest(values: np.ndarray) -> bytes:

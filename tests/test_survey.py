@@ -267,8 +267,13 @@ def test_a_different_workflow_never_overwrites(tmp_path, client):
     store = tmp_path / "survey.zarr"
     before = _chunk_files(store)
     other = workflow_file(tmp_path, grid={"radius": 2})
-    with pytest.raises(InputError, match="holds the results of a different workflow"):
+    with pytest.raises(InputError) as refused:
         run_workflow(read_workflow(other), client=client)
+    # Named, not only refused: the parts of the fingerprints are kept in the store.
+    assert "holds the results of another workflow: the graph options (radius, weights, " in str(
+        refused.value
+    )
+    assert "precision) differ (stored fingerprint" in str(refused.value)
     assert _chunk_files(store) == before
     replaced = run_workflow(read_workflow(other), client=client, overwrite=True)
     assert replaced.attrs["radius_x"] == 2
@@ -291,10 +296,14 @@ def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
     before = _chunk_files(store)
     vp = zarr.open_array(model, path="vp", mode="r+")
     vp[20, 30] = float(vp[20, 30]) * 1.5
+    with pytest.raises(InputError, match="another workflow: the model's values differ"):
+        run_workflow(read_workflow(path), client=client)
+    assert _chunk_files(store) == before
+    # A store written before the parts were kept: told by the workflow it holds.
+    zarr.open_group(store, mode="r+").attrs.pop("workflow_sha256_parts")
     changed = "holds the results of this same workflow file, but not of what it reads now"
     with pytest.raises(InputError, match=changed + r" \(.*\): the model's values"):
         run_workflow(read_workflow(path), client=client)
-    assert _chunk_files(store) == before
     vp[20, 30] = float(velocity[20, 30])  # the same model again: the store resumes
     again = run_workflow(read_workflow(path), client=client)
     assert again.attrs["workflow_sha256"] == first.attrs["workflow_sha256"]
