@@ -442,6 +442,7 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     # here, once per run: an edit in between cannot bring a bad value in unnoticed.
     velocity = xr.open_zarr(spec.path, consolidated=False)["velocity"]
     grid = grid_from_velocity(velocity, load=False)
+    ray_grid = None  # rays read the slowness in memory: loaded once, for the first ray
     for i in pending:
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
@@ -459,10 +460,11 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
                 grid, prepared.star, times.reshape(-1), prepared.receiver_index, spec.dtype
             )
         if need_rays:
-            # Rays are traced here on the whole field and model (the tiled grid is lazy:
-            # rays read the slowness), whose values were checked once already.
-            loaded = result.load()
-            ray_grid = grid_from_velocity(loaded["velocity"], check_values=False)
+            # Rays are traced here, on the whole field and model: the model's values (checked
+            # above) are loaded once per run, each source's field and predecessors in turn.
+            if ray_grid is None:
+                ray_grid = grid_from_velocity(velocity.compute(), check_values=False)
+            loaded = result.drop_vars("velocity").load()
             points, counts = _ray_table(loaded, prepared.receivers, ray_grid)
         write_source(
             spec.path,

@@ -464,7 +464,7 @@ def _fingerprint(
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
     model = hashlib.sha256()
     if grid.slowness is not None:
-        values = [np.ascontiguousarray(grid.slowness).tobytes()]
+        values = [np.ascontiguousarray(grid.slowness)]  # hashed as a buffer: not copied
     else:  # a lazy model (tiled solves): its values, block by block, never loaded whole
         values = [f"speed_factor {grid.speed_factor!r}".encode()]  # the units
         values += _model_digests(grid.velocity)
