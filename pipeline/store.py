@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,11 +123,14 @@ def create_store(
     receivers: list[dict[str, float]],
     attrs: dict,
     chunks: tuple[int, ...],
+    check_copy: Callable[[xr.DataArray], None] | None = None,
 ) -> None:
     """Write the store's metadata, coordinates and model, atomically (temp name, rename).
 
     Data variables are dask placeholders written with ``compute=False``: only their
-    metadata lands; the tasks fill the chunks.
+    metadata lands; the tasks fill the chunks. A lazy model is copied chunk by chunk, and
+    ``check_copy`` is then called with the copy (opened lazily from the unfinished store):
+    what it raises leaves no store behind.
     """
     dims = spec.dims
     n, m = spec.n_sources, spec.n_receivers
@@ -189,6 +192,8 @@ def create_store(
             template[["velocity"]].to_zarr(
                 partial, mode="r+", region={d: slice(None) for d in dims}, consolidated=False
             )
+            if check_copy is not None:
+                check_copy(xr.open_zarr(partial, consolidated=False)["velocity"])
         if spec.rays and m:
             zarr.open_group(partial, mode="r+").create_group(RAY_PARTS)
         _replace(partial, spec.path)

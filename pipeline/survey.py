@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ from .store import (
     version_attrs,
     write_source,
 )
-from .workflow import PreparedWorkflow, Workflow, prepare_workflow
+from .workflow import PreparedWorkflow, Workflow, model_digest, prepare_workflow
 
 __all__ = ["run_survey", "solve_batch", "SurveyTask"]
 
@@ -256,7 +257,10 @@ def run_survey(
     )
 
     def create() -> None:
-        create_store(spec, prepared.velocity, prepared.sources, prepared.receivers, attrs, chunks)
+        create_store(
+            spec, prepared.velocity, prepared.sources, prepared.receivers, attrs, chunks,
+            check_copy=partial(_check_model_copy, prepared),
+        )  # fmt: skip
 
     # The cluster starts before the store is created or touched, so one that cannot be had
     # (a scheduler out of reach, a refused batch configuration) leaves no store behind; and
@@ -292,6 +296,28 @@ def run_survey(
         for written in plot_store(dataset, workflow.outputs.plot, workflow.outputs.plot_source):
             echo(f"plot: {written}")
     return dataset
+
+
+def _check_model_copy(prepared: PreparedWorkflow, copy: xr.DataArray) -> None:
+    """Refuse a store whose copy of a lazy model is not the model that was fingerprinted.
+
+    A lazy model file is checked and fingerprinted when the workflow is prepared, and copied
+    into the store only once the cluster is up, seconds later: a file edited in between
+    would leave a store whose values are not those its fingerprint names, and every later
+    run (which compares fingerprints with the file) would resume it. The copy is hashed as
+    the file was, block by block in the file's chunking, and must give the same digest.
+    """
+    grid = prepared.grid
+    if grid.velocity.chunks is None or prepared.fingerprint_parts is None:
+        return  # a model in memory is copied from the values that were fingerprinted
+    chunks = dict(zip(grid.velocity.dims, grid.velocity.chunks, strict=True))
+    copied = grid_from_velocity(copy.chunk(chunks), load=False, check_values=False)
+    if model_digest(copied) != prepared.fingerprint_parts["model"]:
+        raise InputError(
+            f"the model file {prepared.workflow.model.path} changed while the run was starting:"
+            " the store's copy of it differs from the values that were checked; no store was"
+            " made, run again once the file is final"
+        )
 
 
 def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec) -> None:
@@ -437,9 +463,10 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     # The model the store was made with, copied into it once (chunk by chunk): not the
     # workflow's model file, which workers would read again for each source (and the
     # receivers' legs here), so that a file edited during the run mixed two models in one
-    # store. Stored in the grid's dim order, with its units. The copy is made after the
-    # file was checked and fingerprinted (once the cluster is up), so its values are checked
-    # here, once per run: an edit in between cannot bring a bad value in unnoticed.
+    # store. Stored in the grid's dim order, with its units. The copy was made after the
+    # file was checked and fingerprinted (once the cluster is up) and had to hash as the
+    # file did (_check_model_copy); its values are still checked here, once per run, since
+    # the file's check and its hash are two reads.
     velocity = xr.open_zarr(spec.path, consolidated=False)["velocity"]
     grid = grid_from_velocity(velocity, load=False)
     ray_grid = None  # rays read the slowness in memory: loaded once, for the first ray

@@ -463,12 +463,7 @@ def _fingerprint(
         recipe["tiles"] = dict(workflow.compute.tiles)
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
     model = hashlib.sha256()
-    if grid.slowness is not None:
-        values = [np.ascontiguousarray(grid.slowness)]  # hashed as a buffer: not copied
-    else:  # a lazy model (tiled solves): its values, block by block, never loaded whole
-        values = [f"speed_factor {grid.speed_factor!r}".encode()]  # the units
-        values += _model_digests(grid.velocity)
-    for chunk in values:
+    for chunk in _model_values(grid):
         digest.update(chunk)
         model.update(chunk)
     parts = {
@@ -477,6 +472,26 @@ def _fingerprint(
     }
     parts["model"] = model.hexdigest()[:16]
     return digest.hexdigest(), parts
+
+
+def model_digest(grid: Grid) -> str:
+    """The short digest of a grid's model values that a store keeps (its ``model`` part).
+
+    The same digest as the fingerprint's, so a copy of the model (the one a tiled run
+    writes into its store) can be checked against the values that were fingerprinted.
+    """
+    model = hashlib.sha256()
+    for chunk in _model_values(grid):
+        model.update(chunk)
+    return model.hexdigest()[:16]
+
+
+def _model_values(grid: Grid) -> list:
+    """What the fingerprint hashes of a model's values, in order."""
+    if grid.slowness is not None:
+        return [np.ascontiguousarray(grid.slowness)]  # hashed as a buffer: not copied
+    # A lazy model (tiled solves): its values block by block, never loaded whole.
+    return [f"speed_factor {grid.speed_factor!r}".encode(), *_model_digests(grid.velocity)]
 
 
 def _block_digest(values: np.ndarray) -> bytes:

@@ -338,20 +338,30 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
     for name in ("traveltime", "receiver_traveltime", "ray_time"):
         np.testing.assert_array_equal(edited[name].values, clean[name].values)
 
-    # Edited between its check and the store's copy (while the cluster starts): a bad value
-    # that reaches the copy is refused before any source is solved.
+    # Edited between its check and the store's copy (while the cluster starts): the copy is
+    # not the model that was fingerprinted, so no store is made, whether the edit is a bad
+    # value or a valid one (which a later run, comparing fingerprints with the file, could
+    # not tell from the model it had checked).
     monkeypatch.setattr(survey, "_solve_tiled", solve_tiled)
     check_memory = survey.check_survey_memory
-
-    def edited_while_starting(*args, **kwargs):
-        zarr.open_array(model, path="vp", mode="r+")[3, 5] = np.nan
-        return check_memory(*args, **kwargs)
-
-    monkeypatch.setattr(survey, "check_survey_memory", edited_while_starting)
+    vp = zarr.open_array(model, path="vp", mode="r+")
+    kept = float(vp[3, 5])
     late = workflow_file(tmp_path / "late", model={"path": str(model)}, compute__tiles=tiles)
-    with pytest.raises(InputError, match="velocity must be finite and positive"):
-        run_workflow(read_workflow(late), client=client)
-    assert not done_sources(tmp_path / "late" / "survey.zarr").any()
+    for value in (np.nan, kept * 1.25):
+
+        def edited_while_starting(*args, value=value, **kwargs):
+            vp[3, 5] = value
+            return check_memory(*args, **kwargs)
+
+        monkeypatch.setattr(survey, "check_survey_memory", edited_while_starting)
+        with pytest.raises(InputError, match="changed while the run was starting"):
+            run_workflow(read_workflow(late), client=client)
+        assert not (tmp_path / "late" / "survey.zarr").exists()
+        assert not list((tmp_path / "late").glob("*.partial"))
+        vp[3, 5] = kept
+    # The copy of a file left alone passes.
+    monkeypatch.setattr(survey, "check_survey_memory", check_memory)
+    assert run_workflow(read_workflow(late), client=client).attrs["complete"]
 
 
 def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypatch):
