@@ -18,6 +18,7 @@ import xarray as xr
 
 from ..kernels import point_leg_times
 from .errors import InputError, InputWarning
+from .nodevalues import NodeValues
 
 __all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity"]
 
@@ -80,29 +81,38 @@ class Grid:
         n = dict(zip(self.dims, self.shape))
         return (n["z"], n.get("y", 1), n["x"])
 
+    def _slowness(self, values: np.ndarray) -> np.ndarray:
+        """Slowness (s/m) of velocity values, value by value, in the model's shape."""
+        return 1.0 / (np.asarray(values, dtype=np.float64) * self.speed_factor)
+
     def slowness_of(self, values: np.ndarray) -> np.ndarray:
         """Kernel slowness (s/m, 3D) of velocity values cut from this model."""
-        slowness = 1.0 / (np.asarray(values, dtype=np.float64) * self.speed_factor)
+        slowness = self._slowness(values)
         if len(self.dims) == 2:
             slowness = slowness[:, np.newaxis, :]
         return np.ascontiguousarray(slowness)
 
-    def leg_times(self, point3: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    def slowness_values(self, client: Any = None) -> NodeValues:
+        """The slowness at nodes: in memory, or read from the lazy model chunk by chunk
+        (cached), for the legs of rays and receivers (:meth:`leg_times`)."""
+        if self.slowness is not None:
+            return NodeValues(self.slowness)
+        return NodeValues(self.velocity.data, convert=self._slowness, client=client)
+
+    def leg_times(
+        self, point3: np.ndarray, nodes: np.ndarray, slowness: NodeValues | None = None
+    ) -> np.ndarray:
         """Straight-segment times from a point to nodes (first and last legs of rays).
 
         Computed on the sub-block spanning the point and the nodes, shifted to its corner,
         so the same floats come out whether or not the model is in memory (tiled solves
-        read only that block), and every caller sums the same floats.
+        read only that block), and every caller sums the same floats. ``slowness``: the
+        model's :meth:`slowness_values`, kept by a caller that reads many legs.
         """
         nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
         low = np.minimum(nodes.min(axis=0), np.floor(point3).astype(np.int64))
         high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
-        box = tuple(slice(a, b) for a, b in zip(low, high))
-        if self.slowness is not None:
-            block = self.slowness[box]
-        else:
-            model_box = box if len(self.dims) == 3 else (box[0], box[2])
-            block = self.slowness_of(self.velocity.data[model_box])
+        block = (slowness if slowness is not None else self.slowness_values()).box(low, high)
         return point_leg_times(block, self.spacing3, point3 - low, nodes - low)
 
     @property

@@ -19,31 +19,44 @@ import xarray as xr
 from ..kernels import Star, forward_star, point_box
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
+from .nodevalues import NodeValues
 from .solve import locate_points, source_list
 
 __all__ = ["traveltime_at", "receiver_times"]
 
 
 def receiver_times(
-    grid: Grid, star: Star, times: np.ndarray, receiver_index: np.ndarray, dtype: Any
+    grid: Grid,
+    star: Star,
+    times: np.ndarray | NodeValues,
+    receiver_index: np.ndarray,
+    dtype: Any,
+    slowness: NodeValues | None = None,
 ) -> np.ndarray:
-    """First-arrival time at each receiver from one source's flat field ``times``.
+    """First-arrival time at each receiver from one source's field ``times``.
+
+    ``times`` is the flat field, or a :class:`~raygrid.pipeline.nodevalues.NodeValues` (a
+    tiled solve's field, read only in the chunks that hold receivers); ``slowness`` the
+    model's, kept by a caller reading many sources (see :meth:`Grid.leg_times`).
 
     A receiver on a node reads its node; one between nodes takes the node ``n`` of the
     forward-star box around its cell minimising ``t(n) + leg(n, receiver)`` and adds that
     leg in the solve's precision: the same choice and the same floats as
     :func:`raygrid.pipeline.raypath`'s last leg.
     """
+    if not isinstance(times, NodeValues):
+        times = NodeValues(np.reshape(times, grid.shape3))
     dtype = np.dtype(dtype)
     out = np.empty(len(receiver_index), dtype=dtype)
     for k, receiver3 in enumerate(receiver_index):
         if np.all(receiver3 == np.round(receiver3)):
-            out[k] = times[grid.flat(receiver3.astype(np.int64))]
+            out[k] = times.value(receiver3.astype(np.int64))
             continue
         box = point_box(receiver3, star.radius, grid.shape3)
-        legs = grid.leg_times(receiver3, box)
-        best = int(np.argmin(times[grid.flat(box)] + legs))
-        out[k] = dtype.type(times[grid.flat(box[best])]) + dtype.type(legs[best])
+        legs = grid.leg_times(receiver3, box, slowness)
+        values = times.at(box)
+        best = int(np.argmin(values + legs))
+        out[k] = dtype.type(values[best]) + dtype.type(legs[best])
     return out
 
 
@@ -67,7 +80,8 @@ def traveltime_at(
         ``traveltime`` from :func:`raygrid.pipeline.traveltime` or
         :func:`~raygrid.pipeline.traveltimes` (with or without a ``source`` dim), or a
         Dataset holding it and the ``velocity`` (``predecessors=True`` results, a survey
-        store opened with :func:`raygrid.pipeline.open_survey`).
+        store opened with :func:`raygrid.pipeline.open_survey`). A lazy field and model (a
+        store's) are read only in the chunks around the points, one source at a time.
     points : mapping, sequence of mappings, or a table
         Positions in model coordinates, e.g. ``{"z": 9870.0, "y": 1234.5, "x": 15012.3}``;
         a table has a column per dim (a dict of sequences, a DataFrame, a Dataset).
@@ -111,7 +125,9 @@ def traveltime_at(
         raise InputError(
             "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
         )
-    grid = grid_from_velocity(velocity)
+    # A lazy model (a store opened lazily) is read only where the points' legs are.
+    grid = grid_from_velocity(velocity, load=velocity.chunks is None)
+    slowness = grid.slowness_values()
     grid_dims = tuple(d for d in field.dims if d != "source")
     if sorted(grid_dims) != sorted(grid.dims) or any(
         field.sizes[d] != n for d, n in zip(grid.dims, grid.shape)
@@ -131,8 +147,9 @@ def traveltime_at(
     index = locate_points(grid, listed, "point")
 
     def read(one: xr.DataArray) -> np.ndarray:
-        flat = np.asarray(one.transpose(*grid.dims).values).reshape(-1)
-        return receiver_times(grid, star, flat, index, flat.dtype)
+        # A lazy field (a survey store's) is read only in the chunks around the points.
+        times = NodeValues(one.transpose(*grid.dims).data)
+        return receiver_times(grid, star, times, index, one.dtype, slowness)
 
     coords = {f"point_{d}": ("point", [float(p[d]) for p in listed]) for d in grid.dims}
     if "source" in field.dims:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -16,6 +18,7 @@ from ..kernels import (
 )
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
+from .nodevalues import NodeValues
 
 __all__ = ["raypath"]
 
@@ -28,27 +31,73 @@ def _source_position(result: xr.Dataset, dim: str) -> float:
     return float(result[name]) if name in result.variables else float(result.attrs[name])
 
 
-def _node_path(grid: Grid, predecessor: np.ndarray, offsets: np.ndarray, end: np.ndarray):
+@dataclass(frozen=True)
+class RayField:
+    """What tracing rays reads of one source's solve (:func:`ray_field`): times,
+    predecessors and slowness at nodes (in memory or read chunk by chunk), and the solve's
+    star, weight rule and precision."""
+
+    source: dict[str, float]
+    times: NodeValues
+    predecessor: NodeValues
+    slowness: NodeValues
+    offsets: np.ndarray
+    radius: tuple[int, int, int]
+    rule: int
+    dtype: np.dtype
+
+
+def ray_field(
+    result: xr.Dataset, grid: Grid, slowness: NodeValues | None = None, client: Any = None
+) -> RayField:
+    """The :class:`RayField` of a ``traveltime(..., predecessors=True)`` result on ``grid``.
+
+    Lazy arrays stay lazy: a tiled solve's times and predecessors, held by the workers, are
+    read only in the chunks that the rays cross. ``slowness``: the model's
+    :meth:`~raygrid.pipeline.grid.Grid.slowness_values`, shared by a caller tracing the rays
+    of many sources on one model (its chunks are then read once). ``client`` reads the
+    chunks of lazy times and predecessors (default: dask's current scheduler).
+    """
+    return RayField(
+        source={d: _source_position(result, d) for d in result["traveltime"].dims},
+        times=NodeValues(result["traveltime"].transpose(*grid.dims).data, client=client),
+        predecessor=NodeValues(result["predecessor"].transpose(*grid.dims).data, client=client),
+        slowness=slowness if slowness is not None else grid.slowness_values(),
+        offsets=np.asarray(result["star_offset"].values, dtype=np.int64),
+        radius=tuple(int(result.attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x")),
+        rule=WEIGHT_RULES[result.attrs["weights"]],
+        dtype=np.dtype(result.attrs["precision"]),
+    )
+
+
+def _node_path(field: RayField, end: np.ndarray) -> np.ndarray:
     """Nodes from the seed where the path starts to ``end`` (inclusive), in order."""
     nodes = [end]
-    flat_pred = predecessor.reshape(-1)
-    for _ in range(flat_pred.size):
-        k = flat_pred[grid.flat(nodes[-1])]
+    for _ in range(int(np.prod(field.predecessor.shape3))):
+        k = field.predecessor.value(nodes[-1])
         if k < 0:
             return np.array(nodes[::-1])
-        nodes.append(nodes[-1] - offsets[k])
+        nodes.append(nodes[-1] - field.offsets[k])
     raise InputError("predecessors form a cycle: the result is corrupted")
 
 
-def _leg(grid: Grid, rule: int, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
-    """Time of one straight leg, by the rule the solver used for it."""
+def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
+    """Time of one straight leg, by the rule the solver used for it.
+
+    Read on the box of cells the leg crosses, shifted to its corner: the same floats as on
+    the whole model (see :class:`~raygrid.pipeline.nodevalues.NodeValues`), without it.
+    """
     h = grid.spacing3
     if not between_nodes:  # a first or last leg: one end is a node, the other a point
         node, point = (a, b) if np.all(a == np.round(a)) else (b, a)
-        return float(grid.leg_times(point, node.astype(np.int64))[0])
-    if rule != EXACT:
-        return mean_slowness_time_cpu(grid.slowness, *a.astype(np.int64), *b.astype(np.int64), *h)
-    return segment_time_cpu(grid.slowness, *map(float, a), *map(float, b), *h)
+        return float(grid.leg_times(point, node.astype(np.int64), field.slowness)[0])
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    low = np.minimum(a, b)
+    block = field.slowness.box(low, np.maximum(a, b) + 1)
+    a, b = a - low, b - low
+    if field.rule != EXACT:
+        return mean_slowness_time_cpu(block, *a, *b, *h)
+    return segment_time_cpu(block, *map(float, a), *map(float, b), *h)
 
 
 def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
@@ -89,15 +138,15 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
 
 
 def ray_on_grid(result: xr.Dataset, receiver: Mapping[str, float], grid: Grid) -> xr.Dataset:
-    """:func:`raypath` on the already checked ``grid`` of ``result["velocity"]``: a survey
-    traces every receiver of every source on one model, checked (and warned about) once."""
-    source = {d: _source_position(result, d) for d in result["traveltime"].dims}
-    times = np.asarray(result["traveltime"].transpose(*grid.dims).values).reshape(-1)
-    predecessor = np.asarray(result["predecessor"].transpose(*grid.dims).values)
-    offsets = np.asarray(result["star_offset"].values, dtype=np.int64)
-    radius = tuple(int(result.attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x"))
-    rule = WEIGHT_RULES[result.attrs["weights"]]
-    dtype = np.dtype(result.attrs["precision"])
+    """:func:`raypath` on the already checked ``grid`` of ``result["velocity"]``."""
+    return trace_ray(ray_field(result, grid), receiver, grid)
+
+
+def trace_ray(field: RayField, receiver: Mapping[str, float], grid: Grid) -> xr.Dataset:
+    """:func:`raypath` from a :class:`RayField`: a survey traces every receiver of a source
+    on one field, and every source on one model, checked (and warned about) once."""
+    source = field.source
+    dtype = field.dtype
     source3 = grid.to_index(source, "source")
     receiver3 = grid.to_index(receiver, "receiver")
 
@@ -105,13 +154,13 @@ def ray_on_grid(result: xr.Dataset, receiver: Mapping[str, float], grid: Grid) -
     if on_node:
         end = receiver3.astype(np.int64)
     else:
-        box = point_box(receiver3, radius, grid.shape3)
-        last_legs = grid.leg_times(receiver3, box)
-        end = box[np.argmin(times[grid.flat(box)] + last_legs)]
-    if not np.isfinite(times[grid.flat(end)]):
+        box = point_box(receiver3, field.radius, grid.shape3)
+        last_legs = grid.leg_times(receiver3, box, field.slowness)
+        end = box[np.argmin(field.times.at(box) + last_legs)]
+    if not np.isfinite(field.times.value(end)):
         raise InputError(f"receiver {dict(receiver)} was not reached from the source")
 
-    nodes = _node_path(grid, predecessor, offsets, end)
+    nodes = _node_path(field, end)
     points = [p.astype(np.float64) for p in nodes]
     between_nodes = [True] * (len(points) - 1)
     if not np.all(source3 == np.round(source3)):
@@ -124,7 +173,7 @@ def ray_on_grid(result: xr.Dataset, receiver: Mapping[str, float], grid: Grid) -
     # Accumulate in the solve's precision, leg by leg, as the solver did.
     cumulative = np.zeros(len(points), dtype=dtype)
     for i, nodes_only in enumerate(between_nodes):
-        leg = dtype.type(_leg(grid, rule, points[i], points[i + 1], nodes_only))
+        leg = dtype.type(_leg(grid, field, points[i], points[i + 1], nodes_only))
         cumulative[i + 1] = cumulative[i] + leg
 
     coords = grid.to_coords(np.array(points))

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -56,6 +57,7 @@ __all__ = [
     "finish_store",
     "open_store",
     "prepare_store",
+    "write_field",
     "write_source",
 ]
 
@@ -135,6 +137,11 @@ def create_store(
     dims = spec.dims
     n, m = spec.n_sources, spec.n_receivers
     velocity = velocity.transpose(*dims)
+    # The model is chunked like one source's field (by the tiles, in a tiled survey): a
+    # tiled solve reads it tile by tile, and rays read the chunks they cross.
+    model_chunks = dict(zip(dims, chunks[1:]))
+    if isinstance(velocity.data, da.Array):
+        velocity = velocity.chunk(model_chunks)
     coords = {d: velocity.coords[d] for d in dims}
     template = xr.Dataset(coords=coords, attrs=attrs)
     template["velocity"] = velocity.drop_vars([c for c in velocity.coords if c not in dims])
@@ -146,7 +153,7 @@ def create_store(
                 np.array([p[d] for p in receivers], dtype=np.float64),
             )
     template = template.set_coords([name for name in template.data_vars if name != "velocity"])
-    encoding = {}
+    encoding = {"velocity": {"chunks": tuple(model_chunks.values())}}
     if spec.fields:
         shape = (n, *velocity.shape)
         template["traveltime"] = (
@@ -446,6 +453,21 @@ class SourceWriter:
                 overwrite=True,
             )
         self._array("source_done")[i] = 1
+
+
+def write_field(path: str | Path, index: int, field: xr.DataArray, client: Any) -> None:
+    """Write source ``index``'s lazy field into its chunks of the store, from where its
+    pieces are (a tiled solve's workers): it is never gathered to the client.
+
+    Its completion record is not written: :func:`write_source` does, after this returns.
+    """
+    target = zarr.open_array(store=str(path), path="traveltime", mode="r+")
+    values = field.data.astype(target.dtype)[np.newaxis]
+    # One writer per chunk of the store: concurrent writes to one chunk would lose data.
+    values = values.rechunk(target.chunks)
+    region = (slice(index, index + 1),) + (slice(None),) * field.ndim
+    stored = da.store(values, target, regions=region, lock=False, compute=False)
+    client.compute(stored, sync=True)
 
 
 def write_source(path: str | Path, result: SourceResult) -> None:

@@ -36,8 +36,9 @@ from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
+from .nodevalues import NodeValues
 from .progress import Progress
-from .rays import ray_on_grid
+from .rays import ray_field, trace_ray
 from .solve import (
     Options,
     compile_cpu_solver,
@@ -57,6 +58,7 @@ from .store import (
     finish_store,
     prepare_store,
     version_attrs,
+    write_field,
     write_source,
 )
 from .workflow import PreparedWorkflow, Workflow, model_digest, prepare_workflow
@@ -119,11 +121,18 @@ def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarr
     return _ray_table(result, task.receivers, grid)
 
 
-def _ray_table(result: xr.Dataset, receivers: list[dict[str, float]], grid: Grid):
+def _ray_table(
+    result: xr.Dataset,
+    receivers: list[dict[str, float]],
+    grid: Grid,
+    slowness: NodeValues | None = None,
+    client: Any = None,
+):
     """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
+    field = ray_field(result, grid, slowness, client)
     pieces, counts = [], []
     for receiver in receivers:
-        ray = ray_on_grid(result, receiver, grid)
+        ray = trace_ray(field, receiver, grid)
         columns = [ray["time"].values.astype(np.float64)]
         columns += [ray[d].values.astype(np.float64) for d in grid.dims]
         pieces.append(np.stack(columns, axis=1))
@@ -469,7 +478,10 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     # the file's check and its hash are two reads.
     velocity = xr.open_zarr(spec.path, consolidated=False)["velocity"]
     grid = grid_from_velocity(velocity, load=False)
-    ray_grid = None  # rays read the slowness in memory: loaded once, for the first ray
+    # Nothing the size of the model comes to the client: fields are written where their
+    # tiles are (the workers), receivers' times and rays read the chunks of the field, the
+    # predecessors and the model (kept across sources) that hold their nodes.
+    slowness = grid.slowness_values(client)
     for i in pending:
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
@@ -480,21 +492,16 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
             predecessors=bool(need_rays), grid=grid,
         )  # fmt: skip
         field = result["traveltime"] if need_rays else result
-        times = np.asarray(field.transpose(*grid.dims).values)
+        if spec.fields:
+            write_field(spec.path, i, field.transpose(*grid.dims), client)
         table = points = counts = None
         if spec.n_receivers and spec.receiver_table:
+            times = NodeValues(field.transpose(*grid.dims).data, client=client)
             table = receiver_times(
-                grid, prepared.star, times.reshape(-1), prepared.receiver_index, spec.dtype
+                grid, prepared.star, times, prepared.receiver_index, spec.dtype, slowness
             )
         if need_rays:
-            # Rays are traced here, on the whole field and model: the model's values (checked
-            # above) are loaded once per run, each source's field and predecessors in turn.
-            if ray_grid is None:
-                ray_grid = grid_from_velocity(velocity.compute(), check_values=False)
-            loaded = result.drop_vars("velocity").load()
-            points, counts = _ray_table(loaded, prepared.receivers, ray_grid)
-        write_source(
-            spec.path,
-            SourceResult(i, times if spec.fields else None, table, points, counts),
-        )
+            points, counts = _ray_table(result, prepared.receivers, grid, slowness, client)
+        # The completion record last, after the field's chunks.
+        write_source(spec.path, SourceResult(i, None, table, points, counts))
         bar.update(1)

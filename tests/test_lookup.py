@@ -93,3 +93,34 @@ def test_a_survey_store_reads_its_receiver_table(tmp_path):
     store = rg.open_survey(tmp_path / "survey.zarr")
     found = traveltime_at(store, receivers)
     np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
+
+
+def test_a_tiled_store_is_read_only_around_the_points(tmp_path):
+    # A survey store's fields can be larger than memory: reading times at a few points
+    # computes the chunks holding them (of each field and of the model), never a whole one.
+    from dask.callbacks import Callback
+
+    receivers = [{"z": 1234.5, "x": 987.6}, {"z": 55.5, "x": 1999.9}]
+    spec = {
+        "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 50.0},
+        "grid": {"radius": 3},
+        "sources": [{"z": 0.0, "x": 100.0}, {"z": 20.0, "x": 1555.0}],
+        "receivers": receivers,
+        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None, "rays": False},
+        "compute": {"tiles": {"z": 16, "x": 14}},
+    }
+    path = tmp_path / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with in_process_client() as client:
+        run_workflow(read_workflow(path), client=client)
+    store = rg.open_survey(tmp_path / "survey.zarr")
+    sizes = []
+
+    class Sizes(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id):
+            sizes.append(getattr(result, "size", 0))
+
+    with Sizes():
+        found = traveltime_at(store, receivers)
+    np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
+    assert sizes and max(sizes) <= 16 * 14 < 31 * 41

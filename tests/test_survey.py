@@ -164,6 +164,41 @@ def test_tiled_survey_equals_the_plain_survey(tmp_path, client):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
 
 
+def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, monkeypatch):
+    # Tiles are for models too large for one machine: fields are written by the workers
+    # that hold their tiles, and receivers and rays read only the chunks (of the field, the
+    # predecessors, the model in the store) that hold their nodes. Everything that reaches
+    # the client passes through Client.gather: nothing larger than one tile may (the solve's
+    # rounds gather small summaries, a list per tile).
+    from dask.sizeof import sizeof
+    from distributed import Client
+
+    gathered = []
+    gather = Client.gather
+
+    def recorded(self, *args, **kwargs):
+        result = gather(self, *args, **kwargs)
+        gathered.extend(map(sizeof, result if isinstance(result, list) else [result]))
+        return result
+
+    shape, tiles = {"z": 64, "x": 80}, {"z": 16, "x": 20}
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["model"]["shape"] = shape
+    spec["receivers"] = {
+        "line": {"start": {"z": 630, "x": 5}, "stop": {"z": 555, "x": 790}, "count": 5}
+    }
+    plain = run_workflow(read_workflow(workflow_file(tmp_path / "plain", spec)), client=client)
+    monkeypatch.setattr(Client, "gather", recorded)
+    spec["compute"]["tiles"] = tiles
+    tiled = run_workflow(read_workflow(workflow_file(tmp_path / "tiled", spec)), client=client)
+    monkeypatch.undo()
+    for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
+        np.testing.assert_array_equal(tiled[name].values, plain[name].values)
+    assert tiled["velocity"].encoding["chunks"] == (16, 20)  # the model's copy: by tiles
+    tile_bytes = 16 * 20 * 8
+    assert gathered and max(gathered) < 2 * tile_bytes < 64 * 80 * 8 / 4, max(gathered)
+
+
 def test_a_tiled_survey_of_a_netcdf_model_equals_the_plain_survey(tmp_path, client):
     # A NetCDF model is read tile by tile (chunked by the tiles), into the store and solved.
     rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_netcdf(
