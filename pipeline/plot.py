@@ -32,8 +32,14 @@ def _rays_of(dataset: xr.Dataset, source: int) -> list[tuple[np.ndarray, np.ndar
         return []
     starts = dataset["ray_start"].isel(source=source).values
     counts = dataset["ray_count"].isel(source=source).values
-    ray_x, ray_z = dataset["ray_x"].values, dataset["ray_z"].values
-    return [(ray_x[s : s + c], ray_z[s : s + c]) for s, c in zip(starts, counts)]
+    if not len(starts):
+        return []
+    # Only this source's stretch of the survey's ragged ray table is read.
+    first, end = int(starts.min()), int((starts + counts).max())
+    ray_x = dataset["ray_x"][first:end].values
+    ray_z = dataset["ray_z"][first:end].values
+    return [(ray_x[s - first : s - first + c], ray_z[s - first : s - first + c])
+            for s, c in zip(starts, counts)]  # fmt: skip
 
 
 def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
@@ -56,8 +62,9 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
     Notes
     -----
     3D models are drawn on the ``y`` section through the source (rays and receivers
-    projected onto it). A store written with ``outputs.fields: false`` has no traveltime
-    field: the picture then says so and shows the model, rays and receivers only.
+    projected onto it; receivers more than half a node off the section drawn hollow). A
+    store written with ``outputs.fields: false`` has no traveltime field: the picture then
+    says so and shows the model, rays and receivers only.
     """
     n_sources = dataset.sizes["source"]
     if not 0 <= source < n_sources:
@@ -82,10 +89,21 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         ax.plot(ray_x, ray_z, color="red", lw=1.2)
     # Markers unclipped: a source on the surface or a receiver at the edge is drawn whole.
     has_receivers = "receiver_x" in dataset
+    off_section = np.zeros(dataset.sizes.get("receiver", 0), dtype=bool)
     if has_receivers:
-        ax.plot(
-            dataset["receiver_x"], dataset["receiver_z"], "v", color="black", ms=6, clip_on=False
-        )
+        if "y" in dataset["velocity"].dims:
+            # Receivers farther than half a node from the section are drawn hollow: their
+            # projection is not where they are.
+            y = dataset["y"].values
+            half = 0.5 * float(np.abs(np.diff(y)).min()) if y.size > 1 else np.inf
+            off_section = np.abs(dataset["receiver_y"].values - float(velocity["y"])) > half
+        for off, face in ((False, "black"), (True, "none")):
+            chosen = off_section == off
+            if chosen.any():
+                ax.plot(
+                    dataset["receiver_x"].values[chosen], dataset["receiver_z"].values[chosen],
+                    "v", color="black", markerfacecolor=face, ms=6, clip_on=False,
+                )  # fmt: skip
     ax.plot(
         dataset["source_x"][source], dataset["source_z"][source], "*",
         color="gold", ms=14, markeredgecolor="black", clip_on=False,
@@ -106,6 +124,7 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         lines.append(
             f"section y = {float(velocity['y']):g} {unit} through the source"
             + (f"; {_listed(projected)} projected onto it" if projected else "")
+            + ("; hollow: receivers off the section" if off_section.any() else "")
         )
     # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
     # than these lines, and an axes title centred on it would run off the figure.

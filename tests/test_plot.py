@@ -154,3 +154,36 @@ def test_store_without_fields_says_so(tmp_path, figures, sources, shape):
     assert "first-arrival traveltimes" not in said
     assert "velocity model and receivers" in said
     assert "no traveltime fields (outputs.fields: false)" in said
+
+
+def test_3d_receivers_off_the_section_are_hollow(tmp_path, figures):
+    # Projected onto the section through the source, a receiver far from it would look
+    # as if it lay there: only those within half a node of the section are drawn solid.
+    receivers = [{"z": 1500.0, "y": 640.0, "x": 100.0}, {"z": 1800.0, "y": 1200.0, "x": 500.0}]
+    plot.plot_field(store(GRID_3D, receivers, SHAPE_3D), tmp_path / "field.png", source=4)
+    fig = figures[0]
+    marked = {
+        line.get_markerfacecolor(): list(line.get_xdata())
+        for line in fig.axes[0].get_lines()
+        if line.get_marker() == "v"
+    }
+    assert marked == {"black": [100.0], "none": [500.0]}
+    said = " ".join(t.get_text() for t in fig.findobj(plt.Text))
+    assert "hollow: receivers off the section" in said
+    plot.plot_field(store(GRID_3D, receivers[:1], SHAPE_3D), tmp_path / "near.png", source=4)
+    assert "hollow" not in " ".join(t.get_text() for t in figures[1].findobj(plt.Text))
+
+
+def test_a_sources_rays_are_its_stretch_of_the_ray_table():
+    dataset = xr.Dataset(
+        {
+            "ray_start": (("source", "receiver"), [[0, 3], [5, 6]]),
+            "ray_count": (("source", "receiver"), [[3, 2], [1, 4]]),
+            "ray_x": ("ray_point", np.arange(10.0)),
+            "ray_z": ("ray_point", -np.arange(10.0)),
+        }
+    )
+    rays = plot._rays_of(dataset, 1)
+    assert [list(x) for x, _ in rays] == [[5.0], [6.0, 7.0, 8.0, 9.0]]
+    assert [list(z) for _, z in rays] == [[-5.0], [-6.0, -7.0, -8.0, -9.0]]
+    assert [list(x) for x, _ in plot._rays_of(dataset, 0)] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
