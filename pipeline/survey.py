@@ -314,13 +314,17 @@ def _check_model_copy(prepared: PreparedWorkflow, copy: xr.DataArray) -> None:
     into the store only once the cluster is up, seconds later: a file edited in between
     would leave a store whose values are not those its fingerprint names, and every later
     run (which compares fingerprints with the file) would resume it. The copy is hashed as
-    the file was, block by block in the file's chunking, and must give the same digest.
+    the file was, and must give the same digest: loaded, as its slowness, for an untiled
+    run (which loads the model); block by block in the file's chunking for a tiled one.
     """
     grid = prepared.grid
-    if grid.velocity.chunks is None or prepared.fingerprint_parts is None:
-        return  # a model in memory is copied from the values that were fingerprinted
-    chunks = dict(zip(grid.velocity.dims, grid.velocity.chunks, strict=True))
-    copied = grid_from_velocity(copy.chunk(chunks), load=False, check_values=False)
+    if prepared.fingerprint_parts is None:
+        return
+    if grid.slowness is not None:
+        copied = grid_from_velocity(copy, check_values=False)
+    else:
+        chunks = dict(zip(grid.velocity.dims, grid.velocity.chunks, strict=True))
+        copied = grid_from_velocity(copy.chunk(chunks), load=False, check_values=False)
     if model_digest(copied) != prepared.fingerprint_parts["model"]:
         raise InputError(
             f"the model file {prepared.workflow.model.path} changed while the run was starting:"

@@ -382,7 +382,8 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
     vp = zarr.open_array(model, path="vp", mode="r+")
     kept = float(vp[3, 5])
     late = workflow_file(tmp_path / "late", model={"path": str(model)}, compute__tiles=tiles)
-    for value in (np.nan, kept * 1.25):
+    untiled = workflow_file(tmp_path / "untiled", model={"path": str(model)})
+    for value, path in ((np.nan, late), (kept * 1.25, late), (kept * 1.25, untiled)):
 
         def edited_while_starting(*args, value=value, **kwargs):
             vp[3, 5] = value
@@ -390,13 +391,18 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
 
         monkeypatch.setattr(survey, "check_survey_memory", edited_while_starting)
         with pytest.raises(InputError, match="changed while the run was starting"):
-            run_workflow(read_workflow(late), client=client)
-        assert not (tmp_path / "late" / "survey.zarr").exists()
-        assert not list((tmp_path / "late").glob("*.partial"))
+            run_workflow(read_workflow(path), client=client)
+        assert not (path.parent / "survey.zarr").exists()
+        assert not list(path.parent.glob("*partial*"))
         vp[3, 5] = kept
-    # The copy of a file left alone passes.
+    # The copy of a file left alone passes, tiled or not (an untiled run loads the model,
+    # and its fingerprint hashes the values loaded).
     monkeypatch.setattr(survey, "check_survey_memory", check_memory)
-    assert run_workflow(read_workflow(late), client=client).attrs["complete"]
+    tiled = run_workflow(read_workflow(late), client=client)
+    plain = run_workflow(read_workflow(untiled), client=client)
+    assert tiled.attrs["complete"] and plain.attrs["complete"]
+    for name in ("traveltime", "receiver_traveltime", "ray_time"):
+        np.testing.assert_array_equal(plain[name].values, tiled[name].values)
 
 
 def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypatch):
