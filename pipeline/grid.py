@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..kernels import point_leg_times
+from ..kernels import point_box, point_leg_times
 from .errors import InputError, InputWarning
 from .nodevalues import NodeValues
 
@@ -93,11 +93,49 @@ class Grid:
         return np.ascontiguousarray(slowness)
 
     def slowness_values(self, client: Any = None) -> NodeValues:
-        """The slowness at nodes: in memory, or read from the lazy model chunk by chunk
-        (cached), for the legs of rays and receivers (:meth:`leg_times`)."""
+        """The slowness at nodes: in memory, or read from the lazy model block by block
+        (cached, each block checked as it is read), for the legs of rays and receivers
+        (:meth:`leg_times`)."""
         if self.slowness is not None:
             return NodeValues(self.slowness)
-        return NodeValues(self.velocity.data, convert=self._slowness, client=client)
+        return NodeValues(self.velocity.data, convert=self._checked_slowness, client=client)
+
+    def _checked_slowness(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`_slowness` of a block read for legs, refusing bad velocities in it."""
+        bad = int(np.count_nonzero(~np.isfinite(values) | (values <= 0)))
+        if bad:
+            raise InputError(
+                f"velocity must be finite and positive: {bad} bad value(s) (NaN, inf, zero "
+                "or negative) in the part of the model read for a leg"
+            )
+        return self._slowness(values)
+
+    @staticmethod
+    def leg_box(point3: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The box ``low <= node < high`` of cells the legs from a point to nodes cross."""
+        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
+        low = np.minimum(nodes.min(axis=0), np.floor(point3).astype(np.int64))
+        high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
+        return low, high
+
+    def last_leg(
+        self,
+        times: NodeValues,
+        point3: np.ndarray,
+        radius3: tuple[int, int, int],
+        slowness: NodeValues | None = None,
+    ) -> tuple[np.ndarray, Any, float]:
+        """The node a point between nodes is reached from: ``(node, t(node), leg)``.
+
+        The node ``n`` of the forward-star box around the point's cell minimising
+        ``t(n) + leg(n, point)`` (docs/method.md section 3): the one rule behind a survey's
+        receiver times, :func:`~raygrid.pipeline.traveltime_at` and a ray's last leg.
+        """
+        box = point_box(point3, radius3, self.shape3)
+        legs = self.leg_times(point3, box, slowness)
+        values = times.at(box)
+        best = int(np.argmin(values + legs))
+        return box[best], values[best], legs[best]
 
     def leg_times(
         self, point3: np.ndarray, nodes: np.ndarray, slowness: NodeValues | None = None
@@ -110,8 +148,7 @@ class Grid:
         model's :meth:`slowness_values`, kept by a caller that reads many legs.
         """
         nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
-        low = np.minimum(nodes.min(axis=0), np.floor(point3).astype(np.int64))
-        high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
+        low, high = self.leg_box(point3, nodes)
         if slowness is not None:
             block = slowness.box(low, high)
         elif self.slowness is not None:

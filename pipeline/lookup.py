@@ -46,17 +46,25 @@ def receiver_times(
     """
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
+    on_node = [bool(np.all(r == np.round(r))) for r in receiver_index]
+    boxes = [
+        (r.astype(np.int64), r.astype(np.int64) + 1)
+        if node
+        else grid.leg_box(r, point_box(r, star.radius, grid.shape3))
+        for r, node in zip(receiver_index, on_node)
+    ]
+    # Lazy fields and models: the blocks every receiver needs, read in one go each.
+    times.prefetch(boxes)
+    if slowness is not None:
+        slowness.prefetch(box for box, node in zip(boxes, on_node) if not node)
     dtype = np.dtype(dtype)
     out = np.empty(len(receiver_index), dtype=dtype)
     for k, receiver3 in enumerate(receiver_index):
-        if np.all(receiver3 == np.round(receiver3)):
+        if on_node[k]:
             out[k] = times.value(receiver3.astype(np.int64))
             continue
-        box = point_box(receiver3, star.radius, grid.shape3)
-        legs = grid.leg_times(receiver3, box, slowness)
-        values = times.at(box)
-        best = int(np.argmin(values + legs))
-        out[k] = dtype.type(values[best]) + dtype.type(legs[best])
+        _, time, leg = grid.last_leg(times, receiver3, star.radius, slowness)
+        out[k] = dtype.type(time) + dtype.type(leg)
     return out
 
 
@@ -125,8 +133,10 @@ def traveltime_at(
         raise InputError(
             "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
         )
-    # A lazy model (a store opened lazily) is read only where the points' legs are.
-    grid = grid_from_velocity(velocity, load=velocity.chunks is None)
+    # A lazy model (a store opened lazily) is read only where the points' legs are, and
+    # checked there (slowness_values), not scanned whole.
+    lazy = velocity.chunks is not None
+    grid = grid_from_velocity(velocity, load=not lazy, check_values=not lazy)
     slowness = grid.slowness_values()
     grid_dims = tuple(d for d in field.dims if d != "source")
     if sorted(grid_dims) != sorted(grid.dims) or any(

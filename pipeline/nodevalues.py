@@ -1,25 +1,32 @@
-"""Values at the nodes of a model-shaped array, read by kernel node index, chunk by chunk.
+"""Values at the nodes of a model-shaped array, read by kernel node index, block by block.
 
 A tiled solve leaves each source's times and predecessors on the workers, chunked by tiles,
 and its model in a Zarr store: the receivers' times and rays read only the nodes along a few
-rays, so they fetch the chunks holding those nodes instead of gathering arrays the size of
+rays, so they fetch small blocks around those nodes instead of gathering arrays the size of
 the model to the client (which a model too large for one worker would not survive).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 
-__all__ = ["NodeValues", "CACHE_BYTES"]
+__all__ = ["NodeValues", "CACHE_BYTES", "BLOCK"]
 
-#: Chunks a lazy :class:`NodeValues` keeps in memory, at most, for reuse (least recently
-#: used dropped first). One chunk is always kept, however large.
+#: Bytes of blocks a lazy :class:`NodeValues` keeps in memory, at most, for reuse (least
+#: recently used dropped first); read when the reader is made.
 CACHE_BYTES = 64 * 2**20
+
+#: Edge, in nodes, of the cubic blocks a lazy :class:`NodeValues` reads (fewer along an axis
+#: shorter than that): 32^3 float64 values are 256 KiB, so the cache holds a few hundred
+#: blocks and a ray crossing the model needs a few dozen. Not the array's chunks, which
+#: follow the tiles and may be hundreds of MiB each.
+BLOCK = 32
 
 
 class NodeValues:
@@ -29,23 +36,27 @@ class NodeValues:
     ----------
     values : numpy.ndarray or dask.array.Array
         Shaped like the model, in the grid's dim order (2D ``(z, x)`` or 3D ``(z, y, x)``).
-        A NumPy array is read in place. A dask array is read one chunk at a time, and chunks
-        are cached: never computed whole.
+        A NumPy array is read in place. A dask array is read in blocks of :data:`BLOCK`
+        nodes a side, kept in a cache: never computed whole.
     convert : callable, optional
-        Applied to each chunk read (e.g. velocity to slowness). It must act value by value,
-        so that a box cut from converted chunks equals the converted box.
+        Applied to each block read (e.g. velocity to slowness). It must act value by value,
+        so that a box cut from converted blocks equals the converted box.
     client : distributed.Client, optional
-        Computes the chunks of a dask array (default: dask's current scheduler).
-    cache_bytes : int
-        Bound on the chunks kept, see :data:`CACHE_BYTES`.
+        Computes the blocks of a dask array (default: dask's current scheduler).
+    cache_bytes : int, optional
+        Bound on the blocks kept (default :data:`CACHE_BYTES`).
 
     Notes
     -----
+    Reads that need several blocks (:meth:`at`, :meth:`box`, :meth:`prefetch`) fetch the
+    missing ones in one computation: one round trip to the workers, not one per block.
+
     Boxes are returned C-contiguous, so the kernels that read them (the segment times of
     :mod:`raygrid.kernels.segment`) compile once for every caller. A leg's time on a box
     shifted to its corner equals its time on the whole model bit for bit: between nodes its
     face parameters are quotients of exact half-integers, unchanged by an integer shift
-    (docs/method.md section 1).
+    (docs/method.md section 1); for a leg from a point, the point is shifted by whole nodes
+    to ``point - low`` with ``low <= floor(point)``, which is exact.
     """
 
     def __init__(
@@ -54,7 +65,7 @@ class NodeValues:
         *,
         convert: Callable[[np.ndarray], np.ndarray] | None = None,
         client: Any = None,
-        cache_bytes: int = CACHE_BYTES,
+        cache_bytes: int | None = None,
     ):
         if values.ndim == 2:
             values = values[:, np.newaxis, :]
@@ -69,20 +80,26 @@ class NodeValues:
         self.shape3 = tuple(int(n) for n in values.shape)
         self._convert = convert
         self._client = client
-        self._cache_bytes = int(cache_bytes)
+        self._cache_bytes = int(CACHE_BYTES if cache_bytes is None else cache_bytes)
         self._cache: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-        self.fetched = 0  # chunks read so far (a lazy array's reads, for tests and logs)
-        if self.lazy:
-            self._bounds = [np.cumsum((0, *c)) for c in values.chunks]
+        self._held = 0  # bytes in the cache
+        self._block = np.array([min(BLOCK, n) for n in self.shape3])
+        self.fetched = 0  # blocks read so far (a lazy array's reads, for tests and logs)
+        self.computations = 0  # round trips that read them
 
-    def value(self, node3: np.ndarray) -> Any:
+    def value(self, node3: Iterable[int]) -> Any:
         """The value at one node (integer indices ``(z, y, x)``)."""
         z, y, x = (int(i) for i in node3)
         if not self.lazy:
             return self.values[z, y, x]
-        key = tuple(self._chunk_of(axis, i) for axis, i in enumerate((z, y, x)))
-        start = (int(b[k]) for b, k in zip(self._bounds, key))
-        return self._chunk(key)[tuple(i - s for i, s in zip((z, y, x), start))]
+        bz, by, bx = self._block
+        key = (z // bz, y // by, x // bx)
+        block = self._cache.get(key)  # the common case, kept cheap: a step along a ray
+        if block is None:
+            block = self._blocks([key])[0]
+        else:
+            self._cache.move_to_end(key)
+        return block[z - key[0] * bz, y - key[1] * by, x - key[2] * bx]
 
     def at(self, nodes3: np.ndarray) -> np.ndarray:
         """Values at nodes, integer indices of shape ``(..., 3)``."""
@@ -90,57 +107,85 @@ class NodeValues:
         if not self.lazy:
             return self.values[nodes3[..., 0], nodes3[..., 1], nodes3[..., 2]]
         flat = nodes3.reshape(-1, 3)
-        out = np.array([self.value(node) for node in flat], dtype=self.values.dtype)
+        keys = flat // self._block
+        unique, which = np.unique(keys, axis=0, return_inverse=True)
+        blocks = self._blocks([tuple(int(k) for k in key) for key in unique])
+        out = np.empty(len(flat), dtype=self.values.dtype)
+        within = flat - keys * self._block
+        for k, block in enumerate(blocks):
+            chosen = which.reshape(-1) == k
+            local = within[chosen]
+            out[chosen] = block[local[:, 0], local[:, 1], local[:, 2]]
         return out.reshape(nodes3.shape[:-1])
 
-    def box(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    def box(self, low: Iterable[int], high: Iterable[int]) -> np.ndarray:
         """The values of nodes ``low <= node < high`` (per axis), C-contiguous."""
-        low = [int(i) for i in low]
-        high = [int(i) for i in high]
+        low = np.array([int(i) for i in low])
+        high = np.array([int(i) for i in high])
         if not self.lazy:
             return np.ascontiguousarray(self.values[tuple(map(slice, low, high))])
-        out = None
-        # The chunks overlapping the box, along each axis.
-        spans = [
-            range(self._chunk_of(axis, lo), self._chunk_of(axis, hi - 1) + 1)
-            for axis, (lo, hi) in enumerate(zip(low, high))
-        ]
-        for kz in spans[0]:
-            for ky in spans[1]:
-                for kx in spans[2]:
-                    key = (kz, ky, kx)
-                    chunk = self._chunk(key)
-                    if out is None:
-                        shape = tuple(h - lo for lo, h in zip(low, high))
-                        out = np.empty(shape, dtype=chunk.dtype)
-                    start = [int(b[k]) for b, k in zip(self._bounds, key)]
-                    source, target = [], []
-                    for lo, hi, s, n in zip(low, high, start, chunk.shape):
-                        a, e = max(lo, s), min(hi, s + n)
-                        source.append(slice(a - s, e - s))
-                        target.append(slice(a - lo, e - lo))
-                    out[tuple(target)] = chunk[tuple(source)]
+        keys = self._keys(low, high)
+        blocks = self._blocks(keys)
+        out = np.empty(tuple(high - low), dtype=blocks[0].dtype)
+        for key, block in zip(keys, blocks):
+            start = np.array(key) * self._block
+            first = np.maximum(low, start)
+            end = np.minimum(high, start + block.shape)
+            part = block[tuple(map(slice, first - start, end - start))]
+            out[tuple(map(slice, first - low, end - low))] = part
         return out
 
-    def _chunk_of(self, axis: int, index: int) -> int:
-        """Which chunk along ``axis`` holds node ``index``."""
-        return int(np.searchsorted(self._bounds[axis], index, side="right")) - 1
+    def prefetch(self, boxes: Iterable[tuple[Iterable[int], Iterable[int]]]) -> None:
+        """Read, in one computation, the blocks that boxes ``(low, high)`` will need (as
+        many as the cache holds): a caller about to read many boxes saves a round trip per
+        block."""
+        if not self.lazy:
+            return
+        keys: dict[tuple[int, int, int], None] = {}
+        for low, high in boxes:
+            keys.update(dict.fromkeys(self._keys(np.asarray(low), np.asarray(high))))
+        room = max(self._cache_bytes // self._block_bytes(), 1)
+        self._blocks(list(keys)[:room])
 
-    def _chunk(self, key: tuple[int, int, int]) -> np.ndarray:
-        """One chunk of a lazy array, from the cache or read (and cached)."""
-        chunk = self._cache.get(key)
-        if chunk is not None:
+    def _keys(self, low: np.ndarray, high: np.ndarray) -> list[tuple[int, int, int]]:
+        """The blocks overlapping the box ``low <= node < high``."""
+        first = np.asarray(low) // self._block
+        last = (np.asarray(high) - 1) // self._block
+        return [
+            (kz, ky, kx)
+            for kz in range(first[0], last[0] + 1)
+            for ky in range(first[1], last[1] + 1)
+            for kx in range(first[2], last[2] + 1)
+        ]
+
+    def _block_bytes(self) -> int:
+        return int(np.prod(self._block)) * self.values.dtype.itemsize
+
+    def _blocks(self, keys: list[tuple[int, int, int]]) -> list[np.ndarray]:
+        """Blocks of a lazy array, from the cache or read (the missing ones in one
+        computation) and cached."""
+        missing = [key for key in keys if key not in self._cache]
+        if missing:
+            pieces = [
+                self.values[tuple(slice(k * b, (k + 1) * b) for k, b in zip(key, self._block))]
+                for key in missing
+            ]
+            if self._client is not None:
+                read = self._client.compute(pieces, sync=True)
+            else:
+                read = dask.compute(*pieces)
+            self.computations += 1
+            self.fetched += len(missing)
+            for key, block in zip(missing, read):
+                block = np.asarray(block)
+                self._cache[key] = block if self._convert is None else self._convert(block)
+                self._held += self._cache[key].nbytes
+        found = []
+        for key in keys:
             self._cache.move_to_end(key)
-            return chunk
-        block = self.values.blocks[key]
-        chunk = self._client.compute(block, sync=True) if self._client else block.compute()
-        chunk = np.asarray(chunk)
-        if self._convert is not None:
-            chunk = self._convert(chunk)
-        self.fetched += 1
-        self._cache[key] = chunk
-        held = sum(c.nbytes for c in self._cache.values())
-        while held > self._cache_bytes and len(self._cache) > 1:
+            found.append(self._cache[key])
+        # Dropped only now, so that every block asked for above is still there to return.
+        while self._held > self._cache_bytes and len(self._cache) > len(keys):
             _, dropped = self._cache.popitem(last=False)
-            held -= dropped.nbytes
-        return chunk
+            self._held -= dropped.nbytes
+        return found

@@ -13,7 +13,6 @@ from ..kernels import (
     EXACT,
     WEIGHT_RULES,
     mean_slowness_time_cpu,
-    point_box,
     segment_time_cpu,
 )
 from .errors import InputError
@@ -48,7 +47,11 @@ class RayField:
 
 
 def ray_field(
-    result: xr.Dataset, grid: Grid, slowness: NodeValues | None = None, client: Any = None
+    result: xr.Dataset,
+    grid: Grid,
+    slowness: NodeValues | None = None,
+    client: Any = None,
+    times: NodeValues | None = None,
 ) -> RayField:
     """The :class:`RayField` of a ``traveltime(..., predecessors=True)`` result on ``grid``.
 
@@ -56,11 +59,14 @@ def ray_field(
     read only in the chunks that the rays cross. ``slowness``: the model's
     :meth:`~raygrid.pipeline.grid.Grid.slowness_values`, shared by a caller tracing the rays
     of many sources on one model (its chunks are then read once). ``client`` reads the
-    chunks of lazy times and predecessors (default: dask's current scheduler).
+    chunks of lazy times and predecessors (default: dask's current scheduler); ``times``:
+    the field's reader, when the caller has one already (its blocks are then read once).
     """
     return RayField(
         source={d: _source_position(result, d) for d in result["traveltime"].dims},
-        times=NodeValues(result["traveltime"].transpose(*grid.dims).data, client=client),
+        times=times
+        if times is not None
+        else NodeValues(result["traveltime"].transpose(*grid.dims).data, client=client),
         predecessor=NodeValues(result["predecessor"].transpose(*grid.dims).data, client=client),
         slowness=slowness if slowness is not None else grid.slowness_values(),
         offsets=np.asarray(result["star_offset"].values, dtype=np.int64),
@@ -81,6 +87,15 @@ def _node_path(field: RayField, end: np.ndarray) -> np.ndarray:
     raise InputError("predecessors form a cycle: the result is corrupted")
 
 
+def _leg_box(a: np.ndarray, b: np.ndarray, between_nodes: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The box of cells a leg crosses (what :func:`_leg` reads)."""
+    if not between_nodes:
+        node, point = (a, b) if np.all(a == np.round(a)) else (b, a)
+        return Grid.leg_box(point, node)
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    return np.minimum(a, b), np.maximum(a, b) + 1
+
+
 def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
     """Time of one straight leg, by the rule the solver used for it.
 
@@ -91,10 +106,9 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     if not between_nodes:  # a first or last leg: one end is a node, the other a point
         node, point = (a, b) if np.all(a == np.round(a)) else (b, a)
         return float(grid.leg_times(point, node.astype(np.int64), field.slowness)[0])
-    a, b = a.astype(np.int64), b.astype(np.int64)
-    low = np.minimum(a, b)
-    block = field.slowness.box(low, np.maximum(a, b) + 1)
-    a, b = a - low, b - low
+    low, high = _leg_box(a, b, True)
+    block = field.slowness.box(low, high)
+    a, b = a.astype(np.int64) - low, b.astype(np.int64) - low
     if field.rule != EXACT:
         return mean_slowness_time_cpu(block, *a, *b, *h)
     return segment_time_cpu(block, *map(float, a), *map(float, b), *h)
@@ -154,9 +168,7 @@ def trace_ray(field: RayField, receiver: Mapping[str, float], grid: Grid) -> xr.
     if on_node:
         end = receiver3.astype(np.int64)
     else:
-        box = point_box(receiver3, field.radius, grid.shape3)
-        last_legs = grid.leg_times(receiver3, box, field.slowness)
-        end = box[np.argmin(field.times.at(box) + last_legs)]
+        end, _, _ = grid.last_leg(field.times, receiver3, field.radius, field.slowness)
     if not np.isfinite(field.times.value(end)):
         raise InputError(f"receiver {dict(receiver)} was not reached from the source")
 
@@ -170,6 +182,9 @@ def trace_ray(field: RayField, receiver: Mapping[str, float], grid: Grid) -> xr.
         points.append(receiver3)
         between_nodes.append(False)
 
+    # A lazy model: the blocks of every leg's cells, read in one go.
+    field.slowness.prefetch(_leg_box(a, b, nodes_only) for a, b, nodes_only in
+                            zip(points[:-1], points[1:], between_nodes))  # fmt: skip
     # Accumulate in the solve's precision, leg by leg, as the solver did.
     cumulative = np.zeros(len(points), dtype=dtype)
     for i, nodes_only in enumerate(between_nodes):

@@ -127,9 +127,10 @@ def _ray_table(
     grid: Grid,
     slowness: NodeValues | None = None,
     client: Any = None,
+    times: NodeValues | None = None,
 ):
     """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
-    field = ray_field(result, grid, slowness, client)
+    field = ray_field(result, grid, slowness, client, times)
     pieces, counts = [], []
     for receiver in receivers:
         ray = trace_ray(field, receiver, grid)
@@ -499,13 +500,13 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
         if spec.fields:
             write_field(spec.path, i, field.transpose(*grid.dims), client)
         table = points = counts = None
+        times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
         if spec.n_receivers and spec.receiver_table:
-            times = NodeValues(field.transpose(*grid.dims).data, client=client)
             table = receiver_times(
                 grid, prepared.star, times, prepared.receiver_index, spec.dtype, slowness
             )
         if need_rays:
-            points, counts = _ray_table(result, prepared.receivers, grid, slowness, client)
+            points, counts = _ray_table(result, prepared.receivers, grid, slowness, client, times)
         # The completion record last, after the field's chunks.
         write_source(spec.path, SourceResult(i, None, table, points, counts))
         bar.update(1)

@@ -95,10 +95,15 @@ def test_a_survey_store_reads_its_receiver_table(tmp_path):
     np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
 
 
-def test_a_tiled_store_is_read_only_around_the_points(tmp_path):
+def test_a_tiled_store_is_read_only_around_the_points(tmp_path, monkeypatch):
     # A survey store's fields can be larger than memory: reading times at a few points
-    # computes the chunks holding them (of each field and of the model), never a whole one.
+    # computes the blocks around them (of each field and of the model), never a whole one,
+    # and does not scan the model for bad values (read where the legs are, checked there).
     from dask.callbacks import Callback
+
+    from raygrid.pipeline import nodevalues
+
+    monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks smaller than this small model
 
     receivers = [{"z": 1234.5, "x": 987.6}, {"z": 55.5, "x": 1999.9}]
     spec = {
@@ -124,3 +129,8 @@ def test_a_tiled_store_is_read_only_around_the_points(tmp_path):
         found = traveltime_at(store, receivers)
     np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
     assert sizes and max(sizes) <= 16 * 14 < 31 * 41
+    store["velocity"][3, 5] = np.nan  # a bad value away from the points: not looked at
+    np.testing.assert_array_equal(traveltime_at(store, receivers).values, found.values)
+    store["velocity"][24, 19] = np.nan  # where a leg reads: refused
+    with pytest.raises(InputError, match="velocity must be finite and positive"):
+        traveltime_at(store, receivers)

@@ -1,11 +1,18 @@
-"""NodeValues: model-shaped arrays read at nodes and boxes, chunk by chunk when lazy."""
+"""NodeValues: model-shaped arrays read at nodes and boxes, block by block when lazy."""
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 
+from raygrid.pipeline import nodevalues
 from raygrid.pipeline.nodevalues import NodeValues
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of 4 nodes a side, so that these small arrays span several."""
+    monkeypatch.setattr(nodevalues, "BLOCK", 4)
 
 
 def _random_boxes(shape3, rng, count=40):
@@ -15,11 +22,13 @@ def _random_boxes(shape3, rng, count=40):
         yield np.array(low), np.array(high)
 
 
+@pytest.mark.parametrize("block", [4, 32])
 @pytest.mark.parametrize(
     ("shape", "chunks"),
     [((13, 7, 11), (4, 3, 5)), ((9, 1, 12), (2, 1, 12)), ((17, 19), (5, (3, 7, 9)))],
 )
-def test_lazy_reads_equal_the_array(shape, chunks):
+def test_lazy_reads_equal_the_array(monkeypatch, shape, chunks, block):
+    monkeypatch.setattr(nodevalues, "BLOCK", block)
     rng = np.random.default_rng(3)
     values = rng.random(shape)
     eager = NodeValues(values)
@@ -33,41 +42,56 @@ def test_lazy_reads_equal_the_array(shape, chunks):
         np.testing.assert_array_equal(box, whole[tuple(map(slice, low, high))])
         np.testing.assert_array_equal(eager.box(low, high), box)
     nodes = np.stack([rng.integers(0, n, size=(5, 6)) for n in shape3], axis=-1)
-    np.testing.assert_array_equal(
-        lazy.at(nodes), whole[nodes[..., 0], nodes[..., 1], nodes[..., 2]]
-    )
-    np.testing.assert_array_equal(eager.at(nodes), lazy.at(nodes))
+    expected = whole[nodes[..., 0], nodes[..., 1], nodes[..., 2]]
+    np.testing.assert_array_equal(lazy.at(nodes), expected)
+    np.testing.assert_array_equal(eager.at(nodes), expected)
     for node in nodes.reshape(-1, 3)[:10]:
         assert lazy.value(node) == whole[tuple(node)] == eager.value(node)
 
 
-def test_each_chunk_is_read_once_and_converted_value_by_value():
+def test_blocks_are_read_once_together_and_converted_value_by_value(small_blocks):
     values = np.arange(1.0, 1.0 + 8 * 6 * 10).reshape(8, 6, 10)
-    lazy = NodeValues(da.from_array(values, chunks=(4, 3, 5)), convert=lambda v: 1.0 / v)
+    lazy = NodeValues(da.from_array(values, chunks=(8, 6, 10)), convert=lambda v: 1.0 / v)
     whole = 1.0 / values
     np.testing.assert_array_equal(lazy.box((0, 0, 0), (8, 6, 10)), whole)
-    assert lazy.fetched == 8  # every chunk, once
+    assert (lazy.fetched, lazy.computations) == (2 * 2 * 3, 1)  # every block, one trip
     np.testing.assert_array_equal(lazy.box((1, 1, 1), (7, 5, 9)), whole[1:7, 1:5, 1:9])
     assert lazy.value((3, 2, 4)) == whole[3, 2, 4]
-    assert lazy.fetched == 8  # all from the cache
+    np.testing.assert_array_equal(lazy.at([[0, 0, 0], [7, 5, 9]]), whole[[0, 7], [0, 5], [0, 9]])
+    assert (lazy.fetched, lazy.computations) == (12, 1)  # all from the cache
 
 
-def test_the_cache_is_bounded():
+def test_prefetch_reads_the_blocks_of_many_boxes_in_one_computation(small_blocks):
+    values = np.random.default_rng(1).random((16, 1, 16))
+    lazy = NodeValues(da.from_array(values, chunks=8))
+    boxes = [((0, 0, 0), (2, 1, 2)), ((5, 0, 5), (9, 1, 9)), ((15, 0, 15), (16, 1, 16))]
+    lazy.prefetch(boxes)
+    assert (lazy.fetched, lazy.computations) == (1 + 4 + 1, 1)
+    for low, high in boxes:
+        np.testing.assert_array_equal(lazy.box(low, high), values[tuple(map(slice, low, high))])
+    assert lazy.computations == 1
+    NodeValues(values).prefetch(boxes)  # in memory: nothing to do
+
+
+def test_the_cache_is_bounded(small_blocks, monkeypatch):
     values = np.zeros((8, 6, 10))
-    chunk_bytes = 4 * 3 * 5 * 8
-    lazy = NodeValues(da.from_array(values, chunks=(4, 3, 5)), cache_bytes=2 * chunk_bytes)
-    lazy.box((0, 0, 0), (8, 6, 10))
-    assert lazy.fetched == 8 and len(lazy._cache) == 2
-    lazy.value((7, 5, 9))  # the last chunk read: still held
-    assert lazy.fetched == 8
-    lazy.value((0, 0, 0))  # the first: dropped long ago
-    assert lazy.fetched == 9
-    tiny = NodeValues(da.from_array(values, chunks=(4, 3, 5)), cache_bytes=1)
-    tiny.value((0, 0, 0))
-    assert len(tiny._cache) == 1  # one chunk is always kept, however large
+    block_bytes = 4 * 4 * 4 * 8
+    lazy = NodeValues(da.from_array(values, chunks=(4, 3, 5)), cache_bytes=2 * block_bytes)
+    for node in ((0, 0, 0), (4, 0, 0), (0, 0, 4)):  # the third drops the first
+        lazy.value(node)
+    assert lazy.fetched == 3 and len(lazy._cache) == 2
+    lazy.value((4, 0, 0))  # still held
+    assert lazy.fetched == 3
+    lazy.value((0, 0, 0))  # dropped: read again
+    assert lazy.fetched == 4 and len(lazy._cache) == 2
+    # A read needing more blocks than the cache holds still gets them all.
+    np.testing.assert_array_equal(lazy.box((0, 0, 0), (8, 6, 10)), values)
+    # The bound is read when a reader is made (the README names the module constant).
+    monkeypatch.setattr(nodevalues, "CACHE_BYTES", 123)
+    assert NodeValues(da.zeros((4, 4), chunks=2))._cache_bytes == 123
 
 
-def test_a_lazy_array_is_never_computed_whole():
+def test_a_lazy_array_is_never_computed_whole(small_blocks):
     values = da.from_array(np.ones((12, 12, 12)), chunks=6)
     computed = []
 
@@ -78,7 +102,8 @@ def test_a_lazy_array_is_never_computed_whole():
     lazy = NodeValues(values)
     with Sizes():
         lazy.box((2, 2, 2), (10, 10, 10))
-    assert lazy.fetched == 8 and max(computed) <= 6**3
+        lazy.at([[0, 0, 0], [11, 11, 11]])
+    assert lazy.fetched == 27 and max(computed) <= 6**3
 
 
 def test_bad_shapes_are_refused():

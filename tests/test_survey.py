@@ -181,7 +181,10 @@ def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, mon
         gathered.extend(map(sizeof, result if isinstance(result, list) else [result]))
         return result
 
+    from raygrid.pipeline import nodevalues
+
     shape, tiles = {"z": 64, "x": 80}, {"z": 16, "x": 20}
+    monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks smaller than these tiles
     spec = yaml.safe_load(yaml.safe_dump(SPEC))
     spec["model"]["shape"] = shape
     spec["receivers"] = {
@@ -191,7 +194,7 @@ def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, mon
     monkeypatch.setattr(Client, "gather", recorded)
     spec["compute"]["tiles"] = tiles
     tiled = run_workflow(read_workflow(workflow_file(tmp_path / "tiled", spec)), client=client)
-    monkeypatch.undo()
+    monkeypatch.setattr(Client, "gather", gather)
     for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
     assert tiled["velocity"].encoding["chunks"] == (16, 20)  # the model's copy: by tiles
