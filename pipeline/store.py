@@ -153,6 +153,11 @@ def create_store(
                 np.array([p[d] for p in receivers], dtype=np.float64),
             )
     template = template.set_coords([name for name in template.data_vars if name != "velocity"])
+    # The store's own encoding, not the model file's: a Zarr v2 or NetCDF file's compressors
+    # and filters (kept in each variable's encoding when it was opened) cannot be written
+    # into a Zarr v3 store.
+    for variable in template.variables.values():
+        variable.encoding = {}
     encoding = {"velocity": {"chunks": tuple(model_chunks.values())}}
     if spec.fields:
         shape = (n, *velocity.shape)

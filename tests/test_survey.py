@@ -575,3 +575,18 @@ def test_gpu_survey_keeps_one_model_per_worker(tmp_path, monkeypatch):
     cpu = rg.traveltimes(prepared.velocity, prepared.sources, radius=2)
     np.testing.assert_array_equal(dataset["traveltime"].values, cpu.values)
     assert dataset.attrs["backend"] == "cuda"
+
+
+@pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}])
+def test_a_zarr_v2_model_file_gives_the_synthetic_models_store(tmp_path, client, tiles):
+    # The file's own encodings (v2 compressors on the model and its coordinates) used to be
+    # carried into the v3 store, which refused them (Expected a BytesBytesCodec).
+    model = tmp_path / "v2.zarr"
+    rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_zarr(
+        model, zarr_format=2, consolidated=False
+    )
+    plain = run_workflow(read_workflow(workflow_file(tmp_path / "plain")), client=client)
+    path = workflow_file(tmp_path / "v2", model={"path": str(model)}, compute__tiles=tiles)
+    stored = run_workflow(read_workflow(path), client=client)
+    for name in ("traveltime", "receiver_traveltime", "ray_time"):
+        np.testing.assert_array_equal(stored[name].values, plain[name].values)
