@@ -77,20 +77,26 @@ def test_bad_lookups_are_clear(model, tables):
         traveltime_at(tables, {"z": [0.0], "x": [1.0]})
 
 
-def test_a_survey_store_reads_its_receiver_table(tmp_path):
-    receivers = [{"z": 1234.5, "x": 987.6}, {"z": 1500.0, "x": 0.0}, {"z": 55.5, "x": 1999.9}]
+def _survey_store(tmp_path, receivers, **compute):
+    """A 2D survey store of two sources and these receivers, with a receiver table."""
     spec = {
         "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 50.0},
         "grid": {"radius": 3},
         "sources": [{"z": 0.0, "x": 100.0}, {"z": 20.0, "x": 1555.0}],
         "receivers": receivers,
         "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None, "rays": False},
+        "compute": compute,
     }
     path = tmp_path / "workflow.yaml"
     path.write_text(yaml.safe_dump(spec))
     with in_process_client() as client:
         run_workflow(read_workflow(path), client=client)
-    store = rg.open_survey(tmp_path / "survey.zarr")
+    return rg.open_survey(tmp_path / "survey.zarr")
+
+
+def test_a_survey_store_reads_its_receiver_table(tmp_path):
+    receivers = [{"z": 1234.5, "x": 987.6}, {"z": 1500.0, "x": 0.0}, {"z": 55.5, "x": 1999.9}]
+    store = _survey_store(tmp_path, receivers)
     found = traveltime_at(store, receivers)
     np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
 
@@ -106,19 +112,7 @@ def test_a_tiled_store_is_read_only_around_the_points(tmp_path, monkeypatch):
     monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks smaller than this small model
 
     receivers = [{"z": 1234.5, "x": 987.6}, {"z": 55.5, "x": 1999.9}]
-    spec = {
-        "model": {"synthetic": "gradient", "shape": {"z": 31, "x": 41}, "spacing": 50.0},
-        "grid": {"radius": 3},
-        "sources": [{"z": 0.0, "x": 100.0}, {"z": 20.0, "x": 1555.0}],
-        "receivers": receivers,
-        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None, "rays": False},
-        "compute": {"tiles": {"z": 16, "x": 14}},
-    }
-    path = tmp_path / "workflow.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with in_process_client() as client:
-        run_workflow(read_workflow(path), client=client)
-    store = rg.open_survey(tmp_path / "survey.zarr")
+    store = _survey_store(tmp_path, receivers, tiles={"z": 16, "x": 14})
     sizes = []
 
     class Sizes(Callback):
