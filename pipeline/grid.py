@@ -102,7 +102,7 @@ class Grid:
 
     def _checked_slowness(self, values: np.ndarray) -> np.ndarray:
         """:meth:`_slowness` of a block read for legs, refusing bad velocities in it."""
-        bad = int(np.count_nonzero(~np.isfinite(values) | (values <= 0)))
+        bad = int(np.count_nonzero(_bad_values(values)))
         if bad:
             raise InputError(
                 f"velocity must be finite and positive: {bad} bad value(s) (NaN, inf, zero "
@@ -296,13 +296,18 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
 PLAUSIBLE_SPEEDS = (30.0, 30_000.0)
 
 
+def _bad_values(values: Any) -> Any:
+    """Where velocities are not finite and positive (NumPy or dask arrays)."""
+    return ~np.isfinite(values) | (values <= 0)
+
+
 def _check_values(
     velocity: xr.DataArray, axes: dict, order: tuple[str, ...], speed_factor: float
 ) -> None:
     """Every velocity finite and positive; lazy arrays are checked where they live. A model
     whose every speed lies outside :data:`PLAUSIBLE_SPEEDS` gets an :class:`InputWarning`."""
     values = velocity.data
-    bad = ~np.isfinite(values) | (values <= 0)
+    bad = _bad_values(values)
     # One pass, a few numbers back from the workers for a dask array.
     count, lowest, highest = dask.compute(bad.sum(), values.min(), values.max())
     if count == 0:

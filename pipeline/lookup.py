@@ -47,16 +47,17 @@ def receiver_times(
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
     on_node = [bool(np.all(r == np.round(r))) for r in receiver_index]
-    boxes = [
-        (r.astype(np.int64), r.astype(np.int64) + 1)
-        if node
-        else grid.leg_box(r, point_box(r, star.radius, grid.shape3))
-        for r, node in zip(receiver_index, on_node)
-    ]
-    # Lazy fields and models: the blocks every receiver needs, read in one go each.
-    times.prefetch(boxes)
-    if slowness is not None:
-        slowness.prefetch(box for box, node in zip(boxes, on_node) if not node)
+    if times.lazy or (slowness is not None and slowness.lazy):
+        # The blocks every receiver needs, read in one go each (in memory: nothing to do).
+        boxes = [
+            (r.astype(np.int64), r.astype(np.int64) + 1)
+            if node
+            else grid.leg_box(r, point_box(r, star.radius, grid.shape3))
+            for r, node in zip(receiver_index, on_node)
+        ]
+        times.prefetch(boxes)
+        if slowness is not None:
+            slowness.prefetch(box for box, node in zip(boxes, on_node) if not node)
     dtype = np.dtype(dtype)
     out = np.empty(len(receiver_index), dtype=dtype)
     for k, receiver3 in enumerate(receiver_index):

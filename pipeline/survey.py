@@ -490,7 +490,7 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     for i in pending:
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
-        # The grid checked once by prepare_workflow: not the whole model again per source.
+        # The grid checked once above: not the whole model again per source.
         result = traveltime_tiled(
             velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,
             radius=workflow.grid.radius, options=prepared.options,
