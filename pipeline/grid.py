@@ -81,13 +81,20 @@ class Grid:
         n = dict(zip(self.dims, self.shape))
         return (n["z"], n.get("y", 1), n["x"])
 
-    def _slowness(self, values: np.ndarray) -> np.ndarray:
-        """Slowness (s/m) of velocity values, value by value, in the model's shape."""
-        return 1.0 / (np.asarray(values, dtype=np.float64) * self.speed_factor)
+    def slowness_at(self, values: np.ndarray | da.Array) -> np.ndarray | da.Array:
+        """Slowness (s/m, float64) of velocity values, value by value, in their shape.
+
+        The one conversion every path uses (whole models, tiles of a lazy model as dask
+        arrays, blocks read for legs): the tiled and plain solves equal each other bitwise
+        only while they convert alike.
+        """
+        if not isinstance(values, da.Array):
+            values = np.asarray(values)
+        return 1.0 / (values.astype(np.float64) * self.speed_factor)
 
     def slowness_of(self, values: np.ndarray) -> np.ndarray:
         """Kernel slowness (s/m, 3D) of velocity values cut from this model."""
-        slowness = self._slowness(values)
+        slowness = self.slowness_at(values)
         if len(self.dims) == 2:
             slowness = slowness[:, np.newaxis, :]
         return np.ascontiguousarray(slowness)
@@ -101,14 +108,14 @@ class Grid:
         return NodeValues(self.velocity.data, convert=self._checked_slowness, client=client)
 
     def _checked_slowness(self, values: np.ndarray) -> np.ndarray:
-        """:meth:`_slowness` of a block read for legs, refusing bad velocities in it."""
+        """:meth:`slowness_at` of a block read for legs, refusing bad velocities in it."""
         bad = int(np.count_nonzero(_bad_values(values)))
         if bad:
             raise InputError(
                 f"velocity must be finite and positive: {bad} bad value(s) (NaN, inf, zero "
                 "or negative) in the part of the model read for a leg"
             )
-        return self._slowness(values)
+        return self.slowness_at(values)
 
     @staticmethod
     def leg_box(point3: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

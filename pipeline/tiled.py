@@ -100,14 +100,13 @@ def traveltime_tiled(
     geometry = tiled_geometry(tiles, grid, star, options)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
     data = grid.velocity.data
-    factor = grid.speed_factor
 
     def slowness_tiles(index):
         box = geometry.extended(index)
         values = data[box if len(grid.dims) == 3 else (box[0], box[2])]
         if not isinstance(values, da.Array):
             values = da.from_array(np.ascontiguousarray(values), chunks=-1)
-        slowness = 1.0 / (values.astype(np.float64) * factor)
+        slowness = grid.slowness_at(values)
         return slowness if len(grid.dims) == 3 else slowness[:, np.newaxis, :]
 
     stats: dict = {}

@@ -461,16 +461,15 @@ def _fingerprint(
         # in: other tiles may store other (equally fast) rays, so resuming with them would
         # not give the store an uninterrupted run writes.
         recipe["tiles"] = dict(workflow.compute.tiles)
+    values = _model_values(grid)
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
-    model = hashlib.sha256()
-    for chunk in _model_values(grid):
+    for chunk in values:
         digest.update(chunk)
-        model.update(chunk)
     parts = {
-        key: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+        key: _part_digest([json.dumps(value, sort_keys=True).encode()])
         for key, value in recipe.items()
     }
-    parts["model"] = model.hexdigest()[:16]
+    parts["model"] = _part_digest(values)
     return digest.hexdigest(), parts
 
 
@@ -480,10 +479,15 @@ def model_digest(grid: Grid) -> str:
     The same digest as the fingerprint's, so a copy of the model (the one a tiled run
     writes into its store) can be checked against the values that were fingerprinted.
     """
-    model = hashlib.sha256()
-    for chunk in _model_values(grid):
-        model.update(chunk)
-    return model.hexdigest()[:16]
+    return _part_digest(_model_values(grid))
+
+
+def _part_digest(chunks: list) -> str:
+    """Short SHA-256 of one part of a fingerprint: enough to say which part differs."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()[:16]
 
 
 def _model_values(grid: Grid) -> list:
