@@ -125,6 +125,16 @@ class Grid:
         high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
         return low, high
 
+    def reach_box(
+        self, point3: np.ndarray, radius3: tuple[int, int, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The box ``low <= node < high`` that a point's time reads (:meth:`last_leg`): its
+        node, or the forward-star box around its cell with the cells the legs cross."""
+        if np.all(point3 == np.round(point3)):
+            node = np.asarray(point3).astype(np.int64)
+            return node, node + 1
+        return self.leg_box(point3, point_box(point3, radius3, self.shape3))
+
     def last_leg(
         self,
         times: NodeValues,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..kernels import Star, forward_star, point_box
+from ..kernels import Star, forward_star
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
 from .nodevalues import NodeValues
@@ -49,12 +49,7 @@ def receiver_times(
     on_node = [bool(np.all(r == np.round(r))) for r in receiver_index]
     if times.lazy or (slowness is not None and slowness.lazy):
         # The blocks every receiver needs, read in one go each (in memory: nothing to do).
-        boxes = [
-            (r.astype(np.int64), r.astype(np.int64) + 1)
-            if node
-            else grid.leg_box(r, point_box(r, star.radius, grid.shape3))
-            for r, node in zip(receiver_index, on_node)
-        ]
+        boxes = [grid.reach_box(r, star.radius) for r in receiver_index]
         times.prefetch(boxes)
         if slowness is not None:
             slowness.prefetch(box for box, node in zip(boxes, on_node) if not node)

@@ -76,14 +76,28 @@ def ray_field(
     )
 
 
-def _node_path(field: RayField, end: np.ndarray) -> np.ndarray:
-    """Nodes from the seed where the path starts to ``end`` (inclusive), in order."""
-    nodes = [end]
+def _node_paths(field: RayField, ends: np.ndarray) -> list[np.ndarray]:
+    """Nodes from the seed where each path starts to its end (inclusive), in order.
+
+    Every path is walked back one predecessor at a time, all of them in step: each step
+    reads the predecessors of all the paths' current nodes at once, so the blocks of a lazy
+    field (a tiled solve's) that many rays enter together come in one round trip, not one
+    per ray and block.
+    """
+    ends = np.asarray(ends, dtype=np.int64).reshape(-1, 3)
+    paths = [[end] for end in ends]
+    current = ends.copy()
+    walking = np.arange(len(ends))
     for _ in range(int(np.prod(field.predecessor.shape3))):
-        k = field.predecessor.value(nodes[-1])
-        if k < 0:
-            return np.array(nodes[::-1])
-        nodes.append(nodes[-1] - field.offsets[k])
+        if not walking.size:
+            return [np.array(path[::-1]) for path in paths]
+        k = np.asarray(field.predecessor.at(current), dtype=np.int64)
+        going = k >= 0
+        walking, current = walking[going], current[going] - field.offsets[k[going]]
+        for i, node in zip(walking, current):
+            paths[i].append(node)
+    if not walking.size:
+        return [np.array(path[::-1]) for path in paths]
     raise InputError("predecessors form a cycle: the result is corrupted")
 
 
@@ -157,34 +171,68 @@ def ray_on_grid(result: xr.Dataset, receiver: Mapping[str, float], grid: Grid) -
 
 
 def trace_ray(field: RayField, receiver: Mapping[str, float], grid: Grid) -> xr.Dataset:
-    """:func:`raypath` from a :class:`RayField`: a survey traces every receiver of a source
-    on one field, and every source on one model, checked (and warned about) once."""
-    source = field.source
+    """:func:`raypath` from a :class:`RayField` (see :func:`trace_rays`)."""
+    return trace_rays(field, [receiver], grid)[0]
+
+
+def trace_rays(
+    field: RayField, receivers: list[Mapping[str, float]], grid: Grid
+) -> list[xr.Dataset]:
+    """:func:`raypath` to each receiver from a :class:`RayField`: a survey traces every
+    receiver of a source on one field, and every source on one model, checked (and warned
+    about) once. The rays are walked in step and their legs' model blocks read together, so
+    a lazy field or model costs a round trip per step of the longest ray, not per block of
+    every ray."""
+    source3 = grid.to_index(field.source, "source")
+    receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
+    on_node = [bool(np.all(r == np.round(r))) for r in receivers3]
+    field.times.prefetch(grid.reach_box(r, field.radius) for r in receivers3)
+    if not all(on_node):
+        field.slowness.prefetch(
+            grid.reach_box(r, field.radius) for r, node in zip(receivers3, on_node) if not node
+        )
+    ends = []
+    for receiver, receiver3, node in zip(receivers, receivers3, on_node):
+        if node:
+            end = receiver3.astype(np.int64)
+        else:
+            end, _, _ = grid.last_leg(field.times, receiver3, field.radius, field.slowness)
+        if not np.isfinite(field.times.value(end)):
+            raise InputError(f"receiver {dict(receiver)} was not reached from the source")
+        ends.append(end)
+
+    legs = []  # per ray: its points and, per leg, whether both ends are nodes
+    for nodes, receiver3, node in zip(_node_paths(field, np.array(ends)), receivers3, on_node):
+        points = [p.astype(np.float64) for p in nodes]
+        between_nodes = [True] * (len(points) - 1)
+        if not np.all(source3 == np.round(source3)):
+            points.insert(0, source3)
+            between_nodes.insert(0, False)
+        if not node:
+            points.append(receiver3)
+            between_nodes.append(False)
+        legs.append((points, between_nodes))
+    # A lazy model: the blocks of every ray's legs' cells, read in one go.
+    field.slowness.prefetch(
+        _leg_box(a, b, nodes_only)
+        for points, between_nodes in legs
+        for a, b, nodes_only in zip(points[:-1], points[1:], between_nodes)
+    )
+    return [
+        _ray_dataset(grid, field, points, between_nodes, receiver)
+        for (points, between_nodes), receiver in zip(legs, receivers)
+    ]
+
+
+def _ray_dataset(
+    grid: Grid,
+    field: RayField,
+    points: list[np.ndarray],
+    between_nodes: list[bool],
+    receiver: Mapping[str, float],
+) -> xr.Dataset:
+    """One ray as :func:`raypath` returns it, its legs timed as the solver timed them."""
     dtype = field.dtype
-    source3 = grid.to_index(source, "source")
-    receiver3 = grid.to_index(receiver, "receiver")
-
-    on_node = np.all(receiver3 == np.round(receiver3))
-    if on_node:
-        end = receiver3.astype(np.int64)
-    else:
-        end, _, _ = grid.last_leg(field.times, receiver3, field.radius, field.slowness)
-    if not np.isfinite(field.times.value(end)):
-        raise InputError(f"receiver {dict(receiver)} was not reached from the source")
-
-    nodes = _node_path(field, end)
-    points = [p.astype(np.float64) for p in nodes]
-    between_nodes = [True] * (len(points) - 1)
-    if not np.all(source3 == np.round(source3)):
-        points.insert(0, source3)
-        between_nodes.insert(0, False)
-    if not on_node:
-        points.append(receiver3)
-        between_nodes.append(False)
-
-    # A lazy model: the blocks of every leg's cells, read in one go.
-    field.slowness.prefetch(_leg_box(a, b, nodes_only) for a, b, nodes_only in
-                            zip(points[:-1], points[1:], between_nodes))  # fmt: skip
     # Accumulate in the solve's precision, leg by leg, as the solver did.
     cumulative = np.zeros(len(points), dtype=dtype)
     for i, nodes_only in enumerate(between_nodes):
@@ -193,7 +241,7 @@ def trace_ray(field: RayField, receiver: Mapping[str, float], grid: Grid) -> xr.
 
     coords = grid.to_coords(np.array(points))
     for d in grid.dims:  # the end points exactly as given, not round-tripped through indices
-        coords[d][0] = source[d]
+        coords[d][0] = field.source[d]
         coords[d][-1] = float(receiver[d])
     data = {d: ("point", coords[d], {"units": grid.length_unit}) for d in grid.dims}
     data["time"] = ("point", cumulative, {"units": "s", "long_name": "traveltime along the ray"})

@@ -38,7 +38,7 @@ from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
 from .nodevalues import NodeValues
 from .progress import Progress
-from .rays import ray_field, trace_ray
+from .rays import ray_field, trace_rays
 from .solve import (
     Options,
     compile_cpu_solver,
@@ -132,8 +132,7 @@ def _ray_table(
     """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
     field = ray_field(result, grid, slowness, client, times)
     pieces, counts = [], []
-    for receiver in receivers:
-        ray = trace_ray(field, receiver, grid)
+    for ray in trace_rays(field, receivers, grid):
         columns = [ray["time"].values.astype(np.float64)]
         columns += [ray[d].values.astype(np.float64) for d in grid.dims]
         pieces.append(np.stack(columns, axis=1))

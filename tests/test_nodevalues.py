@@ -109,3 +109,32 @@ def test_a_lazy_array_is_never_computed_whole(small_blocks):
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="2D or 3D"):
         NodeValues(np.zeros(5))
+
+
+def test_rays_of_a_lazy_field_are_walked_in_step(small_blocks):
+    """Many rays on a lazy field (a tiled solve's) read its predecessors' blocks a step of
+    the longest ray at a time, not ray by ray and block by block, and give the same rays."""
+    import raygrid.pipeline as rg
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.rays import ray_field, trace_ray, trace_rays
+
+    velocity = rg.gradient_model({"z": 30, "x": 40}, 10.0, 1000.0, 3000.0)
+    result = rg.traveltime(velocity, {"z": 5.0, "x": 12.5}, radius=2, predecessors=True)
+    lazy = result.chunk({"z": 7, "x": 9})
+    grid = grid_from_velocity(velocity)
+    receivers = [{"z": 290.0, "x": float(x)} for x in range(0, 400, 40)]
+    receivers += [{"z": 145.0, "x": 387.0}, {"z": 0.0, "x": 0.0}]
+
+    field = ray_field(lazy, grid)
+    assert field.predecessor.lazy and field.times.lazy
+    rays = trace_rays(field, receivers, grid)
+    one_by_one = ray_field(lazy, grid)
+    for receiver, ray in zip(receivers, rays):
+        expected = rg.raypath(result, receiver)
+        for name in [*grid.dims, "time"]:
+            np.testing.assert_array_equal(ray[name].values, expected[name].values)
+        assert ray.attrs == expected.attrs
+        trace_ray(one_by_one, receiver, grid)
+    longest = max(ray.sizes["point"] for ray in rays)
+    assert field.predecessor.computations <= longest
+    assert field.predecessor.computations < one_by_one.predecessor.computations / 2
