@@ -11,6 +11,7 @@ import xarray as xr
 
 from .errors import InputError
 from .grid import grid_from_velocity
+from .models import per_dim
 
 __all__ = ["load_velocity"]
 
@@ -101,12 +102,14 @@ def load_velocity(
                 f"{path}: a .npy model has no coordinates: give its spacing (spacing= in "
                 "Python, model.spacing in a workflow) and its units"
             )
-        dims = dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x"))
-        step = spacing if isinstance(spacing, Mapping) else {d: spacing for d in dims}
-        start = origin or {}
+        dims = tuple(dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x")))
+        if len(dims) != values.ndim:
+            raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")
+        step = per_dim(spacing, dims, f"{path}: spacing")
+        start = per_dim(origin or {}, dims, f"{path}: origin", default=0.0)
         coords = {
             d: xr.DataArray(
-                float(start.get(d, 0.0)) + float(step[d]) * np.arange(n),
+                float(start[d]) + float(step[d]) * np.arange(n),
                 dims=d,
                 attrs={"units": length_unit},
             )

@@ -18,11 +18,32 @@ __all__ = [
 ]
 
 
+def per_dim(
+    value: float | Mapping[str, float], dims: Sequence[str], what: str, default: float | None = None
+) -> dict[str, float]:
+    """One value for every dim: a number for all, or a mapping by dim name.
+
+    A mapping must name only ``dims``, and every one of them unless a ``default`` fills in
+    the rest: a spacing given for ``z`` alone is a mistake, not a grid to guess.
+    """
+    if not isinstance(value, Mapping):
+        return {d: value for d in dims}
+    unknown = sorted(set(value) - set(dims))
+    missing = [d for d in dims if d not in value]
+    if unknown or (missing and default is None):
+        raise InputError(
+            f"{what} is given per dim as {dict(value)}, but the model's dims are {tuple(dims)}"
+            + (f": unknown {unknown}" if unknown else "")
+            + (f": missing {missing}" if missing and default is None else "")
+        )
+    return {d: value.get(d, default) for d in dims}
+
+
 def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit: str) -> dict:
     if set(shape) not in ({"z", "x"}, {"z", "y", "x"}):
         raise InputError(f"shape must be keyed by z, x or z, y, x; got {tuple(shape)}")
     dims = ("z", "y", "x") if "y" in shape else ("z", "x")  # canonical order, any key order
-    step = spacing if isinstance(spacing, Mapping) else {d: spacing for d in dims}
+    step = per_dim(spacing, dims, "spacing")
     coords = {}
     for d in dims:
         n, h = int(shape[d]), float(step[d])

@@ -62,17 +62,35 @@ def ray_field(
     chunks of lazy times and predecessors (default: dask's current scheduler); ``times``:
     the field's reader, when the caller has one already (its blocks are then read once).
     """
+    attrs = result.attrs
+    recorded = [f"radius_{d}" for d in grid.dims] + ["weights", "precision"]
+    missing = [name for name in recorded if name not in attrs]
+    missing += [
+        f"source_{d}"
+        for d in grid.dims
+        if f"source_{d}" not in result.variables and f"source_{d}" not in attrs
+    ]
+    if missing:
+        # The solve's star, weights and source decide every leg: never guessed.
+        raise InputError(
+            f"the result does not record how it was solved (missing attrs {missing}): rays "
+            "need the Dataset traveltime(..., predecessors=True) returned, attributes kept"
+        )
+    if attrs["weights"] not in WEIGHT_RULES:
+        raise InputError(
+            f"the result's weights {attrs['weights']!r} are not one of {sorted(WEIGHT_RULES)}"
+        )
     return RayField(
-        source={d: _source_position(result, d) for d in result["traveltime"].dims},
+        source={d: _source_position(result, d) for d in grid.dims},
         times=times
         if times is not None
         else NodeValues(result["traveltime"].transpose(*grid.dims).data, client=client),
         predecessor=NodeValues(result["predecessor"].transpose(*grid.dims).data, client=client),
         slowness=slowness if slowness is not None else grid.slowness_values(),
         offsets=np.asarray(result["star_offset"].values, dtype=np.int64),
-        radius=tuple(int(result.attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x")),
-        rule=WEIGHT_RULES[result.attrs["weights"]],
-        dtype=np.dtype(result.attrs["precision"]),
+        radius=tuple(int(attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x")),  # y: 2D
+        rule=WEIGHT_RULES[attrs["weights"]],
+        dtype=np.dtype(attrs["precision"]),
     )
 
 

@@ -166,6 +166,16 @@ def test_load_velocity_errors(tmp_path, model):
         rg.load_velocity(tmp_path / "m.npy", units="m/s")
     with pytest.raises(rg.InputError, match="m.npy: velocity has no 'units'"):
         rg.load_velocity(tmp_path / "m.npy", spacing=10.0)
+    with pytest.raises(rg.InputError, match=r"m.npy: spacing is given per dim .*missing \['x'\]"):
+        rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing={"z": 10.0})
+    with pytest.raises(rg.InputError, match=r"m.npy: origin .*unknown \['y'\]"):
+        rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"y": 1.0})
+    with pytest.raises(rg.InputError, match=r"dims \('z', 'y', 'x'\) for a 2D array"):
+        rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, dims=("z", "y", "x"))
+    shifted = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"x": 5.0})
+    assert float(shifted["x"][0]) == 5.0 and float(shifted["z"][0]) == 0.0
+    with pytest.raises(rg.InputError, match=r"spacing is given per dim .*missing \['x'\]"):
+        rg.gradient_model({"z": 5, "x": 4}, {"z": 10.0}, 1000.0, 2000.0)
     two = xr.Dataset({"vp": model, "vs": model / 2})
     two.to_zarr(tmp_path / "two.zarr", zarr_format=3, consolidated=False)
     with pytest.raises(rg.InputError, match="name the velocity with variable"):

@@ -123,6 +123,25 @@ def test_raypath_needs_predecessors(velocity):
 
 
 @pytest.mark.parametrize(
+    "drop", [["radius_z", "radius_x"], ["weights"], ["precision"], ["source_z"]]
+)
+def test_raypath_refuses_a_result_that_lost_how_it_was_solved(velocity, drop):
+    # Without its radius a ray's last leg would be chosen from another star: a wrong time,
+    # not an error, unless refused.
+    result = traveltime(velocity, SOURCE, predecessors=True, radius=2)
+    result.attrs = {k: v for k, v in result.attrs.items() if k not in drop}
+    with pytest.raises(InputError, match=rf"missing attrs \[{drop[0]!r}"):
+        raypath(result, {"z": 15.0, "x": 13.0})
+
+
+def test_raypath_refuses_unknown_weights(velocity):
+    result = traveltime(velocity, SOURCE, predecessors=True, radius=2)
+    result.attrs["weights"] = "fast"
+    with pytest.raises(InputError, match="weights 'fast' are not one of"):
+        raypath(result, {"z": 15.0, "x": 13.0})
+
+
+@pytest.mark.parametrize(
     "radius, message",
     [
         (0, "radius along 'z' must be >= 1"),
