@@ -1,4 +1,4 @@
-"""CPU tile solver: multi-seeded binary-heap Dijkstra on the Moser grid graph (Numba).
+"""CPU tile solver: multi-seeded Dijkstra (4-ary indexed heap) on the Moser grid graph (Numba).
 
 This is the sequential reference of docs/method.md section 1 and the CPU "tile solver" of
 section 2: given slownesses, seeded nodes with finite times and a forward star, return every
@@ -273,7 +273,7 @@ def dijkstra(
     predecessor: np.ndarray | None = None,
     dtype: np.dtype | type = np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-seeded shortest-path traveltimes with an indexed binary heap (decrease-key).
+    """Multi-seeded shortest-path traveltimes with an indexed 4-ary heap (decrease-key).
 
     Parameters
     ----------

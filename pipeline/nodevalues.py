@@ -78,6 +78,10 @@ class NodeValues:
                 values = convert(values)
         self.values = values
         self.shape3 = tuple(int(n) for n in values.shape)
+        # The values' type as read: converted blocks may differ from the array (float32
+        # velocity, float64 slowness). A probe value, so nothing of the array is read.
+        probe = np.ones((1, 1, 1), dtype=values.dtype)
+        self.dtype = (convert(probe) if self.lazy and convert is not None else probe).dtype
         self._convert = convert
         self._client = client
         self._cache_bytes = int(CACHE_BYTES if cache_bytes is None else cache_bytes)
@@ -110,7 +114,7 @@ class NodeValues:
         keys = flat // self._block
         unique, which = np.unique(keys, axis=0, return_inverse=True)
         blocks = self._blocks([tuple(int(k) for k in key) for key in unique])
-        out = np.empty(len(flat), dtype=self.values.dtype)
+        out = np.empty(len(flat), dtype=self.dtype)
         within = flat - keys * self._block
         for k, block in enumerate(blocks):
             chosen = which.reshape(-1) == k
@@ -126,7 +130,7 @@ class NodeValues:
             return np.ascontiguousarray(self.values[tuple(map(slice, low, high))])
         keys = self._keys(low, high)
         blocks = self._blocks(keys)
-        out = np.empty(tuple(high - low), dtype=blocks[0].dtype)
+        out = np.empty(tuple(high - low), dtype=self.dtype)
         for key, block in zip(keys, blocks):
             start = np.array(key) * self._block
             first = np.maximum(low, start)
@@ -159,7 +163,7 @@ class NodeValues:
         ]
 
     def _block_bytes(self) -> int:
-        return int(np.prod(self._block)) * self.values.dtype.itemsize
+        return int(np.prod(self._block)) * self.dtype.itemsize
 
     def _blocks(self, keys: list[tuple[int, int, int]]) -> list[np.ndarray]:
         """Blocks of a lazy array, from the cache or read (the missing ones in one

@@ -53,7 +53,7 @@ ALGORITHMS = {"cpu": ("dijkstra",), "cuda": ("pull", "near-far")}
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
 
 METHODS = {
-    "dijkstra": "shortest-path ray tracing (Moser 1991): multi-seeded binary-heap Dijkstra",
+    "dijkstra": "shortest-path ray tracing (Moser 1991): multi-seeded Dijkstra, 4-ary indexed heap",
     "pull": "shortest-path ray tracing (Moser 1991): GPU pull relaxation over shared-memory "
     "tiles with an update map (Monsegny & Agudelo 2013; Kanoksirirath)",
     "near-far": "shortest-path ray tracing (Moser 1991): GPU Near-Far push relaxation "

@@ -91,6 +91,21 @@ def test_the_cache_is_bounded(small_blocks, monkeypatch):
     assert NodeValues(da.zeros((4, 4), chunks=2))._cache_bytes == 123
 
 
+def test_converted_values_keep_the_converted_type(small_blocks):
+    # A float32 velocity model read as float64 slowness: every read gives the converted
+    # floats, not float32 roundings of them.
+    values = np.random.default_rng(5).uniform(1000.0, 3000.0, (6, 5, 9)).astype(np.float32)
+    lazy = NodeValues(da.from_array(values, chunks=3), convert=lambda v: 1.0 / v.astype(float))
+    whole = 1.0 / values.astype(float)
+    nodes = np.array([[0, 0, 0], [5, 4, 8], [3, 2, 6]])
+    assert lazy.dtype == np.float64
+    np.testing.assert_array_equal(lazy.at(nodes), whole[tuple(nodes.T)])
+    assert lazy.at(nodes).dtype == np.float64
+    assert lazy.value(nodes[1]) == whole[5, 4, 8]
+    np.testing.assert_array_equal(lazy.box((1, 1, 1), (6, 5, 9)), whole[1:, 1:, 1:])
+    assert lazy._block_bytes() == 4 * 4 * 4 * 8
+
+
 def test_a_lazy_array_is_never_computed_whole(small_blocks):
     values = da.from_array(np.ones((12, 12, 12)), chunks=6)
     computed = []
