@@ -322,6 +322,40 @@ def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> f
     return time.perf_counter() - start
 
 
+def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None = None) -> None:
+    """Refuse a CUDA pull solve no GPU can launch (tiles whose halo, slowness and ``batch``
+    time tiles, default ``options.batch``, exceed a block's shared memory) before anything
+    runs: on a worker it would fail only once the survey is under way."""
+    if options.backend != "cuda" or options.algorithm != "pull":
+        return
+    from ..kernels.cuda.pull_solver import check_launch, pull_layout
+
+    batch = options.batch if batch is None else batch
+    layout = pull_layout(grid.shape3, star.radius)
+
+    def fits(batch: int, dtype: Any) -> bool:
+        try:
+            check_launch(layout, batch, dtype)
+        except ValueError:
+            return False
+        return True
+
+    if fits(batch, options.dtype):
+        return
+    hints = ["a smaller radius"]  # what would fit, of what a user can change
+    if batch > 1 and fits(1, options.dtype):
+        hints.insert(0, "a smaller batch (a workflow's compute.cuda_batch)")
+    if options.precision == "float64" and fits(batch, np.float32):
+        hints.append('precision="float32"')
+    if len(hints) == 1:  # Near-Far keeps no tiles in shared memory
+        hints.append('algorithm="near-far" (untiled)')
+    raise InputError(
+        f"the CUDA pull solver cannot run radius {tuple(star.radius)} with batch {batch} in "
+        f"{options.precision}: its tiles with their halo need more shared memory than a "
+        f"block has; use {' or '.join(hints)}"
+    )
+
+
 def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, threads, predecessors):
     """Refuse, before anything large is allocated, a solve this machine cannot hold
     (:mod:`raygrid.pipeline.memory`)."""
@@ -442,6 +476,7 @@ def traveltimes(
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source")  # all checked before anything is solved
 
+    check_launchable(grid, star, options)
     _check_memory(grid, star, options, len(positions), threads, predecessors)
     seeds = []
     for position in positions:

@@ -16,7 +16,7 @@ from .cluster import SCHEDULER_CONFIG
 from .decompose import solve_tiled
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
-from .solve import Options, solver_attrs, source_seeds, with_predecessors
+from .solve import Options, check_launchable, solver_attrs, source_seeds, with_predecessors
 from .tiles import TileGrid, tile_grid
 
 __all__ = ["traveltime_tiled", "tiled_geometry", "chunked_by_tiles", "cluster_client"]
@@ -66,13 +66,14 @@ def chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.Dat
 
 def tiled_geometry(tiles: Mapping[str, int], grid: Grid, star: Star, options: Options) -> TileGrid:
     """The tiles of a tiled solve, or an :class:`InputError` for tiles or options it cannot
-    take (a tile smaller than the halo, Near-Far); a workflow is checked with this before
-    anything runs."""
+    take (a tile smaller than the halo, Near-Far, a radius the CUDA pull solver cannot
+    launch); a workflow is checked with this before anything runs."""
     if options.algorithm == "near-far":
         raise InputError(
             "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
             "single-domain only"
         )
+    check_launchable(grid, star, options, batch=1)  # tiles are solved one source at a time
     return tile_grid(tiles, grid.dims, grid.shape3, star.radius)
 
 

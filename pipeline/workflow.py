@@ -48,7 +48,7 @@ from .grid import Grid, grid_from_velocity
 from .io import load_velocity
 from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import Points, resolve_points
-from .solve import Options, check_options
+from .solve import Options, check_launchable, check_options
 from .yamlfile import YamlDocument, format_problems, load_yaml, validate_yaml
 
 __all__ = [
@@ -373,6 +373,11 @@ def prepare_workflow(
         )
     except InputError as error:
         raise _located(workflow, ("compute", "backend"), error) from None
+    if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
+        try:
+            check_launchable(grid, star, options)
+        except InputError as error:
+            raise _located(workflow, ("compute", "cuda_batch"), error) from None
     points = {}
     indices = {}
     for key, what in (("sources", "source"), ("receivers", "receiver")):

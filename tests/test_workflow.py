@@ -234,6 +234,31 @@ def test_tiles_are_validated(tmp_path):
         prepare_workflow(read_workflow(write(tmp_path, near_far)), here=False, values=False)
 
 
+def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path):
+    # Found on a worker, once the survey was under way, as a traceback (ValueError).
+    batched = SMALL + "compute:\n  backend: cuda\n  cuda_batch: 16\n"
+    with pytest.raises(
+        InputError,
+        match=r"wf.yaml:15: compute.cuda_batch: the CUDA pull solver cannot run radius "
+        r"\(2, 0, 2\) with batch 16 in float64: .*use a smaller batch .* or a smaller radius "
+        r'or precision="float32"$',
+    ):
+        prepare_workflow(read_workflow(write(tmp_path, batched)), here=False, values=False)
+    fits = batched.replace("cuda_batch: 16", "cuda_batch: 8")
+    prepare_workflow(read_workflow(write(tmp_path, fits)), here=False, values=False)
+    # A tiled solve relaxes one source at a time: its batch does not count, its radius does.
+    tiled = batched + "  tiles: {z: 8, y: 8, x: 8}\n"
+    cube = tiled.replace("shape: {z: 21, x: 31}", "shape: {z: 21, y: 21, x: 21}")
+    cube = cube.replace("{z: 0.0, x: 100.0}", "{z: 0.0, y: 0.0, x: 100.0}")
+    cube = cube.replace("{z: 0.0, x: 200.0}", "{z: 0.0, y: 0.0, x: 200.0}")
+    cube = cube.replace("{z: 200.0, x: 0.0}", "{z: 200.0, y: 0.0, x: 0.0}")
+    cube = cube.replace("{z: 200.0, x: 300.0}", "{z: 200.0, y: 0.0, x: 200.0}")
+    prepare_workflow(read_workflow(write(tmp_path, cube)), here=False, values=False)
+    wide = cube.replace("radius: 2", "radius: 4")
+    with pytest.raises(InputError, match=r"compute.tiles: .*radius \(4, 4, 4\) with batch 1 "):
+        prepare_workflow(read_workflow(write(tmp_path, wide)), here=False, values=False)
+
+
 def test_fingerprint_follows_the_tiles_only_when_rays_are_stored(tmp_path):
     # Tied paths may be broken differently under other tiles: other rays, same times.
     def fingerprint(text: str) -> str:

@@ -44,7 +44,10 @@ from .pull import (
 )
 from .weights import precompute_weights_gpu
 
-__all__ = ["PullSolver", "solve_pull", "default_delta", "DELTA_TILES", "SCHEDULES"]
+__all__ = [
+    "PullSolver", "solve_pull", "pull_layout", "check_launch", "default_delta", "DELTA_TILES",
+    "SCHEDULES",
+]  # fmt: skip
 
 logger = logging.getLogger("raygrid")
 
@@ -64,6 +67,23 @@ SCHEDULES = ("passes", "cooperative", "phases")
 
 #: Set once a cooperative launch failed in this process (e.g. no cudadevrt to link).
 _cooperative_failed = False
+
+
+def pull_layout(
+    shape3: tuple[int, int, int],
+    radius: tuple[int, int, int],
+    block: tuple[int, int, int] | None = None,
+) -> PaddedLayout:
+    """The padded tiles a :class:`PullSolver` on ``shape3`` uses: ``block``, or the default
+    tile for 2D or 3D grown to at least the halo along each axis.
+
+    What :func:`~raygrid.kernels.cuda.pull.check_launch` checks, so a caller can refuse a
+    configuration before any GPU is touched.
+    """
+    if block is None:
+        default = DEFAULT_BLOCK_2D if shape3[1] == 1 else DEFAULT_BLOCK_3D
+        block = tuple(max(b, r) for b, r in zip(default, radius))  # tiles >= halo
+    return PaddedLayout(tuple(shape3), tuple(radius), tuple(block))
 
 
 class PullSolver:
@@ -142,10 +162,7 @@ class PullSolver:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        if block is None:
-            default = DEFAULT_BLOCK_2D if slowness.shape[1] == 1 else DEFAULT_BLOCK_3D
-            block = tuple(max(b, r) for b, r in zip(default, star.radius))  # tiles >= halo
-        layout = PaddedLayout(slowness.shape, star.radius, tuple(block))
+        layout = pull_layout(slowness.shape, star.radius, block)
         dtype = np.dtype(dtype)
         check_launch(layout, batch, dtype)
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
@@ -164,7 +181,7 @@ class PullSolver:
             weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
         self._model = (slowness_padded, *tables, weights)
         self._kernels = pull_kernels(
-            tuple(block), star, batch, dtype.type, precomputed, max_inner, rule
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
