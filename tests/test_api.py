@@ -70,6 +70,37 @@ def test_anisotropic_spacing_and_mean_rule():
     assert float(exact.sel(z=0.0, x=300.0)) == pytest.approx(300.0 / 1500.0, rel=1e-14)
 
 
+def test_mean_rule_reaches_the_solver_and_the_rays():
+    # A constant model cannot tell the rules apart: a checkerboard does. The pipeline's
+    # field is the kernel's Dijkstra under MEAN, and rays re-add MEAN legs.
+    from raygrid.kernels import MEAN, dijkstra, forward_star
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.solve import source_seeds
+
+    velocity = rg.checkerboard(
+        rg.gradient_model({"z": 15, "x": 17}, 10.0, 1000.0, 2500.0), 30.0, 0.3
+    )
+    source = {"z": 0.0, "x": 45.0}
+    mean = rg.traveltime(velocity, source, radius=3, weights="mean", predecessors=True)
+    exact = rg.traveltime(velocity, source, radius=3)
+    grid = grid_from_velocity(velocity)
+    star = forward_star(grid.radius3(3))
+    nodes, times = source_seeds(grid, star, grid.to_index(source))
+    expected, _ = dijkstra(
+        grid.slowness, np.array(grid.spacing3), star, grid.flat(nodes), times, rule=MEAN
+    )
+    np.testing.assert_array_equal(mean["traveltime"].values, expected.reshape(grid.shape))
+    assert not np.array_equal(mean["traveltime"].values, exact.values)
+    on_node = {"z": 140.0, "x": 160.0}
+    assert rg.raypath(mean, on_node).attrs["traveltime"] == float(mean["traveltime"].sel(on_node))
+    off_node = {"z": 101.0, "x": 33.0}
+    at = float(rg.traveltime_at(mean, off_node))
+    assert rg.raypath(mean, off_node).attrs["traveltime"] == at
+    assert at != float(
+        rg.traveltime_at(rg.traveltime(velocity, source, radius=3, predecessors=True), off_node)
+    )
+
+
 def test_float32(model):
     a = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=3)
     b = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=3, precision="float32")
