@@ -569,7 +569,7 @@ def traveltime(
         or a lazily opened Zarr array: each worker reads only its tiles.
     client : distributed.Client, optional
         Where a tiled solve runs; by default the current client, else a ``LocalCluster``
-        that raygrid starts (printing its dashboard link) and closes after the solve.
+        that raygrid starts (its dashboard link on stderr) and closes after the solve.
 
     Returns
     -------

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
 
 from ..kernels import Star, forward_star
-from .cluster import SCHEDULER_CONFIG
+from .cluster import LocalConfig, connect
 from .decompose import solve_tiled
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
@@ -23,22 +24,23 @@ __all__ = ["traveltime_tiled", "tiled_geometry", "chunked_by_tiles", "cluster_cl
 
 
 @contextlib.contextmanager
-def cluster_client(client: Any = None):
-    """The given client, the current one, or a LocalCluster started (and closed) here."""
-    from distributed import Client, LocalCluster, get_client
+def cluster_client(client: Any = None) -> Iterator[tuple[Any, bool]]:
+    """``(client, owned)``: the given client, the current one, or one on a LocalCluster
+    started (and closed) here like every cluster raygrid starts (:func:`connect`: its
+    scheduler settings, Ctrl-C handling and clear errors), its dashboard link on stderr."""
+    from distributed import get_client
 
+    if client is None:
+        try:
+            client = get_client()
+        except ValueError:  # no current client
+            client = None
     if client is not None:
         yield client, False
         return
-    with contextlib.suppress(ValueError):
-        yield get_client(), False
-        return
-    # Started like raygrid's other clusters: no work stealing (it would only move tile
-    # states between workers) and no replica dropping.
-    with dask.config.set(SCHEDULER_CONFIG):
-        cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0")
-    with cluster, Client(cluster) as own:
-        print(f"raygrid started a Dask cluster; dashboard: {own.dashboard_link}", flush=True)
+    config = LocalConfig(cluster="local", dashboard_address=":0")
+    echo = partial(print, "raygrid started a Dask cluster;", file=sys.stderr, flush=True)
+    with connect(config, echo=echo) as own:
         yield own, True
 
 

@@ -346,7 +346,19 @@ def test_raygrid_starts_its_own_cluster_when_none_is_given(tmp_path):
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "dashboard: http://" in run.stdout and "ok" in run.stdout
+    assert "raygrid started a Dask cluster; dashboard: http://127.0.0.1:" in run.stderr
+    assert run.stdout == "ok\n"  # a library's notes go to stderr
+
+
+def test_errors_in_a_solve_on_the_current_client_reach_the_caller(client):
+    # A ValueError raised while the current client was in use was swallowed, and a second
+    # cluster started on top: "generator didn't stop after throw()".
+    from raygrid.pipeline.tiled import cluster_client
+
+    with pytest.raises(ValueError, match="raised in the solve"):
+        with cluster_client() as (active, owned):
+            assert active is client and not owned
+            raise ValueError("raised in the solve")
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="CUDA simulator")
