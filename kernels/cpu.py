@@ -15,6 +15,7 @@ from numba.extending import overload
 from .graph import MoserGraph, moser_graph
 from .heap import heap_grow, heap_lower, heap_new, heap_pop
 from .rules import EXACT, MEAN, WEIGHT_RULES
+from .seeds import checked_seeds
 from .segment import mean_slowness_time, segment_time
 from .star import Star
 
@@ -366,7 +367,13 @@ def dijkstra_graph(
         weights = np.empty((0, 0), dtype=times.dtype)
     elif weights.dtype != times.dtype:
         raise ValueError(f"precomputed weights are {weights.dtype}, the times {times.dtype}")
-    targets = np.empty(0, dtype=np.int64) if target_nodes is None else interior[target_nodes]
+    seed_nodes, seed_times = checked_seeds(seed_nodes, seed_times, n_nodes, times.dtype)
+    targets = np.empty(0, dtype=np.int64)
+    if target_nodes is not None:
+        target_nodes = np.asarray(target_nodes, dtype=np.int64)
+        if target_nodes.size and (target_nodes.min() < 0 or target_nodes.max() >= n_nodes):
+            raise ValueError(f"target nodes must be in [0, {n_nodes})")
+        targets = interior[target_nodes]
     crossings = graph.crossings
     _dijkstra(
         graph.slowness,
@@ -384,8 +391,8 @@ def dijkstra_graph(
         settled,
         # The heap's index of each node (4 bytes a node while the padded grid allows).
         np.full(size, -1, np.int32 if size < 2**31 else np.int64),
-        interior[np.asarray(seed_nodes, dtype=np.int64)],
-        np.asarray(seed_times, dtype=times.dtype),
+        interior[seed_nodes],
+        seed_times,
         targets,
         times_padded,
         predecessor_padded,

@@ -247,18 +247,41 @@ def test_bad_arguments_are_clear_errors(kwargs, message):
         solve_near_far(slowness, np.ones(3), star, [([0], [0.0])], **kwargs)
 
 
+def _cpu(slowness, spacing, star, seeds):
+    from raygrid.kernels import dijkstra
+
+    return dijkstra(slowness, spacing, star, *seeds[0])
+
+
+def _pull(slowness, spacing, star, seeds):
+    from raygrid.kernels.cuda.pull_solver import solve_pull
+
+    return solve_pull(slowness, spacing, star, seeds, block=(2, 1, 2))
+
+
+@pytest.mark.parametrize("solve", [_cpu, _pull, solve_near_far], ids=["cpu", "pull", "near-far"])
 @pytest.mark.parametrize(
     "seeds, message",
     [
         ([([0], [-1.0])], "seed times must be finite and >= 0"),
+        ([([0], [np.inf])], "seed times must be finite and >= 0"),
         ([([16], [0.0])], r"seed nodes must be in \[0, 16\)"),
-        ([([0, 1], [0.0])], "as many seed times as seed nodes"),
+        ([([-1], [0.0])], r"seed nodes must be in \[0, 16\)"),  # wrapped to node 15
+        ([([0, 1], [0.0])], "2 seed nodes but 1 seed times"),
     ],
 )
-def test_bad_seeds_are_clear_errors(seeds, message):
+def test_bad_seeds_are_clear_errors_in_every_solver(solve, seeds, message):
     slowness = np.full((4, 1, 4), 1e-3)
     with pytest.raises(ValueError, match=message):
-        solve_near_far(slowness, np.ones(3), forward_star((1, 0, 1)), seeds)
+        solve(slowness, np.ones(3), forward_star((1, 0, 1)), seeds)
+
+
+def test_a_negative_target_is_refused():
+    from raygrid.kernels import dijkstra
+
+    with pytest.raises(ValueError, match=r"target nodes must be in \[0, 16\)"):
+        dijkstra(np.full((4, 1, 4), 1e-3), np.ones(3), forward_star((1, 0, 1)), [0], [0.0],
+                 target_nodes=np.array([-1]))  # fmt: skip
 
 
 # Compiled for the H100/H200 (sm_90) with no GPU and no driver, in a subprocess because

@@ -21,6 +21,7 @@ from numba import cuda, float32, float64, int32, uint64
 
 from ..layout import PaddedLayout
 from ..rules import EXACT
+from ..seeds import checked_seeds
 from ..star import Star
 from .arrays import from_padded, to_padded
 from .device import edge_weight_gpu, simulating
@@ -470,7 +471,9 @@ class NearFarSolver:
             The previous node of ``v`` is ``v - star.offsets[predecessor[v]]``; ``-1`` for
             seeds and unreached nodes.
         """
-        sources = [_checked_seeds(nodes, times, self.n_real, self.dtype) for nodes, times in seeds]
+        sources = [checked_seeds(nodes, times, self.n_real, self.dtype) for nodes, times in seeds]
+        if any(not len(nodes) for nodes, _ in sources):
+            raise ValueError("each source needs at least one seed")
         if targets is None or len(targets) == 0:
             targets_d, n_targets = cuda.to_device(np.zeros(1, dtype=np.int64)), 0
         else:
@@ -579,25 +582,6 @@ def solve_near_far(
     if return_stats:
         return times, predecessor, stats
     return times, predecessor
-
-
-def _checked_seeds(nodes, times, n_real: int, dtype: np.dtype):
-    """Distinct seed nodes with their smallest time, checked."""
-    nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
-    times = np.asarray(times, dtype=np.float64).reshape(-1)
-    if nodes.size == 0 or nodes.size != times.size:
-        raise ValueError("each source needs as many seed times as seed nodes, at least one")
-    if nodes.min() < 0 or nodes.max() >= n_real:
-        raise ValueError(f"seed nodes must be in [0, {n_real})")
-    if not np.all(np.isfinite(times) & (times >= 0)):
-        raise ValueError("seed times must be finite and >= 0")
-    # Rounded to the solve's precision as the CPU does; + 0.0 turns -0.0 into +0.0, whose
-    # bit pattern orders first in the packed float32 atomic min.
-    times = times.astype(dtype) + dtype.type(0)
-    distinct, first = np.unique(nodes, return_inverse=True)
-    smallest = np.full(distinct.size, np.inf, dtype=dtype)
-    np.minimum.at(smallest, first, times)
-    return distinct, smallest
 
 
 def _default_blocks(threads: int) -> int:

@@ -28,6 +28,7 @@ from ..bounds import reach_lengths
 from ..crossings import star_crossings
 from ..layout import PaddedLayout
 from ..rules import EXACT
+from ..seeds import checked_seeds
 from ..star import Star
 from . import tile_queue
 from .arrays import fill, from_padded, scatter, to_padded
@@ -324,12 +325,8 @@ class PullSolver:
         first_pending = np.full(layout.n_blocks, np.inf)
         seed_real, seed_index, seed_time = [], [], []
         for s, (nodes, values) in enumerate(group):
-            nodes = np.asarray(nodes, dtype=np.int64)
-            values = np.asarray(values, dtype=dtype)
             # Several seeds on one node keep the smallest time, as in the CPU solver.
-            unique, where = np.unique(nodes, return_inverse=True)
-            lowest = np.full(len(unique), np.inf, dtype=dtype)
-            np.minimum.at(lowest, where, values)
+            unique, lowest = checked_seeds(nodes, values, n_nodes, dtype)
             seed_real.append(s * n_nodes + unique)
             seed_index.append(s * n_padded + layout.padded_flat(unique))
             seed_time.append(lowest)
