@@ -145,7 +145,7 @@ def _relax(times, predecessor, keys, nodes, position, size, t, v, k):
 
 @numba.njit(cache=True, nogil=True)
 def _settle(
-    slowness, step, half, is_forward, cross_start, cross_step, cross_fraction, cross_length,
+    slowness, step, half, cross_start, cross_step, cross_fraction, cross_length,
     floor, reach, weights, unpadded, settled, wanted, remaining, times, predecessor, keys,
     nodes, position, size,
 ):  # fmt: skip
@@ -216,7 +216,6 @@ def _dijkstra(
     slowness,
     step,
     half,
-    is_forward,
     cross_start,
     cross_step,
     cross_fraction,
@@ -252,7 +251,7 @@ def _dijkstra(
             size = heap_lower(keys, nodes, position, size, times[s], s)
     while size > 0:
         size = _settle(
-            slowness, step, half, is_forward, cross_start, cross_step, cross_fraction,
+            slowness, step, half, cross_start, cross_step, cross_fraction,
             cross_length, floor, reach, weights, unpadded, settled, wanted, remaining, times,
             predecessor, keys, nodes, position, size,
         )  # fmt: skip
@@ -379,7 +378,6 @@ def dijkstra_graph(
         graph.slowness,
         graph.step,
         star.half,
-        star.is_forward,
         crossings.start,
         crossings.step,
         crossings.fraction,

@@ -8,7 +8,11 @@ __all__ = ["InputError", "InputWarning"]
 class InputError(ValueError):
     """Bad input (model, source, receiver, option or file), with a message naming the problem.
 
-    Raised before anything is computed or written.
+    Checked before anything is computed or written wherever the input can be seen whole
+    first; a lazy model's values are also checked block by block where they are read
+    (the legs of rays and receivers), so a bad value there may stop a survey part-way,
+    its finished sources kept. Results that do not hold what they should (a result
+    without its solve's attributes, predecessors forming a cycle) are refused with it too.
     """
 
 

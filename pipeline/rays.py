@@ -180,17 +180,8 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
         raise InputError("raypath needs the Dataset returned by traveltime(..., predecessors=True)")
     if "source" in result["traveltime"].dims:
         raise InputError("raypath takes one source: pass result.isel(source=i)")
-    return ray_on_grid(result, receiver, grid_from_velocity(result["velocity"]))
-
-
-def ray_on_grid(result: xr.Dataset, receiver: Mapping[str, float], grid: Grid) -> xr.Dataset:
-    """:func:`raypath` on the already checked ``grid`` of ``result["velocity"]``."""
-    return trace_ray(ray_field(result, grid), receiver, grid)
-
-
-def trace_ray(field: RayField, receiver: Mapping[str, float], grid: Grid) -> xr.Dataset:
-    """:func:`raypath` from a :class:`RayField` (see :func:`trace_rays`)."""
-    return trace_rays(field, [receiver], grid)[0]
+    grid = grid_from_velocity(result["velocity"])
+    return trace_rays(ray_field(result, grid), [receiver], grid)[0]
 
 
 def trace_rays(

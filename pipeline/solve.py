@@ -441,8 +441,9 @@ def traveltimes(
         CUDA pull: sources relaxed together by each thread block, so each weight computed
         serves ``batch`` sources.
     precompute : bool, default False
-        Compute every edge weight once (``N * n_offsets / 2`` values) and reuse it for all
-        sources, instead of computing weights on the fly.
+        Compute every edge weight once (a value per node and forward offset, half the
+        star, on the grid padded by the radius) and reuse it for all sources, instead of
+        computing weights on the fly.
     threads : int, optional
         CPU: sources solved at once (default: one per core).
     progress : bool, default False

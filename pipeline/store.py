@@ -28,7 +28,6 @@ version; ``complete`` turns true after the final step.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -532,11 +531,6 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
     if points.shape[0] == 0:
         encoding = {name: {"chunks": (1,) * rays[name].ndim} for name in rays.data_vars}
     rays.to_zarr(spec.path, mode="a", zarr_format=3, consolidated=False, encoding=encoding)
-
-
-def workflow_of(state: StoreState) -> dict:
-    """The workflow stored in a store's attributes, as a dict (empty if none)."""
-    return json.loads(state.workflow) if state.workflow else {}
 
 
 def version_attrs() -> dict:

@@ -131,7 +131,7 @@ def test_rays_of_a_lazy_field_are_walked_in_step(small_blocks):
     the longest ray at a time, not ray by ray and block by block, and give the same rays."""
     import raygrid.pipeline as rg
     from raygrid.pipeline.grid import grid_from_velocity
-    from raygrid.pipeline.rays import ray_field, trace_ray, trace_rays
+    from raygrid.pipeline.rays import ray_field, trace_rays
 
     velocity = rg.gradient_model({"z": 30, "x": 40}, 10.0, 1000.0, 3000.0)
     result = rg.traveltime(velocity, {"z": 5.0, "x": 12.5}, radius=2, predecessors=True)
@@ -149,7 +149,7 @@ def test_rays_of_a_lazy_field_are_walked_in_step(small_blocks):
         for name in [*grid.dims, "time"]:
             np.testing.assert_array_equal(ray[name].values, expected[name].values)
         assert ray.attrs == expected.attrs
-        trace_ray(one_by_one, receiver, grid)
+        trace_rays(one_by_one, [receiver], grid)  # one ray at a time
     longest = max(ray.sizes["point"] for ray in rays)
     assert field.predecessor.computations <= longest
     assert field.predecessor.computations < one_by_one.predecessor.computations / 2

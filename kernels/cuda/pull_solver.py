@@ -104,8 +104,9 @@ class PullSolver:
     rule : int
         Weight rule (:data:`raygrid.kernels.EXACT` or :data:`raygrid.kernels.MEAN`).
     precomputed : bool
-        Precompute every edge weight once on the device (``N * n_offsets / 2`` values) and
-        read them; otherwise compute each weight in the kernel from the shared slowness tile.
+        Precompute every edge weight once on the device (a value per padded node and forward
+        offset, half the star) and read them; otherwise compute each weight in the kernel
+        from the shared slowness tile.
     dtype : numpy dtype
         Precision of the times; weights are computed in float64 and rounded once to it.
     block : tuple of int, optional
