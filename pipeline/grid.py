@@ -125,15 +125,29 @@ class Grid:
         high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
         return low, high
 
+    @staticmethod
+    def on_node(point3: np.ndarray) -> bool:
+        """Whether a point in node-index units (:meth:`to_index`, which snaps points within
+        rounding of a node onto it) is a node: the one test of sources, receivers and legs."""
+        return bool(np.all(point3 == np.round(point3)))
+
+    def reach_nodes(self, point3: np.ndarray, radius3: tuple[int, int, int]) -> np.ndarray:
+        """The nodes ``(k, 3)`` a point is joined to: its node, or the forward-star box
+        around the cell holding it (a source's seeds, a receiver's candidates for
+        :meth:`last_leg`)."""
+        if self.on_node(point3):
+            return np.asarray(point3).astype(np.int64)[np.newaxis]
+        return point_box(point3, radius3, self.shape3)
+
     def reach_box(
         self, point3: np.ndarray, radius3: tuple[int, int, int]
     ) -> tuple[np.ndarray, np.ndarray]:
         """The box ``low <= node < high`` that a point's time reads (:meth:`last_leg`): its
         node, or the forward-star box around its cell with the cells the legs cross."""
-        if np.all(point3 == np.round(point3)):
-            node = np.asarray(point3).astype(np.int64)
-            return node, node + 1
-        return self.leg_box(point3, point_box(point3, radius3, self.shape3))
+        nodes = self.reach_nodes(point3, radius3)
+        if self.on_node(point3):
+            return nodes[0], nodes[0] + 1
+        return self.leg_box(point3, nodes)
 
     def last_leg(
         self,
@@ -148,7 +162,7 @@ class Grid:
         ``t(n) + leg(n, point)`` (docs/method.md section 3): the one rule behind a survey's
         receiver times, :func:`~raygrid.pipeline.traveltime_at` and a ray's last leg.
         """
-        box = point_box(point3, radius3, self.shape3)
+        box = self.reach_nodes(point3, radius3)
         legs = self.leg_times(point3, box, slowness)
         values = times.at(box)
         best = int(np.argmin(values + legs))

@@ -46,7 +46,7 @@ def receiver_times(
     """
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
-    on_node = [bool(np.all(r == np.round(r))) for r in receiver_index]
+    on_node = [grid.on_node(r) for r in receiver_index]
     if times.lazy or (slowness is not None and slowness.lazy):
         # The blocks every receiver needs, read in one go each (in memory: nothing to do).
         boxes = [grid.reach_box(r, star.radius) for r in receiver_index]

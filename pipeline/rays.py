@@ -122,7 +122,7 @@ def _node_paths(field: RayField, ends: np.ndarray) -> list[np.ndarray]:
 def _leg_box(a: np.ndarray, b: np.ndarray, between_nodes: bool) -> tuple[np.ndarray, np.ndarray]:
     """The box of cells a leg crosses (what :func:`_leg` reads)."""
     if not between_nodes:
-        node, point = (a, b) if np.all(a == np.round(a)) else (b, a)
+        node, point = (a, b) if Grid.on_node(a) else (b, a)
         return Grid.leg_box(point, node)
     a, b = a.astype(np.int64), b.astype(np.int64)
     return np.minimum(a, b), np.maximum(a, b) + 1
@@ -136,7 +136,7 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     """
     h = grid.spacing3
     if not between_nodes:  # a first or last leg: one end is a node, the other a point
-        node, point = (a, b) if np.all(a == np.round(a)) else (b, a)
+        node, point = (a, b) if Grid.on_node(a) else (b, a)
         return float(grid.leg_times(point, node.astype(np.int64), field.slowness)[0])
     low, high = _leg_box(a, b, True)
     block = field.slowness.box(low, high)
@@ -194,7 +194,7 @@ def trace_rays(
     every ray."""
     source3 = grid.to_index(field.source, "source")
     receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
-    on_node = [bool(np.all(r == np.round(r))) for r in receivers3]
+    on_node = [grid.on_node(r) for r in receivers3]
     field.times.prefetch(grid.reach_box(r, field.radius) for r in receivers3)
     if not all(on_node):
         field.slowness.prefetch(
@@ -214,7 +214,7 @@ def trace_rays(
     for nodes, receiver3, node in zip(_node_paths(field, np.array(ends)), receivers3, on_node):
         points = [p.astype(np.float64) for p in nodes]
         between_nodes = [True] * (len(points) - 1)
-        if not np.all(source3 == np.round(source3)):
+        if not grid.on_node(source3):
             points.insert(0, source3)
             between_nodes.insert(0, False)
         if not node:

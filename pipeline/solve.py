@@ -23,7 +23,6 @@ from ..kernels import (
     forward_star,
     graph_weights,
     moser_graph,
-    point_box,
     with_weights,
 )
 from .errors import InputError
@@ -150,9 +149,9 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     time from the source (:meth:`Grid.leg_times`): the source behaves like an extra node
     joined to its neighbourhood by the same kind of edges as every other node.
     """
-    if np.all(source3 == np.round(source3)):
-        return source3.astype(np.int64)[np.newaxis], np.zeros(1)
-    nodes = point_box(source3, star.radius, grid.shape3)
+    nodes = grid.reach_nodes(source3, star.radius)
+    if grid.on_node(source3):
+        return nodes, np.zeros(1)
     return nodes, grid.leg_times(source3, nodes)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import xarray as xr
 from dask.utils import format_bytes
 
-from ..kernels import MoserGraph, Star, point_box
+from ..kernels import MoserGraph, Star
 from .cluster import LocalConfig, connect, read_cluster
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
@@ -96,12 +96,7 @@ class SurveyTask:
 def receiver_nodes(grid: Grid, star: Star, receiver_index: np.ndarray) -> np.ndarray:
     """Flat indices of every node a receiver's time is read from (:func:`receiver_times`):
     its node, or the forward-star box around the cell of one between nodes."""
-    nodes = []
-    for receiver3 in receiver_index:
-        if np.all(receiver3 == np.round(receiver3)):
-            nodes.append(grid.flat(receiver3.astype(np.int64)[np.newaxis]))
-        else:
-            nodes.append(grid.flat(point_box(receiver3, star.radius, grid.shape3)))
+    nodes = [grid.flat(grid.reach_nodes(r, star.radius)) for r in receiver_index]
     return np.unique(np.concatenate(nodes)) if nodes else np.empty(0, dtype=np.int64)
 
 
