@@ -261,7 +261,7 @@ SCHEDULER_CONFIG = {
 
 
 @contextmanager
-def connect(config, *, echo: Echo | None = None) -> Iterator[Any]:
+def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]:
     """Start (or join) the cluster a config describes; yield a connected ``Client``.
 
     Prints the dashboard URL through ``echo`` when there is one. Everything raygrid started

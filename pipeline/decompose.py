@@ -20,7 +20,9 @@ import operator
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -218,18 +220,18 @@ def _on(worker: str) -> dict:
 
 
 def solve_tiled(
-    client,
+    client: Any,
     geometry: TileGrid,
-    slowness_tiles,
+    slowness_tiles: Callable[[Index], da.Array | np.ndarray],
     star: Star,
     spacing: np.ndarray,
     rule: int,
-    dtype,
+    dtype: np.dtype | type,
     seed_nodes: np.ndarray,
     seed_times: np.ndarray,
     stats: dict | None = None,
     backend: str = "cpu",
-):
+) -> tuple[da.Array, da.Array]:
     """Exchange loop: rounds of tile solves until no boundary strip changes.
 
     Parameters

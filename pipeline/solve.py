@@ -189,7 +189,7 @@ _resident: dict[str, tuple] = {}
 _resident_lock = threading.Lock()
 
 
-def resident_solver(grid: Grid, star: Star, options: Options):
+def resident_solver(grid: Grid, star: Star, options: Options) -> Any:
     """The GPU solver of ``grid`` for ``options.algorithm``: a
     :class:`raygrid.kernels.cuda.pull_solver.PullSolver` (``pull``) or a
     :class:`raygrid.kernels.cuda.nearfar.NearFarSolver` (``near-far``), built on the first
@@ -503,7 +503,13 @@ def traveltimes(
     return with_predecessors(field, predecessor.reshape(field.shape), star, velocity, grid)
 
 
-def with_predecessors(field, predecessor, star, velocity, grid) -> xr.Dataset:
+def with_predecessors(
+    field: xr.DataArray,
+    predecessor: Any,
+    star: Star,
+    velocity: xr.DataArray,
+    grid: Grid,
+) -> xr.Dataset:
     """The Dataset returned with ``predecessors=True``: times, predecessors, star, model."""
     return xr.Dataset(
         {

@@ -362,7 +362,7 @@ def prepare_store(
     fingerprint: str,
     *,
     overwrite: bool,
-    create: callable,
+    create: Callable[[], None],
     workflow: str | None = None,
     parts: dict[str, str] | None = None,
 ) -> StoreState:

@@ -179,6 +179,8 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
 
 
 def store_spec(prepared: PreparedWorkflow) -> StoreSpec:
+    """What the workflow's store holds (:class:`~raygrid.pipeline.store.StoreSpec`): its
+    path, sizes, dims, the outputs asked for and the solve's precision."""
     outputs = prepared.workflow.outputs
     return StoreSpec(
         path=Path(outputs.store),

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 import numpy as np
 from numba import cuda, float32, float64, int32, uint64
@@ -559,15 +561,15 @@ class NearFarSolver:
 
 def solve_near_far(
     slowness: np.ndarray,
-    spacing,
+    spacing: np.ndarray,
     star: Star,
-    seeds,
+    seeds: Sequence[tuple[np.ndarray, np.ndarray]],
     *,
     targets: np.ndarray | None = None,
     predecessors: bool = True,
     return_stats: bool = False,
-    **settings,
-):
+    **settings: Any,
+) -> tuple:
     """Traveltimes and predecessors by Near-Far delta-stepping on the GPU, source by source:
     one :class:`NearFarSolver` (``settings``: its keyword arguments), used once.
 

@@ -10,6 +10,7 @@ section 1, "Why bitwise matters"). The pass reads only, so it needs no atomics.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 from numba import cuda, float32, float64
@@ -102,15 +103,15 @@ def star_tables(star: Star, layout: PaddedLayout):
 
 def recover_predecessors(
     layout: PaddedLayout,
-    slowness_padded,
-    spacing,
+    slowness_padded: Any,
+    spacing: np.ndarray,
     star: Star,
-    times_padded,
+    times_padded: Any,
     rule: int = EXACT,
-    weights=None,
+    weights: Any = None,
     *,
     threads: int = 128,
-):
+) -> Any:
     """Predecessors of converged traveltimes, by one pull pass over the padded grid.
 
     Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -45,7 +46,9 @@ def weight_kernel(rule: int):
     return cuda.jit(fill)
 
 
-def precompute_weights_gpu(slowness_padded, spacing, forward, rule: int, dtype):
+def precompute_weights_gpu(
+    slowness_padded: Any, spacing: np.ndarray, forward: np.ndarray, rule: int, dtype: Any
+) -> Any:
     """Device array ``(Pz * Py * Px, n_forward)`` of edge weights on the padded grid.
 
     Parameters
