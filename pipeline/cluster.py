@@ -30,9 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -40,7 +38,7 @@ from pydantic import (
 )
 
 from .errors import InputError
-from .yamlfile import load_yaml, validate_yaml
+from .yamlfile import PositiveInt, Strict, load_yaml, validate_yaml
 
 __all__ = [
     "ClusterConfig",
@@ -52,8 +50,6 @@ __all__ = [
     "read_cluster",
     "connect",
 ]
-
-PositiveInt = Annotated[int, Field(ge=1)]
 
 
 def _text(what: str, example: str) -> Callable[[Any], Any]:
@@ -100,11 +96,7 @@ Size = Annotated[str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_
 Address = Annotated[str, AfterValidator(_address)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LocalConfig(_Strict):
+class LocalConfig(Strict):
     """``distributed.LocalCluster``: worker processes on this machine."""
 
     cluster: Literal["local"]
@@ -121,7 +113,7 @@ class LocalConfig(_Strict):
     dashboard_address: Address | None = ":8787"  # ":0" picks a free port; null: no dashboard
 
 
-class LocalCUDAConfig(_Strict):
+class LocalCUDAConfig(Strict):
     """``dask_cuda.LocalCUDACluster``: one worker process per GPU of this machine."""
 
     cluster: Literal["local-cuda"]
@@ -132,7 +124,7 @@ class LocalCUDAConfig(_Strict):
     dashboard_address: Address | None = ":8787"
 
 
-class JobQueueConfig(_Strict):
+class JobQueueConfig(Strict):
     """A batch system (SLURM or PBS): Dask workers run as, or inside, batch jobs.
 
     The same file serves two ways of running:
@@ -184,7 +176,7 @@ class JobQueueConfig(_Strict):
         return math.ceil(self.workers / self.workers_per_node)
 
 
-class SchedulerConfig(_Strict):
+class SchedulerConfig(Strict):
     """An existing Dask scheduler, by address or by scheduler file."""
 
     cluster: Literal["scheduler"]
@@ -471,7 +463,7 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
     kwargs = {
         "cores": config.cores_per_worker * per_job,
         "processes": per_job,
-        "memory": _scale_memory(config.memory_per_worker, per_job),
+        "memory": f"{memory_bytes(config.memory_per_worker, per_job)}B",  # plain bytes parse
         "queue": config.queue,
         "account": config.account,
         "walltime": config.walltime,
@@ -493,11 +485,13 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
     return kwargs
 
 
-def _scale_memory(memory: str, factor: int) -> str:
+def memory_bytes(memory: str, factor: int = 1) -> int:
+    """Bytes of ``factor`` workers' ``memory_per_worker`` (a size such as ``16GB``): what a
+    job asks of the batch system, in dask-jobqueue's or the submission script's units."""
     from dask.utils import parse_bytes
 
     try:
-        return f"{parse_bytes(memory) * factor}B"  # dask-jobqueue parses plain bytes
+        return int(parse_bytes(memory) * factor)
     except ValueError:
         raise InputError(f"memory_per_worker {memory!r} is not a size such as 16GB") from None
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["InputError", "InputWarning"]
+from pathlib import Path
+
+__all__ = ["InputError", "InputWarning", "missing_file"]
 
 
 class InputError(ValueError):
@@ -19,3 +21,10 @@ class InputError(ValueError):
 class InputWarning(UserWarning):
     """Input that runs but is probably not what was meant (e.g. a velocity in km/s labelled
     m/s); the CLI prints it as ``warning: ...``."""
+
+
+def missing_file(path: str | Path, what: str) -> InputError:
+    """The error for a file that is not there, naming the working directory a relative
+    path was read from (the usual cause: a workflow run from another directory)."""
+    where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
+    return InputError(f"{what} {path} does not exist{where}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .errors import InputError
+from .errors import InputError, missing_file
 from .grid import grid_from_velocity
 from .models import per_dim
 
@@ -69,8 +69,7 @@ def load_velocity(
     """
     path = Path(path)
     if not path.exists():
-        where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
-        raise InputError(f"velocity model {path} does not exist{where}")
+        raise missing_file(path, "velocity model")
     suffix = path.suffix.lower()
     if suffix != ".npy" and (spacing is not None or origin is not None):
         raise InputError(

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, Discriminator, Field, Tag
 
-from .errors import InputError, InputWarning
+from .errors import InputError, InputWarning, missing_file
+from .yamlfile import Strict
 
 __all__ = ["Points", "Point", "resolve_points"]
 
@@ -37,29 +38,25 @@ Point = dict[str, Coordinate]
 _DIM_ORDER = ("z", "y", "x")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CsvPoints(_Strict):
+class CsvPoints(Strict):
     """Points read from a CSV file whose header names the model dims."""
 
     csv: Path
 
 
-class LineSpec(_Strict):
+class LineSpec(Strict):
     start: Point
     stop: Point
     count: Annotated[int, Field(ge=1)]
 
 
-class LinePoints(_Strict):
+class LinePoints(Strict):
     """``count`` points evenly spaced on the segment from ``start`` to ``stop``."""
 
     line: LineSpec
 
 
-class RangeSpec(_Strict):
+class RangeSpec(Strict):
     start: Coordinate
     stop: Coordinate
     count: Annotated[int, Field(ge=1)]
@@ -68,7 +65,7 @@ class RangeSpec(_Strict):
         return np.linspace(self.start, self.stop, self.count)
 
 
-class GridPoints(_Strict):
+class GridPoints(Strict):
     """The Cartesian product of per-dim values (a number, a list, or a range)."""
 
     grid: dict[str, Coordinate | Annotated[list[Coordinate], Field(min_length=1)] | RangeSpec]
@@ -218,8 +215,7 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
         number; naming the file and the line.
     """
     if not path.is_file():
-        where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
-        raise InputError(f"{what} CSV file {path} does not exist{where}")
+        raise missing_file(path, f"{what} CSV file")
     where = f"{what} CSV file {path}"
     # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name.
     try:

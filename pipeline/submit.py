@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from .cluster import JobQueueConfig, read_cluster
+from .cluster import JobQueueConfig, memory_bytes, read_cluster
 from .errors import InputError
 from .store import check_store
 from .survey import store_spec
@@ -53,12 +53,8 @@ def _python(config: JobQueueConfig) -> str:
 
 
 def _memory_mb(memory: str, factor: int = 1) -> int:
-    from dask.utils import parse_bytes
-
-    try:
-        return max(1, int(parse_bytes(memory) * factor // 2**20))
-    except ValueError:
-        raise InputError(f"memory_per_worker {memory!r} is not a size such as 16GB") from None
+    """MiB of ``factor`` workers' memory, at least 1 (batch systems take whole MiB)."""
+    return max(1, memory_bytes(memory, factor) // 2**20)
 
 
 def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:

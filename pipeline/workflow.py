@@ -28,8 +28,6 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     PrivateAttr,
@@ -49,7 +47,15 @@ from .io import load_velocity
 from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import Points, resolve_points
 from .solve import Options, check_launchable, check_options
-from .yamlfile import YamlDocument, format_problems, load_yaml, validate_yaml
+from .yamlfile import (
+    PositiveFloat,
+    PositiveInt,
+    Strict,
+    YamlDocument,
+    format_problems,
+    load_yaml,
+    validate_yaml,
+)
 
 __all__ = [
     "Workflow",
@@ -58,13 +64,6 @@ __all__ = [
     "prepare_workflow",
     "run_workflow",
 ]
-
-PositiveInt = Annotated[int, Field(ge=1)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 #: The keys each kind of synthetic model reads, besides ``synthetic``, ``shape`` and
@@ -76,7 +75,7 @@ SYNTHETIC_KEYS = {
 }
 
 
-class SyntheticModel(_Strict):
+class SyntheticModel(Strict):
     """A synthetic model, coordinates in m from 0, velocities in m/s.
 
     Each kind reads only its own keys (:data:`SYNTHETIC_KEYS`); another kind's key given in
@@ -154,7 +153,7 @@ class SyntheticModel(_Strict):
         return model
 
 
-class FileModel(_Strict):
+class FileModel(Strict):
     """A model read from a Zarr store, NetCDF or ``.npy`` file (a ``.npy`` array has no
     coordinates: give its ``spacing``, and ``units`` for its values)."""
 
@@ -187,7 +186,7 @@ Model = Annotated[
 ]
 
 
-class GridOptions(_Strict):
+class GridOptions(Strict):
     """The graph: forward-star radius, edge weight rule, float precision."""
 
     radius: PositiveInt | dict[str, PositiveInt] = 4
@@ -195,7 +194,7 @@ class GridOptions(_Strict):
     precision: Literal["float64", "float32"] = "float64"
 
 
-class Outputs(_Strict):
+class Outputs(Strict):
     """What to keep, and where."""
 
     store: Path
@@ -225,7 +224,7 @@ class Outputs(_Strict):
         return plot
 
 
-class Compute(_Strict):
+class Compute(Strict):
     """Where and how to solve."""
 
     backend: Literal["cpu", "cuda", "auto"] = "cpu"
@@ -238,7 +237,7 @@ class Compute(_Strict):
     cluster: Path | None = None  # a cluster file; default: a LocalCluster on this machine
 
 
-class Workflow(_Strict):
+class Workflow(Strict):
     """A workflow file (see the module docstring). Paths are relative to the working dir."""
 
     model: Model

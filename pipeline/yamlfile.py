@@ -13,14 +13,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from .errors import InputError
+from .errors import InputError, missing_file
 
-__all__ = ["YamlDocument", "load_yaml", "validate_yaml"]
+__all__ = [
+    "YamlDocument", "load_yaml", "validate_yaml", "Strict", "PositiveInt", "PositiveFloat",
+]  # fmt: skip
+
+PositiveInt = Annotated[int, Field(ge=1)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Strict(BaseModel):
+    """A section of a YAML file: unknown keys are errors (a typo is never ignored), and
+    the values are read-only once checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,7 @@ def load_yaml(path: str | Path, what: str) -> YamlDocument:
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{what} file {path} does not exist")
+        raise missing_file(path, f"{what} file")
     try:
         text = path.read_text()
     except UnicodeDecodeError:
