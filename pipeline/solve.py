@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import xarray as xr
@@ -47,9 +47,15 @@ __all__ = [
     "locate_points",
 ]
 
-BACKENDS = ("cpu", "cuda", "auto")
-ALGORITHMS = {"cpu": ("dijkstra",), "cuda": ("pull", "near-far")}
-PRECISIONS = {"float64": np.float64, "float32": np.float32}
+# The options' vocabulary, once: the Python API checks against these and the workflow
+# schema uses the types (so a YAML typo and a bad keyword get the same choices).
+Backend = Literal["cpu", "cuda", "auto"]
+Algorithm = Literal["dijkstra", "pull", "near-far"]
+Precision = Literal["float64", "float32"]
+Weights = Literal["exact", "mean"]  # the keys of raygrid.kernels.WEIGHT_RULES
+BACKENDS = get_args(Backend)
+ALGORITHMS = {"cpu": ("dijkstra",), "cuda": ("pull", "near-far")}  # every Algorithm once
+PRECISIONS = dict(zip(get_args(Precision), (np.float64, np.float32), strict=True))
 
 METHODS = {
     "dijkstra": "shortest-path ray tracing (Moser 1991): multi-seeded Dijkstra, 4-ary indexed heap",

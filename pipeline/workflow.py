@@ -46,7 +46,16 @@ from .grid import Grid, grid_from_velocity
 from .io import load_velocity
 from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import Points, resolve_points
-from .solve import Options, check_launchable, check_options
+from .solve import (
+    ALGORITHMS,
+    Algorithm,
+    Backend,
+    Options,
+    Precision,
+    Weights,
+    check_launchable,
+    check_options,
+)
 from .yamlfile import (
     PositiveFloat,
     PositiveInt,
@@ -190,8 +199,8 @@ class GridOptions(Strict):
     """The graph: forward-star radius, edge weight rule, float precision."""
 
     radius: PositiveInt | dict[str, PositiveInt] = 4
-    weights: Literal["exact", "mean"] = "exact"
-    precision: Literal["float64", "float32"] = "float64"
+    weights: Weights = "exact"
+    precision: Precision = "float64"
 
 
 class Outputs(Strict):
@@ -227,8 +236,8 @@ class Outputs(Strict):
 class Compute(Strict):
     """Where and how to solve."""
 
-    backend: Literal["cpu", "cuda", "auto"] = "cpu"
-    algorithm: Literal["dijkstra", "pull", "near-far"] | None = None
+    backend: Backend = "cpu"
+    algorithm: Algorithm | None = None
     batch: PositiveInt = 4  # sources per Dask task
     cuda_batch: PositiveInt = 1  # CUDA pull: sources relaxed together by each block
     precompute: bool = False  # edge weights computed once and sent to every worker
@@ -275,9 +284,8 @@ def _cross_checks(workflow: Workflow) -> list[tuple[tuple, str]]:
         problems.append(
             (("outputs", "fields"), "nothing to store: fields is false and there are no receivers")
         )
-    if compute.algorithm is not None:
-        cpu = compute.algorithm == "dijkstra"
-        if (compute.backend == "cpu" and not cpu) or (compute.backend == "cuda" and cpu):
+    if compute.algorithm is not None and compute.backend in ALGORITHMS:  # not "auto"
+        if compute.algorithm not in ALGORITHMS[compute.backend]:
             problems.append(
                 (("compute", "algorithm"), f"{compute.algorithm} does not run on {compute.backend}")
             )

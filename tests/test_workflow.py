@@ -332,3 +332,16 @@ def test_a_file_that_is_not_netcdf_is_an_input_error(tmp_path):
     (tmp_path / "v.nc").write_text("not netcdf")
     with pytest.raises(InputError, match="cannot open it as NetCDF"):
         rg.load_velocity(tmp_path / "v.nc")
+
+
+def test_the_option_vocabulary_is_one():
+    # The workflow schema's choices are the Python API's: no option accepted by one alone.
+    from typing import get_args
+
+    from raygrid.kernels import WEIGHT_RULES
+    from raygrid.pipeline import solve
+
+    assert set(get_args(solve.Weights)) == set(WEIGHT_RULES)
+    assert sorted(get_args(solve.Algorithm)) == sorted(sum(solve.ALGORITHMS.values(), ()))
+    assert set(solve.ALGORITHMS) < set(solve.BACKENDS) == {"cpu", "cuda", "auto"}
+    assert set(solve.PRECISIONS) == {"float64", "float32"}
