@@ -401,17 +401,30 @@ def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> li
 
 
 def locate_points(grid: Grid, points: list[Mapping[str, float]], what: str) -> np.ndarray:
-    """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...); an
-    error names the point by its number when there are several."""
+    """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...).
+
+    Raises
+    ------
+    PointError
+        For a point outside the model or not a point: it names the point by its number
+        when there are several, and carries that number (a workflow adds the line).
+    """
     located = []
     for i, point in enumerate(points):
         try:
             located.append(grid.to_index(point, what))
         except InputError as error:
-            if len(points) == 1:
-                raise
-            raise InputError(f"{what} {i} (numbered from 0): {error}") from None
+            number = "" if len(points) == 1 else f"{what} {i} (numbered from 0): "
+            raise PointError(f"{number}{error}", index=i) from None
     return np.array(located, dtype=np.float64).reshape(-1, 3)
+
+
+class PointError(InputError):
+    """A bad point of a list (:func:`locate_points`): ``index`` is its number."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
 
 
 def traveltimes(

@@ -51,10 +51,12 @@ from .solve import (
     Algorithm,
     Backend,
     Options,
+    PointError,
     Precision,
     Weights,
     check_launchable,
     check_options,
+    locate_points,
 )
 from .yamlfile import (
     PositiveFloat,
@@ -392,14 +394,11 @@ def prepare_workflow(
             points[key] = resolve_points(getattr(workflow, key), what)
         except InputError as error:
             raise _located(workflow, (key,), error) from None
-        located = []
-        for i, point in enumerate(points[key]):
-            try:
-                located.append(grid.to_index(point, what))
-            except InputError as error:
-                where = (key, i) if isinstance(getattr(workflow, key), list) else (key,)
-                raise _located(workflow, where, InputError(f"{what} {i}: {error}")) from None
-        indices[key] = np.array(located, dtype=np.float64).reshape(-1, 3)
+        try:
+            indices[key] = locate_points(grid, points[key], what)
+        except PointError as error:
+            listed = isinstance(getattr(workflow, key), list)  # not a CSV file or a line
+            raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
     outputs = workflow.outputs

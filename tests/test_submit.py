@@ -125,7 +125,7 @@ def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, mo
     workflow, cluster = setup(tmp_path)
     outside = WORKFLOW | {"sources": [{"z": 0.0, "x": 4000.0}]}
     workflow.write_text(yaml.safe_dump(outside))
-    with pytest.raises(InputError, match="source 0: source x=4000 is outside the model"):
+    with pytest.raises(InputError, match=r"sources\[0\]: source x=4000 is outside the model"):
         submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
     assert not (tmp_path / "jobs").exists()
     # A store written by another workflow is refused unless the job is to overwrite it.
