@@ -222,10 +222,12 @@ def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
         "radius": ({"grid__radius": 30}, "grid.radius: radius along 'z' is 30 but the model "
                    "has only 21 nodes along it"),
         "source": ({"sources": [{"z": 0.0, "x": 10.0}, {"z": -50.0, "x": 10.0}]},
-                   "sources[1]: source 1 (numbered from 0): source z=-50 is outside the model: z spans [0, 200] m"),
+                   "sources[1]: source 1 (numbered from 0): source z=-50 is outside the model: "
+                   "z spans [0, 200] m"),
         "receiver": ({"receivers": {"line": {"start": {"z": 0.0, "x": 0.0},
                                              "stop": {"z": 0.0, "x": 400.0}, "count": 3}}},
-                     "receivers: receiver 2 (numbered from 0): receiver x=400 is outside the model"),
+                     "receivers: receiver 2 (numbered from 0): receiver x=400 is outside the "
+                     "model"),
         "plot": ({"outputs__plot_source": 3},
                  "outputs.plot_source: source 3 cannot be plotted: there are 1 sources"),
         "tiles": ({"compute": {"tiles": {"y": 8}}},

@@ -506,7 +506,9 @@ def test_bad_inputs_touch_no_store(tmp_path, client):
     spec = yaml.safe_load(yaml.safe_dump(SPEC))
     spec["sources"].append({"z": 0.0, "x": 99999.0})
     path = workflow_file(tmp_path, spec)
-    with pytest.raises(InputError, match=r"source 5 \(numbered from 0\): source x=99999 is outside the model"):
+    with pytest.raises(
+        InputError, match=r"source 5 \(numbered from 0\): source x=99999 is outside"
+    ):
         run_workflow(read_workflow(path), client=client)
     assert not (tmp_path / "survey.zarr").exists()
     assert list(tmp_path.iterdir()) == [path]
