@@ -180,13 +180,8 @@ class Grid:
         """
         nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
         low, high = self.leg_box(point3, nodes)
-        if slowness is not None:
-            block = slowness.box(low, high)
-        elif self.slowness is not None:
-            block = np.ascontiguousarray(self.slowness[tuple(map(slice, low, high))])
-        else:  # a lazy model read once here: only the box, not the chunks holding it
-            box = tuple(map(slice, low, high))
-            block = self.slowness_of(self.velocity.data[box if len(self.dims) == 3 else box[::2]])
+        reader = slowness if slowness is not None else self.slowness_values()
+        block = reader.box(low, high)
         return point_leg_times(block, self.spacing3, point3 - low, nodes - low)
 
     @property
