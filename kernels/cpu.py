@@ -93,11 +93,10 @@ def precompute_weights(
 def graph_weights(graph: MoserGraph, dtype: np.dtype | type = np.float64) -> np.ndarray:
     """:func:`precompute_weights` of a prepared graph (its padding and crossing tables)."""
     star = graph.star
-    padded = graph.layout.padded
     dummy = np.ones(graph.slowness.size, dtype=np.uint8)
     dummy[graph.interior] = 0
     forward = star.forward
-    forward_step = (forward[:, 0] * padded[1] + forward[:, 1]) * padded[2] + forward[:, 2]
+    forward_step = graph.step[star.is_forward]  # the steps of star.forward
     crossings = graph.crossings
     weights = np.empty((graph.n_nodes, forward.shape[0]), dtype=dtype)
     _precompute(

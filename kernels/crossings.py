@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .layout import flat_steps
 from .rules import EXACT
 from .segment import segment_time
 from .star import Star
@@ -89,7 +90,6 @@ def star_crossings(
     cells by one half each, which rounds exactly like ``0.5 * (s_u + s_v)``: halving is
     exact, so ``0.5 s_u + 0.5 s_v`` and ``0.5 (s_u + s_v)`` round the same sum.
     """
-    _, ny, nx = grid_shape
     hz, hy, hx = (float(h) for h in spacing)
     start, step, fraction, length = [0], [], [], []
     for offset in star.forward.tolist():
@@ -99,7 +99,7 @@ def star_crossings(
             cells, fractions = walk.cells, walk.fractions
         else:
             cells, fractions = [(0, 0, 0), tuple(offset)], [0.5, 0.5]
-        step += [(cz * ny + cy) * nx + cx for cz, cy, cx in cells]
+        step += flat_steps(np.reshape(cells, (-1, 3)), grid_shape).tolist()
         fraction += fractions
         start.append(len(step))
         length.append(walk.length)

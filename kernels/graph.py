@@ -15,7 +15,7 @@ import numpy as np
 
 from .bounds import reach_lengths, slowness_floor
 from .crossings import Crossings, star_crossings
-from .layout import PaddedLayout
+from .layout import PaddedLayout, flat_steps
 from .rules import EXACT
 from .star import Star
 
@@ -108,7 +108,7 @@ def moser_graph(
     padded_slowness = layout.pad(slowness, np.inf)
     interior = layout.interior_flat()
     crossings = star_crossings(star, spacing, rule, padded)
-    step = (star.offsets[:, 0] * padded[1] + star.offsets[:, 1]) * padded[2] + star.offsets[:, 2]
+    step = flat_steps(star.offsets, padded)
     graph = MoserGraph(
         shape=shape,
         star=star,

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PaddedLayout"]
+__all__ = ["PaddedLayout", "flat_steps"]
+
+
+def flat_steps(vectors: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    """Flat (C-order) index steps of integer vectors ``(..., 3)`` in a grid of ``shape``:
+    a node's flat index for node indices, or the step of a star offset (negative parts
+    allowed) in the grid, the padded grid or a shared tile."""
+    vectors = np.asarray(vectors, dtype=np.int64)
+    return (vectors[..., 0] * shape[1] + vectors[..., 1]) * shape[2] + vectors[..., 2]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..kernels import point_box, point_leg_times
+from ..kernels.layout import flat_steps
 from .errors import InputError, InputWarning
 from .nodevalues import NodeValues
 
@@ -265,9 +266,7 @@ class Grid:
 
     def flat(self, node3: np.ndarray) -> np.ndarray:
         """Flat kernel index of integer node indices, shape (..., 3)."""
-        nz, ny, nx = self.shape3
-        node3 = np.asarray(node3, dtype=np.int64)
-        return (node3[..., 0] * ny + node3[..., 1]) * nx + node3[..., 2]
+        return flat_steps(node3, self.shape3)
 
 
 def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, float64
 
-from ..layout import PaddedLayout
+from ..layout import PaddedLayout, flat_steps
 from ..rules import EXACT
 from ..star import Star
 from .device import edge_weight_gpu
@@ -90,9 +90,8 @@ def predecessor_kernel(rule: int, precomputed: bool, dtype_name: str):
 def star_tables(star: Star, layout: PaddedLayout):
     """Device copies of the star tables the GPU solvers read, with each offset's step in
     padded flat indices: ``offsets, steps, half, is_forward`` (the last as uint8)."""
-    _, py, px = layout.padded
     offsets = np.ascontiguousarray(star.offsets, dtype=np.int64)
-    steps = (offsets[:, 0] * py + offsets[:, 1]) * px + offsets[:, 2]
+    steps = flat_steps(offsets, layout.padded)
     return (
         cuda.to_device(offsets),
         cuda.to_device(np.ascontiguousarray(steps, dtype=np.int64)),

@@ -29,7 +29,7 @@ import numpy as np
 from numba import cuda
 
 from ..crossings import star_crossings
-from ..layout import PaddedLayout
+from ..layout import PaddedLayout, flat_steps
 from ..rules import EXACT
 from ..star import Star
 from .tile_queue import end_phase, finish_tile, notify_phase, take_tile
@@ -141,7 +141,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     cross_start = np.frombuffer(star_key[3], dtype=np.int64).astype(np.uint32)
     cross_step = np.frombuffer(star_key[4], dtype=np.int64).copy()
     cross_fraction = np.frombuffer(star_key[5], dtype=np.float64).copy()
-    tile_step = (offsets[:, 0] * ty + offsets[:, 1]) * tx + offsets[:, 2]
+    tile_step = flat_steps(offsets, (tz, ty, tx))
     n_offsets = len(offsets)
     one = np.uint32(1)
 
