@@ -530,6 +530,10 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
     encoding = {name: {"chunks": rays[name].shape} for name in rays.data_vars}
     if points.shape[0] == 0:
         encoding = {name: {"chunks": (1,) * rays[name].ndim} for name in rays.data_vars}
+    # Appending a Dataset rewrites the store's attributes with the Dataset's before its
+    # arrays: given the store's own, an interruption anywhere in between leaves them whole
+    # (with none, the fingerprint was gone and the finished survey could not be resumed).
+    rays.attrs = dict(group.attrs)
     rays.to_zarr(spec.path, mode="a", zarr_format=3, consolidated=False, encoding=encoding)
 
 

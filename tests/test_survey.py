@@ -299,6 +299,32 @@ def test_rerun_resumes_only_unfinished_sources(tmp_path, client):
     xr.testing.assert_identical(again.load(), first)
 
 
+def test_an_interruption_while_the_rays_are_assembled_loses_nothing(tmp_path, client):
+    # The last step of a run writes the ray arrays; stopped there (Ctrl-C, a crash, a full
+    # disk), the store must keep what says which workflow it holds, and a rerun finish it.
+    import xarray.backends.zarr as xarray_zarr
+
+    path = workflow_file(tmp_path)
+    store = tmp_path / "survey.zarr"
+    write_variables = xarray_zarr.ZarrStore.set_variables
+
+    def interrupted(self, variables, *args, **kwargs):
+        if "ray_time" in variables:
+            raise KeyboardInterrupt
+        return write_variables(self, variables, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(xarray_zarr.ZarrStore, "set_variables", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_workflow(read_workflow(path), client=client)
+    attrs = zarr.open_group(store, mode="r").attrs
+    assert attrs["workflow_sha256"] and not attrs.get("complete") and "workflow" in attrs
+    finished = run_workflow(read_workflow(path), client=client).load()
+    uninterrupted = run_workflow(read_workflow(workflow_file(tmp_path / "again")), client=client)
+    assert finished.attrs["complete"] is True
+    xr.testing.assert_equal(finished, uninterrupted.load())  # attrs: the store paths differ
+
+
 def test_a_different_workflow_never_overwrites(tmp_path, client):
     path = workflow_file(tmp_path)
     run_workflow(read_workflow(path), client=client)
