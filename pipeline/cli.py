@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .errors import InputError, InputWarning
+from .errors import InputError, InputWarning, RunFailed
 from .version import __version__
 
 __all__ = ["main"]
@@ -20,7 +20,8 @@ __all__ = ["main"]
 def _input_errors(command: Callable) -> Callable:
     """Print an :class:`InputError`, a file that cannot be read or written (``OSError``: a
     read-only folder, a full disk) or memory that ran out, as ``error: ...`` and exit with
-    status 2. A run cut short that way resumes like any other.
+    status 2; a run that failed part-way for another reason (:class:`RunFailed`: a worker
+    lost) as ``error: ...`` with status 1. A run cut short either way resumes like any other.
 
     Solves are checked against the memory they need before they start
     (:mod:`raygrid.pipeline.memory`); a ``MemoryError`` is what that check does not count,
@@ -33,6 +34,9 @@ def _input_errors(command: Callable) -> Callable:
         except (InputError, OSError) as error:
             click.echo(f"error: {error}", err=True)
             sys.exit(2)
+        except RunFailed as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
         except MemoryError as error:
             click.echo(
                 f"error: out of memory ({error or 'no details'}): the model or the solve is too "

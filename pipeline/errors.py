@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["InputError", "InputWarning", "missing_file"]
+__all__ = ["InputError", "InputWarning", "RunFailed", "missing_file"]
 
 
 class InputError(ValueError):
@@ -16,6 +16,12 @@ class InputError(ValueError):
     its finished sources kept. Results that do not hold what they should (a result
     without its solve's attributes, predecessors forming a cycle) are refused with it too.
     """
+
+
+class RunFailed(RuntimeError):
+    """A run that stopped part-way for a reason other than its input: a worker lost with
+    the work it held, a task that failed. What was finished is kept; the message says so,
+    and how to go on."""
 
 
 class InputWarning(UserWarning):

@@ -32,7 +32,7 @@ from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
 from .cluster import LocalConfig, connect, read_cluster
-from .errors import InputError
+from .errors import InputError, RunFailed
 from .grid import Grid, grid_from_velocity
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
@@ -449,18 +449,41 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
 
 
 def _collect(client, futures, bar: Progress) -> None:
+    """Wait for the survey's tasks, counting their sources; the first that fails stops the
+    run (the others are cancelled) with an :class:`InputError` it raised, else a
+    :class:`RunFailed` saying which sources, why, and that a rerun resumes."""
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
 
     try:
         for future in as_completed(futures):
-            if future.status == "error":
-                error = future.exception()
-                raise (
-                    error
-                    if isinstance(error, InputError)
-                    else RuntimeError(f"a survey task failed: {type(error).__name__}: {error}")
-                ) from error
-            bar.update(len(future.result()["sources"]))
+            lost = future.status not in ("finished", "error")
+            if future.status == "finished":
+                try:
+                    bar.update(len(future.result()["sources"]))
+                    continue
+                except CancelledError:  # its worker died between finishing and this read
+                    lost = True
+            first, last = future.key.split("-")[2:4]  # raygrid-sources-FIRST-LAST-run
+            which = f"sources {first} to {last}"
+            resume = "finished sources are kept in the store: run again to resume"
+            if lost:  # cancelled by the scheduler: the data it needed or made was lost
+                raise RunFailed(
+                    f"the cluster lost the task solving {which}: a worker died (killed for "
+                    "memory? see the workers' logs) holding data it needed; the "
+                    f"{resume}, with more memory per worker if that was the cause"
+                )
+            error = future.exception()
+            if isinstance(error, InputError):
+                raise error from error
+            hint = ""
+            if type(error).__name__ == "KilledWorker":
+                hint = " (every worker that ran it died: too little memory per worker?)"
+            raise RunFailed(
+                f"the task solving {which} failed: {type(error).__name__}: {error}{hint}; "
+                f"the {resume}"
+            ) from error
     finally:
         client.cancel([f for f in futures if not f.done()])
 

@@ -471,3 +471,20 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
     assert "Traceback" not in unwritable.stderr
     missing = raygrid("info", "nope.zarr", cwd=tmp_path)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_a_run_that_failed_part_way_is_one_line_and_status_1(capsys):
+    # A worker lost with the work it held: not a traceback, and not an input error (2).
+    import raygrid.pipeline.cli as cli
+    from raygrid.pipeline.errors import RunFailed
+
+    def failing(*args, **kwargs):
+        raise RunFailed("the cluster lost the task solving sources 3 to 4: run again")
+
+    wrapped = cli._input_errors(failing)
+    with pytest.raises(SystemExit) as exit_:
+        wrapped()
+    assert exit_.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: the cluster lost the task solving sources 3 to 4: run again\n"
+    )

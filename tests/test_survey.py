@@ -572,6 +572,48 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for later tests
 
 
+def test_losing_the_only_worker_is_a_clear_error_and_a_rerun_resumes(tmp_path, client):
+    # The model was scattered to that worker alone: the scheduler cannot recover it and
+    # cancels the tasks ("already forgotten"), which used to end in a raw traceback.
+    from distributed import Client, LocalCluster
+
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["model"]["shape"] = {"z": 121, "x": 161}
+    spec["sources"] = {"line": {"start": {"z": 0.0, "x": 0.0}, "stop": {"z": 0.0, "x": 1600.0},
+                                "count": 12}}  # fmt: skip
+    spec["grid"]["radius"] = 4
+    spec["compute"]["batch"] = 1
+    path = workflow_file(tmp_path, spec)
+    store = tmp_path / "survey.zarr"
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                     host="127.0.0.1") as cluster,
+        Client(cluster) as one,
+    ):  # fmt: skip
+        pid = next(iter(one.run(os.getpid).values()))
+
+        def kill_the_worker():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if store.exists() and done_sources(store).sum() >= 1:
+                    os.kill(pid, signal.SIGKILL)
+                    return
+                time.sleep(0.02)
+
+        killer = threading.Thread(target=kill_the_worker)
+        killer.start()
+        with pytest.raises(rg.RunFailed, match=r"the cluster lost the task solving sources "
+                           r"\d+ to \d+: a worker died .* run again to resume"):  # fmt: skip
+            run_workflow(read_workflow(path), client=one)
+        killer.join()
+    done = int(done_sources(store).sum())
+    assert 1 <= done < 12
+    dataset = run_workflow(read_workflow(path), client=client)
+    assert dataset["source_done"].values.all()
+    result, _ = expected(spec)
+    np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+
+
 @pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the CUDA simulator"
 )
