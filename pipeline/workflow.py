@@ -286,6 +286,19 @@ def _cross_checks(workflow: Workflow) -> list[tuple[tuple, str]]:
         problems.append(
             (("outputs", "fields"), "nothing to store: fields is false and there are no receivers")
         )
+    elif not (outputs.fields or outputs.receiver_table or outputs.rays):
+        problems.append(
+            (("outputs", "fields"), "nothing to store: fields, receiver_table and rays are false")
+        )
+    if isinstance(workflow.model, FileModel):
+        # A store replaced (--overwrite) or refused and cleaned up must never take the
+        # model with it.
+        model, store = Path(workflow.model.path).resolve(), Path(outputs.store).resolve()
+        if model == store or store in model.parents:
+            problems.append(
+                (("outputs", "store"), f"the store {outputs.store} would hold the model file "
+                 f"{workflow.model.path}, which --overwrite would delete: give it its own path")
+            )  # fmt: skip
     if compute.algorithm is not None and compute.backend in ALGORITHMS:  # not "auto"
         if compute.algorithm not in ALGORITHMS[compute.backend]:
             problems.append(

@@ -151,6 +151,24 @@ def test_nothing_to_store_is_an_error(tmp_path):
         read_workflow(write(tmp_path, text))
 
 
+def test_nothing_to_store_with_receivers_is_an_error(tmp_path):
+    text = SMALL + "  fields: false\n  receiver_table: false\n  rays: false\n"
+    with pytest.raises(InputError, match=r"outputs.fields: nothing to store: fields, receiver_"):
+        read_workflow(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("store", ["m.zarr", "."])
+def test_a_store_that_would_hold_the_model_file_is_refused(tmp_path, store, monkeypatch):
+    # --overwrite replaces the store: the model file must not go with it.
+    monkeypatch.chdir(tmp_path)
+    text = SMALL.replace(
+        "  synthetic: gradient\n  shape: {z: 21, x: 31}", "  path: m.zarr"
+    ).replace("store: out/small.zarr", f"store: {store}")
+    with pytest.raises(InputError, match=r"outputs.store: the store .* would hold the model file"):
+        read_workflow(write(tmp_path, text))
+    read_workflow(write(tmp_path, text.replace(f"store: {store}", "store: out/m.zarr")))
+
+
 def test_fingerprint_follows_what_the_store_holds(tmp_path):
     base = prepare_workflow(read_workflow(write(tmp_path, SMALL))).fingerprint
     same = SMALL + "compute:\n  batch: 7\n  cluster: configs/local.yaml\n"
