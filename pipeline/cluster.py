@@ -287,7 +287,8 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
         from .interrupts import quiet_abandoned_gathers
 
         client.loop.asyncio_loop.set_exception_handler(quiet_abandoned_gathers)
-        link = client.dashboard_link if _has_dashboard(client) else None
+        wanted = getattr(config, "dashboard_address", "") is not None  # null: none asked for
+        link = client.dashboard_link if wanted and _has_dashboard(client) else None
         if link:
             echo(f"dashboard: {link}")
         yield client
@@ -396,7 +397,7 @@ def _new_cluster(config):
             processes=config.processes,
             memory_limit=config.memory_limit,
             host=config.host,
-            dashboard_address=config.dashboard_address,
+            **_dashboard(config.dashboard_address, config.host),
         ) as cluster:  # fmt: skip
             yield cluster
     elif isinstance(config, LocalCUDAConfig):
@@ -431,9 +432,24 @@ def _local_cuda(config: LocalCUDAConfig):
         threads_per_worker=config.threads_per_worker,
         rmm_pool_size=config.rmm_pool_size,
         host=config.host,
-        dashboard_address=config.dashboard_address,
+        **_dashboard(config.dashboard_address, config.host),
     ) as cluster:  # fmt: skip
         yield cluster
+
+
+def _dashboard(address: str | None, host: str | None) -> dict:
+    """A local cluster's dashboard settings: on the cluster's ``host`` when the address names
+    only a port (Dask would listen on every interface, though the workers and scheduler keep
+    to loopback); for ``null``, no dashboard, and the scheduler's HTTP endpoints (health,
+    metrics), which Dask always serves, on a free port of that host rather than on 8787."""
+    if address is None:
+        return {
+            "dashboard_address": f"{host or '127.0.0.1'}:0",
+            "scheduler_kwargs": {"dashboard": False},
+        }
+    if address.startswith(":") and host:
+        address = f"{host}{address}"
+    return {"dashboard_address": address}
 
 
 def _started(kind: str, config, start: Callable, **kwargs):
@@ -472,7 +488,11 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
         "job_script_prologue": list(config.prologue),
         "log_directory": str(config.log_directory),
         "local_directory": config.local_directory,
-        "scheduler_options": {"dashboard_address": config.dashboard_address},
+        "scheduler_options": (
+            {"dashboard_address": ":0", "dashboard": False}  # (HTTP endpoints: a free port)
+            if config.dashboard_address is None
+            else {"dashboard_address": config.dashboard_address}
+        ),
     }
     if config.cluster == "pbs" and gpus:
         kwargs["resource_spec"] = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -180,6 +181,33 @@ def test_local_cluster_prints_its_dashboard_and_closes():
         assert extensions == {"stealing": False, "amm": False}
     assert lines and lines[0].startswith("dashboard: http://127.0.0.1:")
     assert client.status == "closed"
+
+
+def _listening(pid: int) -> set[str]:
+    """Addresses a process (or its children) listens on, ``ip:port``."""
+    import psutil
+
+    processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    return {
+        f"{c.laddr.ip}:{c.laddr.port}"
+        for p in processes
+        for c in p.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN
+    }
+
+
+@pytest.mark.parametrize("address", [":0", None])
+def test_a_local_dashboard_keeps_to_the_clusters_host(address):
+    # ":port" used to listen on every interface although the cluster keeps to loopback;
+    # null printed a link to a page that is not there (Dask always serves HTTP, on 8787).
+    lines = []
+    config = LocalConfig(cluster="local", n_workers=1, dashboard_address=address)
+    with connect(config, echo=lines.append) as client:
+        listening = _listening(os.getpid())
+        http = client.scheduler_info()["services"]["dashboard"]
+    assert listening and all(a.startswith("127.0.0.1:") for a in listening), listening
+    assert f"127.0.0.1:{http}" in listening and http != 8787
+    assert [line.startswith("dashboard: ") for line in lines] == ([True] if address else [])
 
 
 def test_a_taken_dashboard_port_is_no_warning(recwarn):
