@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..kernels import point_box, point_leg_times
+from ..kernels import point_box, point_leg_times, segment_time_cpu
 from ..kernels.layout import flat_steps
 from .errors import InputError, InputWarning
 from .nodevalues import NodeValues
@@ -156,18 +156,62 @@ class Grid:
         point3: np.ndarray,
         radius3: tuple[int, int, int],
         slowness: NodeValues | None = None,
-    ) -> tuple[np.ndarray, Any, float]:
-        """The node a point between nodes is reached from: ``(node, t(node), leg)``.
+        source3: np.ndarray | None = None,
+    ) -> tuple[np.ndarray | None, Any, float]:
+        """What a point between nodes is reached from: ``(node, t(node), leg)``.
 
         The node ``n`` of the forward-star box around the point's cell minimising
         ``t(n) + leg(n, point)`` (docs/method.md section 3): the one rule behind a survey's
-        receiver times, :func:`~raygrid.pipeline.traveltime_at` and a ray's last leg.
+        receiver times, :func:`~raygrid.pipeline.traveltime_at` and a ray's last leg. Or
+        ``(None, 0, leg)``: the straight leg from the source itself, when both lie between
+        nodes and are joined (:meth:`direct_leg`) and it is faster.
         """
         box = self.reach_nodes(point3, radius3)
         legs = self.leg_times(point3, box, slowness)
         values = times.at(box)
-        best = int(np.argmin(values + legs))
+        totals = values + legs
+        best = int(np.argmin(totals))
+        if source3 is not None:
+            direct = self.direct_leg(source3, point3, radius3, slowness)
+            if direct is not None and direct < totals[best]:
+                return None, values.dtype.type(0), direct
         return box[best], values[best], legs[best]
+
+    def direct_leg(
+        self,
+        source3: np.ndarray,
+        point3: np.ndarray,
+        radius3: tuple[int, int, int],
+        slowness: NodeValues | None = None,
+    ) -> float | None:
+        """Time of the straight leg between a source and a point that both lie between
+        nodes and whose nearest nodes the forward star joins (within the radius on every
+        axis); ``None`` for any other pair.
+
+        Each off-node point is joined to the nodes around it like a node (docs/method.md
+        section 3); two such points near each other are joined to each other the same way,
+        or a receiver a metre from a source would be reached only through a node, seconds
+        late. Symmetric in the two points, so reciprocity holds.
+        """
+        if self.on_node(source3) or self.on_node(point3):
+            return None  # a node end: already a seed or a candidate of the other's box
+        nearest = np.floor(np.asarray(source3) + 0.5) - np.floor(np.asarray(point3) + 0.5)
+        if np.any(np.abs(nearest) > np.asarray(radius3)):
+            return None
+        return self.segment_time(source3, point3, slowness)
+
+    def segment_time(
+        self, a3: np.ndarray, b3: np.ndarray, slowness: NodeValues | None = None
+    ) -> float:
+        """Time of the straight segment between two points (exact cell crossing), read on
+        the box of cells it crosses, shifted to its corner (the same floats as on the whole
+        model: an integer shift of a point is exact)."""
+        low = np.floor(np.minimum(a3, b3)).astype(np.int64)
+        high = np.ceil(np.maximum(a3, b3)).astype(np.int64) + 1
+        reader = slowness if slowness is not None else self.slowness_values()
+        block = reader.box(low, high)
+        a, b = np.asarray(a3, dtype=np.float64) - low, np.asarray(b3, dtype=np.float64) - low
+        return float(segment_time_cpu(block, *a, *b, *self.spacing3))
 
     def leg_times(
         self, point3: np.ndarray, nodes: np.ndarray, slowness: NodeValues | None = None

@@ -32,6 +32,7 @@ def receiver_times(
     receiver_index: np.ndarray,
     dtype: Any,
     slowness: NodeValues | None = None,
+    source3: np.ndarray | None = None,
 ) -> np.ndarray:
     """First-arrival time at each receiver from one source's field ``times``.
 
@@ -42,7 +43,9 @@ def receiver_times(
     A receiver on a node reads its node; one between nodes takes the node ``n`` of the
     forward-star box around its cell minimising ``t(n) + leg(n, receiver)`` and adds that
     leg in the solve's precision: the same choice and the same floats as
-    :func:`raygrid.pipeline.raypath`'s last leg.
+    :func:`raygrid.pipeline.raypath`'s last leg. ``source3``, the source's position in
+    node units, lets a receiver near an off-node source be reached straight from it
+    (:meth:`Grid.last_leg`).
     """
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
@@ -59,9 +62,20 @@ def receiver_times(
         if on_node[k]:
             out[k] = times.value(receiver3.astype(np.int64))
             continue
-        _, time, leg = grid.last_leg(times, receiver3, star.radius, slowness)
+        _, time, leg = grid.last_leg(times, receiver3, star.radius, slowness, source3)
         out[k] = dtype.type(time) + dtype.type(leg)
     return out
+
+
+def _source_of(field: xr.DataArray, dims: tuple[str, ...]) -> dict[str, float] | None:
+    """One source's position: its ``source_*`` coordinates (a survey store's, a
+    ``traveltimes`` result's) or attributes (a ``traveltime`` result's); None if unknown."""
+    names = [f"source_{d}" for d in dims]
+    if all(name in field.coords and field[name].ndim == 0 for name in names):
+        return {d: float(field[f"source_{d}"]) for d in dims}
+    if all(name in field.attrs for name in names):
+        return {d: float(field.attrs[f"source_{d}"]) for d in dims}
+    return None
 
 
 def _single(points: Any) -> bool:
@@ -155,7 +169,9 @@ def traveltime_at(
     def read(one: xr.DataArray) -> np.ndarray:
         # A lazy field (a survey store's) is read only in the chunks around the points.
         times = NodeValues(one.transpose(*grid.dims).data)
-        return receiver_times(grid, star, times, index, one.dtype, slowness)
+        source = _source_of(one, grid.dims)
+        source3 = None if source is None else grid.to_index(source, "source")
+        return receiver_times(grid, star, times, index, one.dtype, slowness, source3)
 
     coords = {f"point_{d}": ("point", [float(p[d]) for p in listed]) for d in grid.dims}
     if "source" in field.dims:

@@ -121,6 +121,10 @@ def _node_paths(field: RayField, ends: np.ndarray) -> list[np.ndarray]:
 
 def _leg_box(a: np.ndarray, b: np.ndarray, between_nodes: bool) -> tuple[np.ndarray, np.ndarray]:
     """The box of cells a leg crosses (what :func:`_leg` reads)."""
+    if not (between_nodes or Grid.on_node(a) or Grid.on_node(b)):  # source straight to point
+        return np.floor(np.minimum(a, b)).astype(np.int64), np.ceil(np.maximum(a, b)).astype(
+            np.int64
+        ) + 1
     if not between_nodes:
         node, point = (a, b) if Grid.on_node(a) else (b, a)
         return Grid.leg_box(point, node)
@@ -135,6 +139,8 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     the whole model (see :class:`~raygrid.pipeline.nodevalues.NodeValues`), without it.
     """
     h = grid.spacing3
+    if not (between_nodes or Grid.on_node(a) or Grid.on_node(b)):  # source straight to point
+        return grid.segment_time(a, b, field.slowness)
     if not between_nodes:  # a first or last leg: one end is a node, the other a point
         node, point = (a, b) if Grid.on_node(a) else (b, a)
         return float(grid.leg_times(point, node.astype(np.int64), field.slowness)[0])
@@ -205,14 +211,21 @@ def trace_rays(
         if node:
             end = receiver3.astype(np.int64)
         else:
-            end, _, _ = grid.last_leg(field.times, receiver3, field.radius, field.slowness)
+            end, _, _ = grid.last_leg(field.times, receiver3, field.radius, field.slowness, source3)
+            if end is None:  # straight from the (off-node) source
+                ends.append(None)
+                continue
         if not np.isfinite(field.times.value(end)):
             raise InputError(f"receiver {dict(receiver)} was not reached from the source")
         ends.append(end)
 
+    walked = iter(_node_paths(field, np.array([end for end in ends if end is not None])))
     legs = []  # per ray: its points and, per leg, whether both ends are nodes
-    for nodes, receiver3, node in zip(_node_paths(field, np.array(ends)), receivers3, on_node):
-        points = [p.astype(np.float64) for p in nodes]
+    for end, receiver3, node in zip(ends, receivers3, on_node):
+        if end is None:  # straight from the source: one leg between two off-node points
+            legs.append(([source3, receiver3], [False]))
+            continue
+        points = [p.astype(np.float64) for p in next(walked)]
         between_nodes = [True] * (len(points) - 1)
         if not grid.on_node(source3):
             points.insert(0, source3)

@@ -158,7 +158,10 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
         field = times[k]
         table = points = counts = None
         if spec.n_receivers and spec.receiver_table:
-            table = receiver_times(grid, task.star, field, task.receiver_index, spec.dtype)
+            table = receiver_times(
+                grid, task.star, field, task.receiver_index, spec.dtype,
+                source3=task.source_index[i],
+            )  # fmt: skip
         if spec.n_receivers and spec.rays:
             points, counts = _rays(task, i, field, predecessor[k])
         writer.write(
@@ -522,8 +525,9 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
         times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
         if spec.n_receivers and spec.receiver_table:
             table = receiver_times(
-                grid, prepared.star, times, prepared.receiver_index, spec.dtype, slowness
-            )
+                grid, prepared.star, times, prepared.receiver_index, spec.dtype, slowness,
+                prepared.source_index[i],
+            )  # fmt: skip
         if need_rays:
             points, counts = _ray_table(result, prepared.receivers, grid, slowness, client, times)
         # The completion record last, after the field's chunks.

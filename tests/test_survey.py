@@ -164,6 +164,20 @@ def test_tiled_survey_equals_the_plain_survey(tmp_path, client):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
 
 
+@pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}])
+def test_receivers_near_an_off_node_source_are_reached_straight(tmp_path, client, tiles):
+    # The survey's table and rays follow the API's rule for a receiver next to the source.
+    source = {"z": 33.3, "x": 88.7}
+    receivers = [dict(source), {"z": 34.3, "x": 89.7}, {"z": 300.0, "x": 7.5}]
+    path = workflow_file(tmp_path, sources=[source], receivers=receivers, compute__tiles=tiles)
+    dataset = run_workflow(read_workflow(path), client=client)
+    prepared = rg.workflow.prepare_workflow(rg.workflow.Workflow.model_validate(SPEC))
+    result = rg.traveltime(prepared.velocity, source, radius=3, predecessors=True)
+    expected = rg.traveltime_at(result, receivers).values
+    np.testing.assert_array_equal(dataset["receiver_traveltime"].values[0], expected)
+    assert expected[0] == 0.0 and dataset["ray_count"].values[0].tolist()[:2] == [2, 2]
+
+
 def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, monkeypatch):
     # Tiles are for models too large for one machine: fields are written by the workers
     # that hold their tiles, and receivers and rays read only the chunks (of the field, the
@@ -506,7 +520,7 @@ def test_something_else_at_the_store_path_is_left_alone(tmp_path, client, monkey
     spec = yaml.safe_load(path.read_text())
     spec["outputs"]["store"] = str(model)
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(InputError, match="not a raygrid survey store; it is left untouched"):
+    with pytest.raises(InputError, match="would hold the model file .*--overwrite would delete"):
         run_workflow(read_workflow(path), client=client, overwrite=True)
     assert _chunk_files(model) == before
     monkeypatch.chdir(tmp_path / "survey.zarr")
