@@ -106,8 +106,9 @@ def traveltime_at(
     velocity : xarray.DataArray, optional
         The model the field was solved on, when ``field`` does not hold it.
     radius : int or mapping, optional
-        The forward-star radius of the solve; by default read from the field's attributes
-        (``radius_z``, ...), which every raygrid result and store records.
+        The forward-star radius of the solve, for a field that does not record it; by
+        default read from the field's attributes (``radius_z``, ...), which every raygrid
+        result and store records, and it must equal them.
 
     Returns
     -------
@@ -161,6 +162,17 @@ def traveltime_at(
             raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
         radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
     star = forward_star(grid.radius3(radius))
+    recorded = tuple(int(attrs[f"radius_{d}"]) if f"radius_{d}" in attrs else None
+                     for d in ("z", "y", "x"))  # fmt: skip
+    given = dict(zip(("z", "y", "x"), star.radius))
+    wrong = {d: r for d, r in zip(("z", "y", "x"), recorded) if r is not None and r != given[d]}
+    if wrong:
+        # Another star picks other nodes for the last leg: a time no solve of this field
+        # gives, silently.
+        raise InputError(
+            f"radius {dict((d, given[d]) for d in wrong)} is not the radius the field was "
+            f"solved with {wrong}: leave radius= out"
+        )
     single = _single(points)
     # The same tables as traveltimes' sources, checked the same way.
     listed = [points] if single else source_list(points, grid.dims, "points")

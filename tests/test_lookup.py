@@ -73,6 +73,16 @@ def test_bad_lookups_are_clear(model, tables):
         traveltime_at(field, STATIONS, velocity=small)
     with pytest.raises(InputError, match="records no radius"):
         traveltime_at(field.drop_attrs(), STATIONS, velocity=model)
+    # Another radius than the solve's picks other last legs: refused, not a silent answer.
+    with pytest.raises(InputError, match=r"radius \{'z': 5, 'y': 5, 'x': 5\} is not the radius"):
+        traveltime_at(tables, STATIONS, radius=5)
+    np.testing.assert_array_equal(
+        traveltime_at(tables, STATIONS, radius=3).values, traveltime_at(tables, STATIONS).values
+    )
+    np.testing.assert_array_equal(
+        traveltime_at(field.drop_attrs(), STATIONS, velocity=model, radius=3).values,
+        traveltime_at(tables, STATIONS).values,
+    )
     with pytest.raises(InputError, match="points table has no column"):
         traveltime_at(tables, {"z": [0.0], "x": [1.0]})
 
