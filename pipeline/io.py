@@ -18,6 +18,8 @@ __all__ = ["load_velocity"]
 
 def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray:
     if variable is None:
+        if not dataset.data_vars:
+            raise InputError(f"{path} holds no data variable: no velocity model")
         if len(dataset.data_vars) != 1:
             raise InputError(
                 f"{path} holds {sorted(dataset.data_vars)}: name the velocity with variable="
@@ -75,7 +77,8 @@ def load_velocity(
         raise InputError(
             f"{path}: spacing and origin are for .npy models; this file has its own coordinates"
         )
-    if suffix == ".zarr" or (path.is_dir() and (path / "zarr.json").exists()):
+    zarr_marks = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")  # Zarr v3, then v2
+    if suffix == ".zarr" or (path.is_dir() and any((path / m).exists() for m in zarr_marks)):
         with warnings.catch_warnings():
             # Stores without consolidated metadata are normal in zarr v3; xarray warns
             # when it falls back to reading them without.

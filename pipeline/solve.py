@@ -368,16 +368,18 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
         grid.shape3, star, options.dtype, backend=options.backend,
         precompute=options.precompute, predecessors=predecessors,
     ).total(n_sources, solving_threads(n_sources, threads))  # fmt: skip
-    hints = [
-        "fewer sources per call (raygrid run writes each source to a Zarr store as it is done)"
-    ]
+    hints = []
+    if n_sources > 1:
+        hints.append(
+            "fewer sources per call (raygrid run writes each source to a Zarr store as it is done)"
+        )
     if options.backend == "cpu" and n_sources > 1:
         hints.append("fewer threads=")
     if options.precompute:
         hints.append("precompute=False")
     if options.precision == "float64":
         hints.append('precision="float32"')
-    hints.append("or tiles= on a Dask cluster")
+    hints.append("or traveltime(..., tiles=) for one source at a time on a Dask cluster")
     shape = " x ".join(map(str, grid.shape))
     what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
     check_fits(need, available_memory(), what, "try " + ", ".join(hints))

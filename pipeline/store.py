@@ -323,9 +323,9 @@ def check_store(
         differences = _differences(state.fingerprint_parts, parts)
         if differences:
             raise InputError(
-                f"{path} holds the results of another workflow: {'; '.join(differences)} "
-                f"differ ({stored}); it is left untouched: choose another outputs.store, or "
-                "pass --overwrite to replace it"
+                f"{path} holds the results of another workflow: what differs is "
+                f"{'; '.join(differences)} ({stored}); it is left untouched: choose another "
+                "outputs.store, or pass --overwrite to replace it"
             )
         if workflow is not None and state.workflow == workflow:
             raise InputError(

@@ -213,6 +213,14 @@ def test_load_velocity_errors(tmp_path, model):
         rg.load_velocity(tmp_path / "two.zarr")
     with pytest.raises(rg.InputError, match="has no variable 'rho'"):
         rg.load_velocity(tmp_path / "two.zarr", "rho")
+    xr.Dataset().to_zarr(tmp_path / "empty.zarr", zarr_format=3, consolidated=False)
+    with pytest.raises(rg.InputError, match="empty.zarr holds no data variable"):
+        rg.load_velocity(tmp_path / "empty.zarr")
+    # A Zarr store is a Zarr store whatever its folder is called, v2 or v3.
+    for version in (2, 3):
+        model.to_zarr(tmp_path / f"v{version}", zarr_format=version, consolidated=False)
+        loaded = rg.load_velocity(tmp_path / f"v{version}")
+        np.testing.assert_array_equal(loaded.values, model.values)
 
 
 def test_traveltimes_many_sources_on_threads(model):

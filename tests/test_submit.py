@@ -138,7 +138,7 @@ def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, mo
     ):
         rg.workflow.run_workflow(rg.workflow.read_workflow(tmp_path / "other.yaml"), client=client)
     workflow.write_text(yaml.safe_dump(WORKFLOW))
-    with pytest.raises(InputError, match="holds the results of another workflow: the sources;"):
+    with pytest.raises(InputError, match="another workflow: what differs is the sources;"):
         submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
     assert not (tmp_path / "jobs").exists()
     job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path, overwrite=True)
