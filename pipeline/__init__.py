@@ -4,7 +4,7 @@ Everything here has a name, a unit, a coordinate or a file; the numeric work is 
 :mod:`raygrid.kernels`.
 """
 
-from .errors import InputError, RunFailed
+from .errors import InputError, InputWarning, RunFailed
 from .grid import Grid, grid_from_velocity
 from .inspect import open_survey
 from .io import load_velocity
@@ -23,6 +23,7 @@ from .version import __version__
 __all__ = [
     "Grid",
     "InputError",
+    "InputWarning",
     "RunFailed",
     "__version__",
     "checkerboard",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
 
-from .errors import InputError
+from .errors import InputError, InputWarning
 
 __all__ = [
     "constant_model",
@@ -169,18 +170,30 @@ def layered_model(
         raise InputError(problem)
     coords = _coords(shape, spacing, "m")
     z = _depth(coords)
+    outside = [depth for depth in interfaces if not z.min() < depth <= z.max()]
+    if outside:
+        warnings.warn(
+            f"layer interface(s) at {outside} m lie outside the model's depths "
+            f"({z.min():g} to {z.max():g} m): the layers they bound are absent",
+            InputWarning,
+            stacklevel=2,
+        )
     layer = np.searchsorted(np.asarray(interfaces, dtype=float), z, side="right")
     profile = np.asarray(velocities, dtype=float)[layer]
     return _model(profile, coords, "layered", f"{len(velocities)} flat layers", broadcast)
 
 
 def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -> xr.DataArray:
-    """Multiply a model by ``1 +- amplitude`` in alternating cubes of edge ``size`` (m)."""
+    """Multiply a model by ``1 +- amplitude`` in alternating cubes of edge ``size``, in the
+    unit of the model's coordinates."""
     if not 0 <= amplitude < 1:
         raise InputError(f"checkerboard amplitude must be in [0, 1), got {amplitude}")
+    if not (np.isfinite(size) and size > 0):
+        raise InputError(f"checkerboard size must be positive, got {size}")
     parity = sum((velocity[d] // size).astype(int) for d in velocity.dims) % 2
     out = velocity * (1 + amplitude * (2 * parity - 1))
-    out.attrs = dict(velocity.attrs, checkerboard=f"{size:g} m, +-{amplitude:g}")
+    unit = velocity[velocity.dims[0]].attrs.get("units", "m")
+    out.attrs = dict(velocity.attrs, checkerboard=f"{size:g} {unit}, +-{amplitude:g}")
     return out.transpose(*velocity.dims)
 
 

@@ -237,3 +237,15 @@ def test_traveltimes_many_sources_on_threads(model):
     for threads in (0, -1, 2.5, True):
         with pytest.raises(rg.InputError, match="threads must be a positive integer"):
             rg.traveltimes(model, sources, radius=3, threads=threads)
+
+
+def test_synthetic_model_mistakes_are_caught():
+    base = rg.gradient_model({"z": 5, "x": 4}, 10.0, 1000.0, 2000.0)
+    for size in (0.0, -10.0, float("nan")):
+        with pytest.raises(rg.InputError, match="checkerboard size must be positive"):
+            rg.checkerboard(base, size)
+    km = base.assign_coords(z=base["z"] / 1000, x=base["x"] / 1000)
+    km["z"].attrs["units"] = km["x"].attrs["units"] = "km"
+    assert rg.checkerboard(km, 0.02).attrs["checkerboard"] == "0.02 km, +-0.05"
+    with pytest.warns(rg.InputWarning, match=r"interface\(s\) at \[5000.0\] m lie outside"):
+        rg.layered_model({"z": 5, "x": 4}, 10.0, [20.0, 5000.0], [1000.0, 2000.0, 3000.0])
