@@ -91,6 +91,12 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
     from ..kernels.cuda import cuda_usable, simulating  # numba.cuda only when asked for
 
     if backend == "auto":
+        if not cuda_usable() and algorithm in ALGORITHMS["cuda"]:
+            raise InputError(
+                f"backend='auto' found no usable NVIDIA GPU here, and algorithm={algorithm!r} "
+                "runs only on one: leave algorithm out (each backend has its default), or run "
+                "where there is a GPU"
+            )
         return "cuda" if cuda_usable() else "cpu"
     if not (cuda_usable() or simulating()):
         raise InputError(

@@ -138,6 +138,8 @@ def load_yaml(path: str | Path, what: str) -> YamlDocument:
         a key twice in one mapping, or is not a mapping.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a folder, not a {what} file (a YAML file)")
     if not path.is_file():
         raise missing_file(path, f"{what} file")
     try:

@@ -193,6 +193,16 @@ def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):
         traveltime(velocity, SOURCE, backend="cuda")
     # "auto" quietly means the CPU when there is no GPU, and says so in the attributes.
     assert traveltime(velocity, SOURCE, backend="auto", radius=2).attrs["backend"] == "cpu"
+    # ... unless the algorithm asked for runs only on a GPU: said so, not "not on cpu".
+    with pytest.raises(InputError, match="backend='auto' found no usable NVIDIA GPU here, and"):
+        traveltime(velocity, SOURCE, backend="auto", algorithm="near-far", radius=2)
+
+
+def test_a_folder_given_as_a_workflow_is_named_so(tmp_path):
+    from raygrid.pipeline.workflow import read_workflow
+
+    with pytest.raises(InputError, match="is a folder, not a workflow file"):
+        read_workflow(tmp_path)
 
 
 @pytest.mark.parametrize("batch", [0, -1, 1.5, True])
