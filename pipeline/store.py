@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -355,6 +356,14 @@ def check_writable(path: Path) -> None:
         raise InputError(f"cannot create store {path}: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"cannot create store {path}: {parent} is not writable")
+    # Permission bits do not tell everything (root, read-only mounts, /proc): make and
+    # remove an empty folder there, as the store's first write would.
+    try:
+        tempfile.TemporaryDirectory(dir=parent, prefix=".raygrid-probe-").cleanup()
+    except OSError as error:
+        raise InputError(
+            f"cannot create store {path}: {parent} is not writable ({error.strerror or error})"
+        ) from None
 
 
 def prepare_store(

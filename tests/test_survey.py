@@ -541,6 +541,16 @@ def test_a_store_that_cannot_be_created_is_refused_before_anything_runs(tmp_path
         run_workflow(read_workflow(path), cluster=unreachable_cluster(tmp_path))
 
 
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux's /proc")
+def test_a_place_no_folder_can_be_made_in_is_refused_though_permissions_allow_it():
+    # /proc passes the permission check as root, yet nothing can be made there: the
+    # refusal came only after the cluster had started.
+    from raygrid.pipeline.store import check_writable
+
+    with pytest.raises(InputError, match="cannot create store /proc/survey.zarr: /proc is not"):
+        check_writable(Path("/proc/survey.zarr"))
+
+
 def test_bad_inputs_touch_no_store(tmp_path, client):
     spec = yaml.safe_load(yaml.safe_dump(SPEC))
     spec["sources"].append({"z": 0.0, "x": 99999.0})
