@@ -113,8 +113,9 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
     elapsed = time.perf_counter() - start
     shape = " x ".join(str(n) for n in dataset["velocity"].shape)
     click.echo(
-        f"done: {dataset.sizes['source']} source(s) on {shape} nodes in {elapsed:.2f} s "
-        f"(radius {spec.grid.radius}, {dataset.attrs['star_offsets']} star offsets)"
+        f"done: {dataset.sizes['source']} source(s) on {shape} nodes (radius "
+        f"{spec.grid.radius}, {dataset.attrs['star_offsets']} star offsets); this run took "
+        f"{elapsed:.2f} s"  # a resumed run solved only the sources left
     )
     click.echo(f"store: {spec.outputs.store}")
 
