@@ -422,13 +422,6 @@ def prepare_workflow(
         )
         raise _located(workflow, ("outputs", "plot_source"), InputError(message))
     if compute.tiles is not None:
-        unknown = set(compute.tiles) - set(grid.dims)
-        if unknown:
-            raise _located(
-                workflow,
-                ("compute", "tiles"),
-                InputError(f"tiles name {sorted(unknown)}, which the model has not"),
-            )
         from .tiled import tiled_geometry  # Dask's tiled solve only for tiled workflows
 
         try:

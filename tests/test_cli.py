@@ -231,7 +231,7 @@ def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
         "plot": ({"outputs__plot_source": 3},
                  "outputs.plot_source: source 3 cannot be plotted: there are 1 sources"),
         "tiles": ({"compute": {"tiles": {"y": 8}}},
-                  "compute.tiles: tiles name ['y'], which the model has not"),
+                  "compute.tiles: tiles names unknown dims ['y']; the model has ('z', 'x')"),
         "missing": ({"model": {"path": "missing.zarr"}}, "model: velocity model missing.zarr "
                     "does not exist"),
         "nan": ({"model": {"path": "nan.zarr"}}, "model: nan.zarr: velocity must be finite and "

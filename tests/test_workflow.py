@@ -240,7 +240,7 @@ def test_a_netcdf_model_of_a_tiled_workflow_is_read_tile_by_tile(tmp_path, monke
 def test_tiles_are_validated(tmp_path):
     with pytest.raises(InputError, match=r"compute.tiles.z: Input should be greater than"):
         read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 0, x: 8}\n"))
-    with pytest.raises(InputError, match=r"tiles name \['y'\]"):
+    with pytest.raises(InputError, match=r"compute.tiles: tiles names unknown dims \['y'\]"):
         prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {y: 8}\n")))
     # What only the tiled solve used to find, after the cluster started and the store was
     # made: a tile smaller than the halo, Near-Far; refused by validate (here=False, no
