@@ -44,6 +44,7 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from .errors import InputError
+from .fingerprint import FINGERPRINT_PARTS
 from .version import __version__
 
 __all__ = [
@@ -254,24 +255,6 @@ def open_store(path: str | Path) -> StoreState:
         done=np.asarray(group["source_done"][:]) == 1,
         fingerprint_parts=attrs.get("workflow_sha256_parts"),
     )
-
-
-#: What each part of a fingerprint is (:func:`raygrid.pipeline.workflow._fingerprint`).
-FINGERPRINT_PARTS = {
-    "model": "the model's values",
-    "sources": "the sources",
-    "receivers": "the receivers",
-    "grid": "the graph options (radius, weights, precision)",
-    "outputs": "what is stored (fields, receiver_table, rays)",
-    "backend": "the backend (backend auto may choose another on another machine)",
-    "algorithm": "the algorithm",
-    "tiles": "the tiles (they decide tied rays when rays are stored)",
-    "dims": "the model's dims",
-    "origin": "the model's origin",
-    "spacing": "the model's spacing",
-    "shape": "the model's shape",
-    "length_unit": "the model's length unit",
-}
 
 
 def _differences(stored: dict | None, now: dict | None) -> list[str]:

@@ -33,6 +33,7 @@ from dask.utils import format_bytes
 from ..kernels import MoserGraph, Star
 from .cluster import LocalConfig, connect, read_cluster
 from .errors import InputError, RunFailed
+from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
@@ -61,7 +62,7 @@ from .store import (
     write_field,
     write_source,
 )
-from .workflow import PreparedWorkflow, Workflow, model_digest, prepare_workflow
+from .workflow import PreparedWorkflow, Workflow, prepare_workflow
 
 __all__ = ["run_survey", "solve_batch", "SurveyTask"]
 

@@ -17,14 +17,10 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import dask
-import dask.array as da
 import numpy as np
 import xarray as xr
 from pydantic import (
@@ -42,6 +38,7 @@ from pydantic_core import PydanticCustomError
 
 from ..kernels import Star, forward_star
 from .errors import InputError
+from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity
 from .io import load_velocity
 from .models import constant_model, gradient_model, layered_model, layers_problem
@@ -428,7 +425,9 @@ def prepare_workflow(
             tiled_geometry(compute.tiles, grid, star, options)
         except InputError as error:
             raise _located(workflow, ("compute", "tiles"), error) from None
-    fingerprint, parts = _fingerprint(workflow, grid, options, points) if values else (None, None)
+    fingerprint, parts = (
+        workflow_fingerprint(workflow, grid, options, points) if values else (None, None)
+    )
     return PreparedWorkflow(
         workflow=workflow,
         velocity=velocity,
@@ -442,104 +441,6 @@ def prepare_workflow(
         fingerprint=fingerprint,
         fingerprint_parts=parts,
     )
-
-
-def _fingerprint(
-    workflow: Workflow, grid: Grid, options: Options, points: dict
-) -> tuple[str, dict[str, str]]:
-    """SHA-256 of everything that decides what the store holds, and short digests of its
-    parts (each key of the recipe, and ``model`` for the values) to say what differs.
-
-    The model's values and coordinates, the graph options, the resolved points (so an edited
-    CSV file counts) and the output choices; not the batch size, the cluster or the plot,
-    which change how a store is filled, not what it holds (nor the tiles, unless rays are
-    stored: see below). The resolved backend counts: CPU
-    and GPU times may differ in the last bits (FMA contraction). A model loaded in memory is
-    hashed as its slowness; a lazy one (tiled solves) by its values block by block
-    (:func:`_model_digests`), so a model file edited in place is another workflow either way.
-    """
-    recipe = {
-        "grid": workflow.grid.model_dump(mode="json"),
-        "sources": points["sources"],
-        "receivers": points["receivers"],
-        "outputs": workflow.outputs.model_dump(
-            mode="json", include={"fields", "receiver_table", "rays"}
-        ),
-        "backend": options.backend,
-        "algorithm": options.algorithm,
-        "dims": list(grid.dims),
-        "origin": list(grid.origin),
-        "spacing": list(grid.spacing),
-        "shape": list(grid.shape),
-        "length_unit": grid.length_unit,
-    }
-    if workflow.compute.tiles is not None and workflow.outputs.rays:
-        # Where two paths tie, which one a ray takes depends on the order tiles were solved
-        # in: other tiles may store other (equally fast) rays, so resuming with them would
-        # not give the store an uninterrupted run writes.
-        recipe["tiles"] = dict(workflow.compute.tiles)
-    values = _model_values(grid)
-    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
-    for chunk in values:
-        digest.update(chunk)
-    parts = {
-        key: _part_digest([json.dumps(value, sort_keys=True).encode()])
-        for key, value in recipe.items()
-    }
-    parts["model"] = _part_digest(values)
-    return digest.hexdigest(), parts
-
-
-def model_digest(grid: Grid) -> str:
-    """The short digest of a grid's model values that a store keeps (its ``model`` part).
-
-    The same digest as the fingerprint's, so a copy of the model (the one a tiled run
-    writes into its store) can be checked against the values that were fingerprinted.
-    """
-    return _part_digest(_model_values(grid))
-
-
-def _part_digest(chunks: list) -> str:
-    """Short SHA-256 of one part of a fingerprint: enough to say which part differs."""
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
-    return digest.hexdigest()[:16]
-
-
-def _model_values(grid: Grid) -> list:
-    """What the fingerprint hashes of a model's values, in order."""
-    if grid.slowness is not None:
-        return [np.ascontiguousarray(grid.slowness)]  # hashed as a buffer: not copied
-    # A lazy model (tiled solves): its values block by block, never loaded whole.
-    return [f"speed_factor {grid.speed_factor!r}".encode(), *_model_digests(grid.velocity)]
-
-
-def _block_digest(values: np.ndarray) -> bytes:
-    """SHA-256 of one block of model values: dtype, shape and bytes (C order)."""
-    values = np.ascontiguousarray(values)
-    digest = hashlib.sha256(f"{values.dtype.str} {values.shape}".encode())
-    digest.update(values.tobytes())
-    return digest.digest()
-
-
-def _model_digests(velocity: xr.DataArray) -> list[bytes]:
-    """One SHA-256 per block of a model's values, in block order (C order of block indices).
-
-    A dask-backed model (a Zarr or chunked NetCDF file opened lazily) is hashed where it is
-    read, block by block on dask's local threaded scheduler: only a few blocks are in memory
-    at once, and editing one value of the file in place changes its block's digest. The
-    local scheduler, not a cluster's, because the client opened the file and can read it;
-    workers elsewhere may not see the same path. The digests follow the file's chunking, so
-    a rechunked copy of the same values counts as another model (a refusal, never a mix).
-    Any other array is in memory already (tiled solves read it whole): one block.
-    """
-    values = velocity.data
-    if not isinstance(values, da.Array):
-        return [_block_digest(np.asarray(values))]
-    blocks = values.to_delayed().ravel()  # C order of the block indices
-    digests = [dask.delayed(_block_digest, pure=True)(block) for block in blocks]
-    return list(dask.compute(*digests, scheduler="threads"))
 
 
 def run_workflow(
