@@ -489,7 +489,7 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
         "log_directory": str(config.log_directory),
         "local_directory": config.local_directory,
         "scheduler_options": (
-            {"dashboard_address": ":0", "dashboard": False}  # (HTTP endpoints: a free port)
+            {"dashboard_address": "127.0.0.1:0", "dashboard": False}  # HTTP: loopback only
             if config.dashboard_address is None
             else {"dashboard_address": config.dashboard_address}
         ),

@@ -385,10 +385,11 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
         hints.append("precompute=False")
     if options.precision == "float64":
         hints.append('precision="float32"')
-    hints.append("or traveltime(..., tiles=) for one source at a time on a Dask cluster")
+    hints.append("traveltime(..., tiles=) for one source at a time on a Dask cluster")
     shape = " x ".join(map(str, grid.shape))
     what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
-    check_fits(need, available_memory(), what, "try " + ", ".join(hints))
+    tried = hints[0] if len(hints) == 1 else ", ".join(hints[:-1]) + ", or " + hints[-1]
+    check_fits(need, available_memory(), what, "try " + tried)
 
 
 def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> list[dict]:
@@ -433,6 +434,9 @@ class PointError(InputError):
     def __init__(self, message: str, index: int):
         super().__init__(message)
         self.index = index
+
+    def __reduce__(self) -> tuple:  # pickled with its index (process pools, Dask)
+        return (type(self), (str(self), self.index))
 
 
 def traveltimes(

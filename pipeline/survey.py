@@ -430,7 +430,7 @@ def _solve_pending(
         for batch in batches
     ]
     with bar.ticking():
-        _collect(client, futures, bar)
+        _collect(client, futures, bar, [[int(i) for i in batch] for batch in batches])
 
 
 def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.0) -> None:
@@ -452,7 +452,7 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
         echo(f"compiled in {seconds:.1f} s")
 
 
-def _collect(client, futures, bar: Progress) -> None:
+def _collect(client, futures, bar: Progress, batches: list[list[int]]) -> None:
     """Wait for the survey's tasks, counting their sources; the first that fails stops the
     run (the others are cancelled) with an :class:`InputError` it raised, else a
     :class:`RunFailed` saying which sources, why, and that a rerun resumes."""
@@ -460,6 +460,7 @@ def _collect(client, futures, bar: Progress) -> None:
 
     from distributed import as_completed
 
+    sources_of = {future.key: batch for future, batch in zip(futures, batches, strict=True)}
     try:
         for future in as_completed(futures):
             lost = future.status not in ("finished", "error")
@@ -469,8 +470,7 @@ def _collect(client, futures, bar: Progress) -> None:
                     continue
                 except CancelledError:  # its worker died between finishing and this read
                     lost = True
-            first, last = future.key.split("-")[2:4]  # raygrid-sources-FIRST-LAST-run
-            which = f"sources {first} to {last}"
+            which = f"source(s) {', '.join(map(str, sources_of[future.key]))}"
             resume = "finished sources are kept in the store: run again to resume"
             if lost:  # cancelled by the scheduler: the data it needed or made was lost
                 raise RunFailed(

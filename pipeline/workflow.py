@@ -396,7 +396,12 @@ def prepare_workflow(
         try:
             check_launchable(grid, star, options)
         except InputError as error:
-            raise _located(workflow, ("compute", "cuda_batch"), error) from None
+            try:  # the batch is the fix only if one source at a time would run
+                check_launchable(grid, star, options, batch=1)
+                where = ("compute", "cuda_batch")
+            except InputError:
+                where = ("grid", "radius")
+            raise _located(workflow, where, error) from None
     points = {}
     indices = {}
     for key, what in (("sources", "source"), ("receivers", "receiver")):

@@ -198,6 +198,18 @@ def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):
         traveltime(velocity, SOURCE, backend="auto", algorithm="near-far", radius=2)
 
 
+def test_a_bad_point_error_survives_pickling(velocity):
+    # Raised in a process pool or a Dask worker, it must come back whole.
+    import pickle
+
+    from raygrid.pipeline.solve import PointError
+
+    with pytest.raises(PointError) as raised:
+        traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 500.0}])
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert (type(back), str(back), back.index) == (PointError, str(raised.value), 1)
+
+
 def test_a_folder_given_as_a_workflow_is_named_so(tmp_path):
     from raygrid.pipeline.workflow import read_workflow
 

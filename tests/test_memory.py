@@ -99,6 +99,12 @@ def test_a_solve_too_large_is_refused_before_it_starts(monkeypatch):
     assert "solving 2 source(s) on 41 x 51 nodes" in message
     assert f"needs about {format_bytes(need)}" in message
     assert "fewer threads=" in message and 'precision="float32"' in message
+    tail = ", or traveltime(..., tiles=) for one source at a time on a Dask cluster"
+    assert message.endswith(tail)
+    # One source in float32: one hint left, and no "fewer sources" for a single one.
+    monkeypatch.setattr(solve_module, "available_memory", lambda: 1)
+    with pytest.raises(InputError, match=r"try traveltime\(\.\.\., tiles=\) for one source"):
+        rg.traveltime(velocity, sources[0], radius=3, precision="float32")
     # One thread solves one source at a time: less working memory, and it fits.
     monkeypatch.setattr(solve_module, "available_memory", lambda: need)
     assert rg.traveltimes(velocity, sources, radius=3, threads=1).sizes["source"] == 2

@@ -276,6 +276,10 @@ def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path)
     wide = cube.replace("radius: 2", "radius: 4")
     with pytest.raises(InputError, match=r"compute.tiles: .*radius \(4, 4, 4\) with batch 1 "):
         prepare_workflow(read_workflow(write(tmp_path, wide)), here=False, values=False)
+    # No batch would fix it: named at the radius, not at a cuda_batch the file never set.
+    untiled = wide.replace("  tiles: {z: 8, y: 8, x: 8}\n", "").replace("  cuda_batch: 16\n", "")
+    with pytest.raises(InputError, match=r"wf.yaml:5: grid.radius: the CUDA pull solver cannot"):
+        prepare_workflow(read_workflow(write(tmp_path, untiled)), here=False, values=False)
 
 
 def test_fingerprint_follows_the_tiles_only_when_rays_are_stored(tmp_path):
