@@ -141,14 +141,22 @@ class Grid:
         return point_box(point3, radius3, self.shape3)
 
     def reach_box(
-        self, point3: np.ndarray, radius3: tuple[int, int, int]
+        self,
+        point3: np.ndarray,
+        radius3: tuple[int, int, int],
+        source3: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The box ``low <= node < high`` that a point's time reads (:meth:`last_leg`): its
-        node, or the forward-star box around its cell with the cells the legs cross."""
+        node, or the forward-star box around its cell with the cells the legs cross, and
+        those of the straight leg from the source when it is joined to it."""
         nodes = self.reach_nodes(point3, radius3)
         if self.on_node(point3):
             return nodes[0], nodes[0] + 1
-        return self.leg_box(point3, nodes)
+        low, high = self.leg_box(point3, nodes)
+        if source3 is not None and self._joined(source3, point3, radius3):
+            direct_low, direct_high = self._segment_box(source3, point3)
+            low, high = np.minimum(low, direct_low), np.maximum(high, direct_high)
+        return low, high
 
     def last_leg(
         self,
@@ -177,6 +185,40 @@ class Grid:
                 return None, values.dtype.type(0), direct
         return box[best], values[best], legs[best]
 
+    def last_legs(
+        self,
+        times: NodeValues,
+        points3: np.ndarray,
+        radius3: tuple[int, int, int],
+        slowness: NodeValues | None = None,
+        source3: np.ndarray | None = None,
+    ) -> list[tuple[np.ndarray | None, Any, float]]:
+        """:meth:`last_leg` of each point (one on a node: ``(node, t(node), 0.0)``), for a
+        survey's receivers, :func:`~raygrid.pipeline.traveltime_at` and rays alike.
+
+        Lazy times or slowness (a tiled solve's) are read a cache-full of blocks at a time,
+        each group's blocks in one round trip (:meth:`NodeValues.groups`); in memory there
+        is nothing to read ahead.
+        """
+        lazy = times.lazy or (slowness is not None and slowness.lazy)
+        boxes = [[self.reach_box(p, radius3, source3)] for p in points3] if lazy else []
+        reader = slowness if slowness is not None and slowness.lazy else times
+        groups = reader.groups(boxes) if lazy else [list(range(len(points3)))]
+        out: list[tuple[np.ndarray | None, Any, float]] = []
+        for group in groups:
+            if lazy:
+                times.prefetch(boxes[k][0] for k in group)
+                if slowness is not None:
+                    slowness.prefetch(boxes[k][0] for k in group if not self.on_node(points3[k]))
+            for k in group:
+                point3 = points3[k]
+                if self.on_node(point3):
+                    node = np.asarray(point3).astype(np.int64)
+                    out.append((node, times.value(node), 0.0))
+                else:
+                    out.append(self.last_leg(times, point3, radius3, slowness, source3))
+        return out
+
     def direct_leg(
         self,
         source3: np.ndarray,
@@ -190,15 +232,29 @@ class Grid:
 
         Each off-node point is joined to the nodes around it like a node (docs/method.md
         section 3); two such points near each other are joined to each other the same way,
-        or a receiver a metre from a source would be reached only through a node, seconds
-        late. Symmetric in the two points, so reciprocity holds.
+        or a receiver a metre from a source would be reached only through a node,
+        milliseconds late. The leg is symmetric in the two points (the same floats both
+        ways); whether it wins compares it with node paths, which are reciprocal only up to
+        rounding (docs/method.md section 4).
         """
-        if self.on_node(source3) or self.on_node(point3):
-            return None  # a node end: already a seed or a candidate of the other's box
-        nearest = np.floor(np.asarray(source3) + 0.5) - np.floor(np.asarray(point3) + 0.5)
-        if np.any(np.abs(nearest) > np.asarray(radius3)):
+        if not self._joined(source3, point3, radius3):
             return None
         return self.segment_time(source3, point3, slowness)
+
+    def _joined(
+        self, source3: np.ndarray, point3: np.ndarray, radius3: tuple[int, int, int]
+    ) -> bool:
+        """Whether :meth:`direct_leg` joins a source and a point."""
+        if self.on_node(source3) or self.on_node(point3):
+            return False  # a node end: already a seed or a candidate of the other's box
+        nearest = np.floor(np.asarray(source3) + 0.5) - np.floor(np.asarray(point3) + 0.5)
+        return bool(np.all(np.abs(nearest) <= np.asarray(radius3)))
+
+    @staticmethod
+    def _segment_box(a3: np.ndarray, b3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The box ``low <= node < high`` of the cells a segment between points crosses."""
+        low = np.floor(np.minimum(a3, b3)).astype(np.int64)
+        return low, np.ceil(np.maximum(a3, b3)).astype(np.int64) + 1
 
     def segment_time(
         self, a3: np.ndarray, b3: np.ndarray, slowness: NodeValues | None = None
@@ -206,8 +262,7 @@ class Grid:
         """Time of the straight segment between two points (exact cell crossing), read on
         the box of cells it crosses, shifted to its corner (the same floats as on the whole
         model: an integer shift of a point is exact)."""
-        low = np.floor(np.minimum(a3, b3)).astype(np.int64)
-        high = np.ceil(np.maximum(a3, b3)).astype(np.int64) + 1
+        low, high = self._segment_box(a3, b3)
         reader = slowness if slowness is not None else self.slowness_values()
         block = reader.box(low, high)
         a, b = np.asarray(a3, dtype=np.float64) - low, np.asarray(b3, dtype=np.float64) - low

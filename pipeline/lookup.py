@@ -4,12 +4,14 @@ A traveltime table for earthquake location holds each station's field (a source 
 station, by reciprocity); locating an event reads the fields at trial hypocentres that
 fall between nodes. Here a point between nodes gets the time the method itself gives it:
 the node ``n`` of the forward-star box around its cell minimising ``t(n) + leg(n, point)``,
-the leg integrated exactly through the cells it crosses (docs/method.md section 3), the
-same rule and the same floats as a survey's receiver table and a raypath's last leg.
+the leg integrated exactly through the cells it crosses (docs/method.md section 3), or the
+straight leg from an off-node source joined to it; the same rule and the same floats as a
+survey's receiver table and a raypath's last leg.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from ..kernels import Star, forward_star
-from .errors import InputError
+from .errors import InputError, InputWarning
 from .grid import Grid, grid_from_velocity
 from .nodevalues import NodeValues
 from .solve import locate_points, source_list
@@ -49,21 +51,12 @@ def receiver_times(
     """
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
-    on_node = [grid.on_node(r) for r in receiver_index]
-    if times.lazy or (slowness is not None and slowness.lazy):
-        # The blocks every receiver needs, read in one go each (in memory: nothing to do).
-        boxes = [grid.reach_box(r, star.radius) for r in receiver_index]
-        times.prefetch(boxes)
-        if slowness is not None:
-            slowness.prefetch(box for box, node in zip(boxes, on_node) if not node)
     dtype = np.dtype(dtype)
     out = np.empty(len(receiver_index), dtype=dtype)
-    for k, receiver3 in enumerate(receiver_index):
-        if on_node[k]:
-            out[k] = times.value(receiver3.astype(np.int64))
-            continue
-        _, time, leg = grid.last_leg(times, receiver3, star.radius, slowness, source3)
-        out[k] = dtype.type(time) + dtype.type(leg)
+    legs = grid.last_legs(times, receiver_index, star.radius, slowness, source3)
+    for k, (receiver3, (_, time, leg)) in enumerate(zip(receiver_index, legs)):
+        # On a node: its time. Between nodes: plus the last leg, in the solve's precision.
+        out[k] = time if grid.on_node(receiver3) else dtype.type(time) + dtype.type(leg)
     return out
 
 
@@ -129,7 +122,11 @@ def traveltime_at(
     integrated exactly cell by cell: a global minimum over the paths of the solve's graph
     extended by one straight leg, not an interpolation, so it is never earlier than the
     graph allows and is exact in a constant-velocity model along the star's directions.
-    The same rule gives a survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
+    Near an off-node source whose nearest node the star joins to the point's, the straight
+    leg from the source counts too (``Grid.direct_leg``); the source is read from the
+    field's ``source_*`` coordinates or attributes, and a field without them is warned
+    about (points near the source are then reached through nodes). The same rule gives a
+    survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
     """
     if isinstance(field, xr.Dataset):
         if "traveltime" not in field:
@@ -183,6 +180,14 @@ def traveltime_at(
         times = NodeValues(one.transpose(*grid.dims).data)
         source = _source_of(one, grid.dims)
         source3 = None if source is None else grid.to_index(source, "source")
+        if source is None and not all(grid.on_node(p) for p in index):
+            warnings.warn(
+                "the field records no source position (source_z, ... coordinates or "
+                "attributes): points between nodes near an off-node source are reached "
+                "through nodes, not straight from it",
+                InputWarning,
+                stacklevel=3,
+            )
         return receiver_times(grid, star, times, index, one.dtype, slowness, source3)
 
     coords = {f"point_{d}": ("point", [float(p[d]) for p in listed]) for d in grid.dims}

@@ -151,6 +151,32 @@ class NodeValues:
         room = max(self._cache_bytes // self._block_bytes(), 1)
         self._blocks(list(keys)[:room])
 
+    def groups(
+        self, boxes_per_item: list[list[tuple[Iterable[int], Iterable[int]]]]
+    ) -> list[list[int]]:
+        """Items (each a list of boxes ``(low, high)``, e.g. a ray's legs) in consecutive
+        groups whose blocks fit the cache together: a caller prefetching each group before
+        reading it pays a round trip per group, where one prefetch of everything would keep
+        only what fits and read the rest block by block. All items in one group when the
+        array is in memory."""
+        if not self.lazy:
+            return [list(range(len(boxes_per_item)))] if boxes_per_item else []
+        room = max(self._cache_bytes // self._block_bytes(), 1)
+        groups: list[list[int]] = []
+        held: set[tuple[int, int, int]] = set()
+        for k, boxes in enumerate(boxes_per_item):
+            keys = {
+                key for low, high in boxes for key in self._keys(np.asarray(low), np.asarray(high))
+            }
+            if groups and len(held | keys) > room:
+                groups.append([])
+                held = set()
+            if not groups:
+                groups.append([])
+            groups[-1].append(k)
+            held |= keys
+        return groups
+
     def _keys(self, low: np.ndarray, high: np.ndarray) -> list[tuple[int, int, int]]:
         """The blocks overlapping the box ``low <= node < high``."""
         first = np.asarray(low) // self._block

@@ -122,9 +122,7 @@ def _node_paths(field: RayField, ends: np.ndarray) -> list[np.ndarray]:
 def _leg_box(a: np.ndarray, b: np.ndarray, between_nodes: bool) -> tuple[np.ndarray, np.ndarray]:
     """The box of cells a leg crosses (what :func:`_leg` reads)."""
     if not (between_nodes or Grid.on_node(a) or Grid.on_node(b)):  # source straight to point
-        return np.floor(np.minimum(a, b)).astype(np.int64), np.ceil(np.maximum(a, b)).astype(
-            np.int64
-        ) + 1
+        return Grid._segment_box(a, b)
     if not between_nodes:
         node, point = (a, b) if Grid.on_node(a) else (b, a)
         return Grid.leg_box(point, node)
@@ -176,7 +174,9 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     seeded; for an off-node source the source point is prepended (the first leg is the
     straight segment the source was seeded with). For an off-node receiver the last leg
     comes from the node ``n`` of the forward-star box around the receiver's cell that
-    minimises ``t(n) + segment_time(n, receiver)``.
+    minimises ``t(n) + segment_time(n, receiver)``, or, for a receiver near an off-node
+    source (their nearest nodes joined by the star), straight from the source when that is
+    faster: a ray of two points.
 
     ``time`` re-adds the legs' weights in the solve's order and precision, so at an on-node
     receiver it equals the traveltime field (docs/method.md section 4, "raypath time =
@@ -201,21 +201,10 @@ def trace_rays(
     source3 = grid.to_index(field.source, "source")
     receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
     on_node = [grid.on_node(r) for r in receivers3]
-    field.times.prefetch(grid.reach_box(r, field.radius) for r in receivers3)
-    if not all(on_node):
-        field.slowness.prefetch(
-            grid.reach_box(r, field.radius) for r, node in zip(receivers3, on_node) if not node
-        )
-    ends = []
-    for receiver, receiver3, node in zip(receivers, receivers3, on_node):
-        if node:
-            end = receiver3.astype(np.int64)
-        else:
-            end, _, _ = grid.last_leg(field.times, receiver3, field.radius, field.slowness, source3)
-            if end is None:  # straight from the (off-node) source
-                ends.append(None)
-                continue
-        if not np.isfinite(field.times.value(end)):
+    ends = []  # None: straight from the (off-node) source
+    last = grid.last_legs(field.times, receivers3, field.radius, field.slowness, source3)
+    for receiver, (end, time, _) in zip(receivers, last):
+        if not np.isfinite(time):
             raise InputError(f"receiver {dict(receiver)} was not reached from the source")
         ends.append(end)
 
@@ -234,16 +223,18 @@ def trace_rays(
             points.append(receiver3)
             between_nodes.append(False)
         legs.append((points, between_nodes))
-    # A lazy model: the blocks of every ray's legs' cells, read in one go.
-    field.slowness.prefetch(
-        _leg_box(a, b, nodes_only)
-        for points, between_nodes in legs
-        for a, b, nodes_only in zip(points[:-1], points[1:], between_nodes)
-    )
-    return [
-        _ray_dataset(grid, field, points, between_nodes, receiver)
-        for (points, between_nodes), receiver in zip(legs, receivers)
+    # A lazy model: the blocks of the rays' legs' cells, a cache-full of rays at a time.
+    boxes = [
+        [_leg_box(a, b, nodes_only) for a, b, nodes_only in zip(points[:-1], points[1:], between)]
+        if field.slowness.lazy
+        else []
+        for points, between in legs
     ]
+    rays = []
+    for group in field.slowness.groups(boxes):
+        field.slowness.prefetch(box for k in group for box in boxes[k])
+        rays += [_ray_dataset(grid, field, *legs[k], receivers[k]) for k in group]
+    return rays
 
 
 def _ray_dataset(

@@ -83,6 +83,11 @@ def test_bad_lookups_are_clear(model, tables):
         traveltime_at(field.drop_attrs(), STATIONS, velocity=model, radius=3).values,
         traveltime_at(tables, STATIONS).values,
     )
+    # Without the source's position a point near an off-node source cannot be reached
+    # straight from it: said, not silent.
+    one = rg.traveltime(model, {"z": 5.5, "y": 3.3, "x": 7.1}, radius=3)
+    with pytest.warns(rg.InputWarning, match="records no source position"):
+        traveltime_at(one.drop_attrs(), {"z": 6.5, "y": 3.3, "x": 7.1}, velocity=model, radius=3)
     with pytest.raises(InputError, match="points table has no column"):
         traveltime_at(tables, {"z": [0.0], "x": [1.0]})
 

@@ -153,3 +153,29 @@ def test_rays_of_a_lazy_field_are_walked_in_step(small_blocks):
     longest = max(ray.sizes["point"] for ray in rays)
     assert field.predecessor.computations <= longest
     assert field.predecessor.computations < one_by_one.predecessor.computations / 2
+
+
+def test_rays_read_their_legs_a_cache_full_at_a_time(small_blocks):
+    # One read-ahead of every ray's blocks kept only what fits the cache and read the rest
+    # block by block; rays are now timed in groups whose blocks fit, one read-ahead each.
+    import raygrid.pipeline as rg
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.rays import ray_field, trace_rays
+
+    velocity = rg.checkerboard(rg.gradient_model({"z": 30, "x": 40}, 10.0, 1e3, 3e3), 50.0)
+    result = rg.traveltime(velocity, {"z": 5.0, "x": 12.5}, radius=2, predecessors=True)
+    grid = grid_from_velocity(velocity)
+    lazy = grid_from_velocity(velocity.chunk({"z": 7, "x": 9}), load=False)
+    receivers = [{"z": 290.0, "x": float(x)} for x in range(0, 400, 25)]
+    reads = {}
+    for blocks in (200, 12):
+        slowness = NodeValues(
+            lazy.velocity.data, convert=lazy._checked_slowness, cache_bytes=blocks * 4 * 4 * 8
+        )
+        rays = trace_rays(ray_field(result, grid, slowness=slowness), receivers, grid)
+        for ray, receiver in zip(rays, receivers):
+            xr_ray = rg.raypath(result, receiver)
+            np.testing.assert_array_equal(ray["time"].values, xr_ray["time"].values)
+        reads[blocks] = slowness.computations
+    assert reads[200] == 2  # the receivers' last legs, then every leg of every ray
+    assert reads[12] < 60  # 133 when one read-ahead kept what fit and read the rest singly
