@@ -93,16 +93,27 @@ def _join(command: list[str]) -> str:
     return " ".join(word if word.startswith('"$') else shlex.quote(word) for word in command)
 
 
+def _directive_value(value: object) -> str:
+    """A value for an ``#SBATCH`` line: double-quoted if it holds whitespace (sbatch reads
+    quoted values whole; unquoted, a path with a space was cut at it)."""
+    text = str(value)
+    if not any(c.isspace() for c in text):
+        return text
+    if '"' in text:
+        raise InputError(f"{text!r} holds both a space and a double quote: not usable in a job")
+    return f'"{text}"'
+
+
 def _slurm_header(config: JobQueueConfig, directory: Path) -> list[str]:
     lines = [
-        f"--job-name={config.job_name}",
+        f"--job-name={_directive_value(config.job_name)}",
         f"--nodes={config.nodes}",
         f"--ntasks={config.workers}",
         f"--ntasks-per-node={config.workers_per_node}",
         f"--cpus-per-task={config.cores_per_worker}",
         f"--mem={_memory_mb(config.memory_per_worker, config.workers_per_node)}M",
         f"--time={config.walltime}",
-        f"--output={directory / 'job-%j.out'}",
+        f"--output={_directive_value(directory / 'job-%j.out')}",
     ]
     if config.gpus_per_worker:
         lines.append(f"--gpus-per-task={config.gpus_per_worker}")

@@ -194,8 +194,13 @@ def _wait_for_job(job_id: str, timeout: float = 180) -> str:
 @pytest.mark.slurm
 @needs_slurm
 def test_real_slurm_submission_runs_the_workflow(tmp_path):
+    # In a folder with a space in its name: every path in the script, the #SBATCH output
+    # path too (it was cut at the space), must reach sbatch and the job whole.
+    tmp_path = tmp_path / "survey run"
+    tmp_path.mkdir()
     workflow, cluster = setup(tmp_path)
     job = submit_workflow(workflow, cluster, workdir=tmp_path)
+    assert f'#SBATCH --output="{job.directory}/job-%j.out"' in job.script.read_text()
     assert job.job_id and job.job_id.isdigit()
     state = _wait_for_job(job.job_id)
     logs = "\n".join(p.read_text() for p in job.directory.glob("*.out"))
