@@ -119,11 +119,12 @@ class Grid:
         return self.slowness_at(values)
 
     @staticmethod
-    def leg_box(point3: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The box ``low <= node < high`` of cells the legs from a point to nodes cross."""
-        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
-        low = np.minimum(nodes.min(axis=0), np.floor(point3).astype(np.int64))
-        high = np.maximum(nodes.max(axis=0), np.ceil(point3).astype(np.int64)) + 1
+    def leg_box(point3: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The box ``low <= node < high`` of cells the straight legs from a point to ends
+        (nodes, or other points) cross."""
+        ends = np.asarray(ends, dtype=np.float64).reshape(-1, 3)
+        low = np.floor(np.minimum(ends.min(axis=0), point3)).astype(np.int64)
+        high = np.ceil(np.maximum(ends.max(axis=0), point3)).astype(np.int64) + 1
         return low, high
 
     @staticmethod
@@ -152,11 +153,9 @@ class Grid:
         nodes = self.reach_nodes(point3, radius3)
         if self.on_node(point3):
             return nodes[0], nodes[0] + 1
-        low, high = self.leg_box(point3, nodes)
         if source3 is not None and self._joined(source3, point3, radius3):
-            direct_low, direct_high = self._segment_box(source3, point3)
-            low, high = np.minimum(low, direct_low), np.maximum(high, direct_high)
-        return low, high
+            return self.leg_box(point3, np.vstack([nodes, source3]))
+        return self.leg_box(point3, nodes)
 
     def last_leg(
         self,
@@ -250,19 +249,13 @@ class Grid:
         nearest = np.floor(np.asarray(source3) + 0.5) - np.floor(np.asarray(point3) + 0.5)
         return bool(np.all(np.abs(nearest) <= np.asarray(radius3)))
 
-    @staticmethod
-    def _segment_box(a3: np.ndarray, b3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The box ``low <= node < high`` of the cells a segment between points crosses."""
-        low = np.floor(np.minimum(a3, b3)).astype(np.int64)
-        return low, np.ceil(np.maximum(a3, b3)).astype(np.int64) + 1
-
     def segment_time(
         self, a3: np.ndarray, b3: np.ndarray, slowness: NodeValues | None = None
     ) -> float:
         """Time of the straight segment between two points (exact cell crossing), read on
         the box of cells it crosses, shifted to its corner (the same floats as on the whole
         model: an integer shift of a point is exact)."""
-        low, high = self._segment_box(a3, b3)
+        low, high = self.leg_box(a3, b3)
         reader = slowness if slowness is not None else self.slowness_values()
         block = reader.box(low, high)
         a, b = np.asarray(a3, dtype=np.float64) - low, np.asarray(b3, dtype=np.float64) - low

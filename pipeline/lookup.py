@@ -159,10 +159,9 @@ def traveltime_at(
             raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
         radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
     star = forward_star(grid.radius3(radius))
-    recorded = tuple(int(attrs[f"radius_{d}"]) if f"radius_{d}" in attrs else None
-                     for d in ("z", "y", "x"))  # fmt: skip
+    recorded = {d: int(attrs[f"radius_{d}"]) for d in grid.dims if f"radius_{d}" in attrs}
     given = dict(zip(("z", "y", "x"), star.radius))
-    wrong = {d: r for d, r in zip(("z", "y", "x"), recorded) if r is not None and r != given[d]}
+    wrong = {d: r for d, r in recorded.items() if r != given[d]}
     if wrong:
         # Another star picks other nodes for the last leg: a time no solve of this field
         # gives, silently.

@@ -148,8 +148,7 @@ class NodeValues:
         keys: dict[tuple[int, int, int], None] = {}
         for low, high in boxes:
             keys.update(dict.fromkeys(self._keys(np.asarray(low), np.asarray(high))))
-        room = max(self._cache_bytes // self._block_bytes(), 1)
-        self._blocks(list(keys)[:room])
+        self._blocks(list(keys)[: self._room()])
 
     def groups(
         self, boxes_per_item: list[list[tuple[Iterable[int], Iterable[int]]]]
@@ -161,21 +160,18 @@ class NodeValues:
         array is in memory."""
         if not self.lazy:
             return [list(range(len(boxes_per_item)))] if boxes_per_item else []
-        room = max(self._cache_bytes // self._block_bytes(), 1)
-        groups: list[list[int]] = []
+        groups: list[list[int]] = [[]]
         held: set[tuple[int, int, int]] = set()
         for k, boxes in enumerate(boxes_per_item):
             keys = {
                 key for low, high in boxes for key in self._keys(np.asarray(low), np.asarray(high))
             }
-            if groups and len(held | keys) > room:
+            if groups[-1] and len(held | keys) > self._room():
                 groups.append([])
                 held = set()
-            if not groups:
-                groups.append([])
             groups[-1].append(k)
             held |= keys
-        return groups
+        return groups if groups[-1] else []
 
     def _keys(self, low: np.ndarray, high: np.ndarray) -> list[tuple[int, int, int]]:
         """The blocks overlapping the box ``low <= node < high``."""
@@ -187,6 +183,10 @@ class NodeValues:
             for ky in range(first[1], last[1] + 1)
             for kx in range(first[2], last[2] + 1)
         ]
+
+    def _room(self) -> int:
+        """Blocks the cache holds (at least one)."""
+        return max(self._cache_bytes // self._block_bytes(), 1)
 
     def _block_bytes(self) -> int:
         return int(np.prod(self._block)) * self.dtype.itemsize

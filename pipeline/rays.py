@@ -106,28 +106,17 @@ def _node_paths(field: RayField, ends: np.ndarray) -> list[np.ndarray]:
     paths = [[end] for end in ends]
     current = ends.copy()
     walking = np.arange(len(ends))
-    for _ in range(int(np.prod(field.predecessor.shape3))):
-        if not walking.size:
-            return [np.array(path[::-1]) for path in paths]
+    steps, most = 0, int(np.prod(field.predecessor.shape3))  # no path has more nodes
+    while walking.size:
+        if steps == most:
+            raise InputError("predecessors form a cycle: the result is corrupted")
+        steps += 1
         k = np.asarray(field.predecessor.at(current), dtype=np.int64)
         going = k >= 0
         walking, current = walking[going], current[going] - field.offsets[k[going]]
         for i, node in zip(walking, current):
             paths[i].append(node)
-    if not walking.size:
-        return [np.array(path[::-1]) for path in paths]
-    raise InputError("predecessors form a cycle: the result is corrupted")
-
-
-def _leg_box(a: np.ndarray, b: np.ndarray, between_nodes: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The box of cells a leg crosses (what :func:`_leg` reads)."""
-    if not (between_nodes or Grid.on_node(a) or Grid.on_node(b)):  # source straight to point
-        return Grid._segment_box(a, b)
-    if not between_nodes:
-        node, point = (a, b) if Grid.on_node(a) else (b, a)
-        return Grid.leg_box(point, node)
-    a, b = a.astype(np.int64), b.astype(np.int64)
-    return np.minimum(a, b), np.maximum(a, b) + 1
+    return [np.array(path[::-1]) for path in paths]
 
 
 def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_nodes: bool) -> float:
@@ -137,12 +126,10 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     the whole model (see :class:`~raygrid.pipeline.nodevalues.NodeValues`), without it.
     """
     h = grid.spacing3
-    if not (between_nodes or Grid.on_node(a) or Grid.on_node(b)):  # source straight to point
-        return grid.segment_time(a, b, field.slowness)
-    if not between_nodes:  # a first or last leg: one end is a node, the other a point
-        node, point = (a, b) if Grid.on_node(a) else (b, a)
-        return float(grid.leg_times(point, node.astype(np.int64), field.slowness)[0])
-    low, high = _leg_box(a, b, True)
+    if not between_nodes:  # a first or last leg, or straight from the source: from a point
+        point, end = (b, a) if Grid.on_node(a) else (a, b)  # the order Grid.leg_times uses
+        return grid.segment_time(point, end, field.slowness)
+    low, high = Grid.leg_box(a, b)
     block = field.slowness.box(low, high)
     a, b = a.astype(np.int64) - low, b.astype(np.int64) - low
     if field.rule != EXACT:
@@ -225,10 +212,8 @@ def trace_rays(
         legs.append((points, between_nodes))
     # A lazy model: the blocks of the rays' legs' cells, a cache-full of rays at a time.
     boxes = [
-        [_leg_box(a, b, nodes_only) for a, b, nodes_only in zip(points[:-1], points[1:], between)]
-        if field.slowness.lazy
-        else []
-        for points, between in legs
+        [Grid.leg_box(a, b) for a, b in zip(points[:-1], points[1:])] if field.slowness.lazy else []
+        for points, _ in legs
     ]
     rays = []
     for group in field.slowness.groups(boxes):

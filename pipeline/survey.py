@@ -463,16 +463,15 @@ def _collect(client, futures, bar: Progress, batches: list[list[int]]) -> None:
     sources_of = {future.key: batch for future, batch in zip(futures, batches, strict=True)}
     try:
         for future in as_completed(futures):
-            lost = future.status not in ("finished", "error")
             if future.status == "finished":
                 try:
                     bar.update(len(future.result()["sources"]))
                     continue
                 except CancelledError:  # its worker died between finishing and this read
-                    lost = True
+                    pass
             which = f"source(s) {', '.join(map(str, sources_of[future.key]))}"
             resume = "finished sources are kept in the store: run again to resume"
-            if lost:  # cancelled by the scheduler: the data it needed or made was lost
+            if future.status != "error":  # cancelled by the scheduler: its data was lost
                 raise RunFailed(
                     f"the cluster lost the task solving {which}: a worker died (killed for "
                     "memory? see the workers' logs) holding data it needed; the "
