@@ -106,7 +106,7 @@ def efficiency(stats: dict, seconds: float, block, radius, star, spacing, info, 
 
 
 PULL_STATS = (
-    "passes", "tiles_relaxed", "inner_iterations", "weights_evaluated", "schedule",
+    "block", "passes", "tiles_relaxed", "inner_iterations", "weights_evaluated", "schedule",
     "setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s",
 )  # fmt: skip
 
@@ -212,10 +212,7 @@ def study_2d(sizes, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
                         np.max(np.abs(times[0] - cpu) / np.maximum(cpu, 1e-30))
                     )
                 if "tiles_relaxed" in stats:
-                    from raygrid.kernels.cuda.pull import DEFAULT_BLOCK_2D
-
-                    block = tuple(max(b, q) for b, q in zip(DEFAULT_BLOCK_2D, (r, 0, r)))
-                    found = efficiency(stats, best, block, (r, 0, r), star, spacing, info,
+                    found = efficiency(stats, best, stats["block"], (r, 0, r), star, spacing, info,
                                        name.endswith("precomputed"))  # fmt: skip
                     row.update({f"{name}_{k}": v for k, v in found.items()})
                     row.update({f"{name}_{k}": stats[k] for k in PULL_STATS if k in stats})
@@ -253,10 +250,7 @@ def study_3d(n, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
             if "cpu_s" in row:
                 row[f"{name}_speedup"] = row["cpu_s"] / best
             if "tiles_relaxed" in stats:
-                from raygrid.kernels.cuda.pull import DEFAULT_BLOCK_3D
-
-                block = tuple(max(b, q) for b, q in zip(DEFAULT_BLOCK_3D, (r, r, r)))
-                found = efficiency(stats, best, block, (r, r, r), star, spacing, info,
+                found = efficiency(stats, best, stats["block"], (r, r, r), star, spacing, info,
                                    name.endswith("precomputed"))  # fmt: skip
                 row.update({f"{name}_{k}": v for k, v in found.items()})
                 row.update({f"{name}_{k}": stats[k] for k in PULL_STATS if k in stats})
@@ -276,11 +270,15 @@ def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
     seeds = [(np.array([x]), np.array([0.0])) for x in xs]
     rows = []
     for batch in batches:
+        stats = {}
         try:
             first, best, _ = best_time(
-                partial(solve_pull, slowness, spacing, star, seeds, batch=batch, dtype=np.float32),
+                partial(
+                    solve_pull, slowness, spacing, star, seeds,
+                    batch=batch, dtype=np.float32, stats=stats,
+                ),
                 repeat,
-            )
+            )  # fmt: skip
         except ValueError as error:  # shared memory too small for this batch
             rows.append({"case": "survey", "batch": batch, "error": str(error)})
             continue
@@ -290,6 +288,7 @@ def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
             "radius": radius,
             "sources": n_sources,
             "batch": batch,
+            "block": stats["block"],  # shrunk where a batch's tiles outgrow shared memory
             "precision": "float32",
             "seconds": best,
             "sources_per_s": n_sources / best,

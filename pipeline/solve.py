@@ -334,19 +334,20 @@ def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> f
 
 
 def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None = None) -> None:
-    """Refuse a CUDA pull solve no GPU can launch (tiles whose halo, slowness and ``batch``
-    time tiles, default ``options.batch``, exceed a block's shared memory) before anything
-    runs: on a worker it would fail only once the survey is under way."""
+    """Refuse a CUDA pull solve no GPU can launch (even the smallest tiles, as wide as the
+    halo, with their halo, slowness and ``batch`` time tiles, default ``options.batch``,
+    exceed a block's shared memory; larger default tiles shrink until they fit, see
+    :func:`~raygrid.kernels.cuda.pull_solver.pull_layout`) before anything runs: on a
+    worker it would fail only once the survey is under way."""
     if options.backend != "cuda" or options.algorithm != "pull":
         return
     from ..kernels.cuda.pull_solver import check_launch, pull_layout
 
     batch = options.batch if batch is None else batch
-    layout = pull_layout(grid.shape3, star.radius)
 
     def fits(batch: int, dtype: Any) -> bool:
         try:
-            check_launch(layout, batch, dtype)
+            check_launch(pull_layout(grid.shape3, star.radius, None, batch, dtype), batch, dtype)
         except ValueError:
             return False
         return True

@@ -82,6 +82,50 @@ def test_launch_limits_are_clear_errors():
         check_launch(PaddedLayout((64, 1, 64), (1, 0, 1), (64, 1, 32)), 1, np.float64)
 
 
+@pytest.mark.parametrize(
+    "shape, radius, batch, dtype, block",
+    [
+        ((256, 256, 256), (2, 2, 2), 1, np.float64, (4, 8, 8)),  # the default
+        ((1601, 1, 1601), (5, 0, 5), 4, np.float64, (16, 1, 16)),
+        ((1601, 1, 1601), (7, 0, 3), 1, np.float64, (16, 1, 16)),  # wider than the halo
+        # 3D radius 4: 4 x 8 x 8 tiles with their halo need 61 KB; y is halved (x stays long).
+        ((256, 256, 256), (4, 4, 4), 1, np.float64, (4, 4, 8)),
+        ((256, 256, 256), (4, 4, 4), 3, np.float32, (4, 4, 4)),
+        ((1601, 1, 1601), (5, 0, 5), 16, np.float64, (8, 1, 8)),
+        ((64, 64, 64), (6, 1, 1), 1, np.float64, (6, 8, 8)),  # grown to the halo along z
+        # Nothing fits: the smallest tiles (the halo, or a warp of threads) come back.
+        ((256, 256, 256), (5, 5, 5), 1, np.float32, (5, 5, 5)),
+        ((1601, 1, 1601), (2, 0, 2), 100, np.float64, (4, 1, 8)),
+    ],
+)  # fmt: skip
+def test_default_tiles_shrink_to_fit_shared_memory(shape, radius, batch, dtype, block):
+    from raygrid.kernels.cuda.pull import SHARED_BYTES, check_launch, shared_bytes
+    from raygrid.kernels.cuda.pull_solver import MIN_THREADS, pull_layout
+
+    layout = pull_layout(shape, radius, None, batch, dtype)
+    assert layout.block == block
+    assert all(b >= r for b, r in zip(layout.block, radius))
+    assert np.prod(layout.block) >= MIN_THREADS
+    if shared_bytes(layout, batch, dtype) <= SHARED_BYTES:
+        check_launch(layout, batch, dtype)
+    else:
+        with pytest.raises(ValueError, match="shared memory"):
+            check_launch(layout, batch, dtype)
+    # A block the caller names is kept as it is.
+    assert pull_layout(shape, radius, (8, 8, 8), batch, dtype).block == (8, 8, 8)
+
+
+@simulator_only
+def test_a_solver_takes_the_tiles_that_fit_its_batch_and_precision():
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    star = forward_star((4, 4, 4))
+    slowness = model((9, 9, 9))
+    for batch, dtype, block in [(1, np.float64, (4, 4, 8)), (3, np.float32, (4, 4, 4))]:
+        solver = PullSolver(slowness, np.ones(3), star, batch=batch, dtype=dtype)
+        assert solver.layout.block == block
+
+
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize(

@@ -254,16 +254,17 @@ def test_tiles_are_validated(tmp_path):
 
 
 def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path):
-    # Found on a worker, once the survey was under way, as a traceback (ValueError).
-    batched = SMALL + "compute:\n  backend: cuda\n  cuda_batch: 16\n"
+    # Found on a worker, once the survey was under way, as a traceback (ValueError). Tiles
+    # shrink to fit a batch (down to a warp of threads); 64 float64 time tiles fit none.
+    batched = SMALL + "compute:\n  backend: cuda\n  cuda_batch: 64\n"
     with pytest.raises(
         InputError,
         match=r"wf.yaml:15: compute.cuda_batch: the CUDA pull solver cannot run radius "
-        r"\(2, 0, 2\) with batch 16 in float64: .*use a smaller batch .* or a smaller radius "
+        r"\(2, 0, 2\) with batch 64 in float64: .*use a smaller batch .* or a smaller radius "
         r'or precision="float32"$',
     ):
         prepare_workflow(read_workflow(write(tmp_path, batched)), here=False, values=False)
-    fits = batched.replace("cuda_batch: 16", "cuda_batch: 8")
+    fits = batched.replace("cuda_batch: 64", "cuda_batch: 16")  # on smaller tiles
     prepare_workflow(read_workflow(write(tmp_path, fits)), here=False, values=False)
     # A tiled solve relaxes one source at a time: its batch does not count, its radius does.
     tiled = batched + "  tiles: {z: 8, y: 8, x: 8}\n"
@@ -273,11 +274,16 @@ def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path)
     cube = cube.replace("{z: 200.0, x: 0.0}", "{z: 200.0, y: 0.0, x: 0.0}")
     cube = cube.replace("{z: 200.0, x: 300.0}", "{z: 200.0, y: 0.0, x: 200.0}")
     prepare_workflow(read_workflow(write(tmp_path, cube)), here=False, values=False)
-    wide = cube.replace("radius: 2", "radius: 4")
-    with pytest.raises(InputError, match=r"compute.tiles: .*radius \(4, 4, 4\) with batch 1 "):
+    # Radius 4 in 3D runs on 4 x 4 x 8 tiles (the default 4 x 8 x 8 needs 61 KB).
+    prepare_workflow(
+        read_workflow(write(tmp_path, cube.replace("radius: 2", "radius: 4"))),
+        here=False, values=False,
+    )  # fmt: skip
+    wide = cube.replace("radius: 2", "radius: 5")
+    with pytest.raises(InputError, match=r"compute.tiles: .*radius \(5, 5, 5\) with batch 1 "):
         prepare_workflow(read_workflow(write(tmp_path, wide)), here=False, values=False)
     # No batch would fix it: named at the radius, not at a cuda_batch the file never set.
-    untiled = wide.replace("  tiles: {z: 8, y: 8, x: 8}\n", "").replace("  cuda_batch: 16\n", "")
+    untiled = wide.replace("  tiles: {z: 8, y: 8, x: 8}\n", "").replace("  cuda_batch: 64\n", "")
     with pytest.raises(InputError, match=r"wf.yaml:5: grid.radius: the CUDA pull solver cannot"):
         prepare_workflow(read_workflow(write(tmp_path, untiled)), here=False, values=False)
 

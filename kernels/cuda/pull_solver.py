@@ -39,9 +39,11 @@ from .pull import (
     DEFAULT_BLOCK_3D,
     MAX_INNER,
     PHASES_REGISTERS,
+    SHARED_BYTES,
     check_launch,
     pull_kernels,
     register_capped,
+    shared_bytes,
 )
 from .weights import precompute_weights_gpu
 
@@ -66,6 +68,8 @@ PHASES_PER_CHECK = 4
 #: How passes are run: see ``schedule`` in :class:`PullSolver`.
 SCHEDULES = ("passes", "cooperative", "phases")
 
+#: Fewest threads a default tile shrinks to (a warp: smaller blocks leave lanes idle).
+MIN_THREADS = 32
 #: Set once a cooperative launch failed in this process (e.g. no cudadevrt to link).
 _cooperative_failed = False
 
@@ -74,9 +78,20 @@ def pull_layout(
     shape3: tuple[int, int, int],
     radius: tuple[int, int, int],
     block: tuple[int, int, int] | None = None,
+    batch: int = 1,
+    dtype: type = np.float64,
 ) -> PaddedLayout:
     """The padded tiles a :class:`PullSolver` on ``shape3`` uses: ``block``, or the default
-    tile for 2D or 3D grown to at least the halo along each axis.
+    tile for 2D or 3D grown to at least the halo along each axis and, where its tile and
+    halo hold more than a block's shared memory for ``batch`` sources in ``dtype``, shrunk
+    until they fit.
+
+    Shrinking halves the longest axis (the slowest-varying first, so rows stay long for
+    coalesced reads), never below the halo nor below :data:`MIN_THREADS` threads. It is what lets large stars run at all: in 3D
+    at radius 4 the default 4 x 8 x 8 tile with its halo is 12 x 16 x 16 nodes, 61 KB in
+    float64, over the 48 KB a block has; 4 x 4 x 8 (46 KB) fits. Each owned node then
+    carries more halo, so such tiles are slower per node (not yet timed on a GPU). Where
+    even tiles as small as the halo do not fit, the layout returned does not either.
 
     What :func:`~raygrid.kernels.cuda.pull.check_launch` checks, so a caller can refuse a
     configuration before any GPU is touched.
@@ -84,6 +99,18 @@ def pull_layout(
     if block is None:
         default = DEFAULT_BLOCK_2D if shape3[1] == 1 else DEFAULT_BLOCK_3D
         block = tuple(max(b, r) for b, r in zip(default, radius))  # tiles >= halo
+        while shared_bytes(PaddedLayout(shape3, radius, block), batch, dtype) > SHARED_BYTES:
+            halved = [max(b // 2, r, 1) for b, r in zip(block, radius)]
+            shrinkable = [
+                axis
+                for axis in range(3)
+                if halved[axis] < block[axis]
+                and np.prod(block) // block[axis] * halved[axis] >= MIN_THREADS
+            ]
+            if not shrinkable:
+                break
+            axis = max(shrinkable, key=lambda axis: (block[axis], -axis))
+            block = tuple(halved[axis] if a == axis else b for a, b in enumerate(block))
     return PaddedLayout(tuple(shape3), tuple(radius), tuple(block))
 
 
@@ -164,8 +191,8 @@ class PullSolver:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        layout = pull_layout(slowness.shape, star.radius, block)
         dtype = np.dtype(dtype)
+        layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
         self.schedule = schedule
@@ -307,6 +334,7 @@ class PullSolver:
                 passes=passes_total,
                 host_reads=reads_total,
                 tiles=layout.n_blocks,
+                block=layout.block,
                 tiles_relaxed=int(counters[0]),
                 inner_iterations=int(counters[1]),
                 weights_evaluated=int(counters[3]),
