@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import sys
 import time
 import warnings
@@ -32,6 +33,10 @@ def _input_errors(command: Callable) -> Callable:
         try:
             return command(*args, **kwargs)
         except (InputError, OSError) as error:
+            if isinstance(error, BrokenPipeError) and _reader_gone(sys.stdout):
+                # `raygrid ... | head` (not a socket to a worker): click ends quietly with
+                # status 1, as it does for --help.
+                raise
             click.echo(f"error: {error}", err=True)
             sys.exit(2)
         except RunFailed as error:
@@ -47,6 +52,17 @@ def _input_errors(command: Callable) -> Callable:
             sys.exit(2)
 
     return wrapper
+
+
+def _reader_gone(stream) -> bool:
+    """Whether ``stream`` is a pipe whose reading end was closed (poll reports an error
+    on the writing end)."""
+    try:
+        poll = select.poll()
+        poll.register(stream.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no fileno (captured), no poll (Windows)
+        return False
 
 
 @click.group()

@@ -104,6 +104,20 @@ def _directive_value(value: object) -> str:
     return f'"{text}"'
 
 
+def _check_pbs_words(config: JobQueueConfig, directory: Path) -> None:
+    """Refuse whitespace in what a ``#PBS`` line names: qsub implementations differ on
+    quoting in directives (POSIX says "as on the command line"; Torque splits at blanks)
+    and none was at hand to check, so a job folder or name with a space is refused rather
+    than cut at the space."""
+    if any(c.isspace() for c in str(directory)):
+        raise InputError(
+            f"the job folder {str(directory)!r} holds whitespace, which a #PBS line cannot "
+            "carry safely: use a working directory and log_directory without spaces"
+        )
+    if any(c.isspace() for c in config.job_name):
+        raise InputError(f"job_name {config.job_name!r} holds whitespace: PBS job names cannot")
+
+
 def _slurm_header(config: JobQueueConfig, directory: Path) -> list[str]:
     lines = [
         f"--job-name={_directive_value(config.job_name)}",
@@ -260,6 +274,8 @@ def submit_workflow(
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     directory = (workdir / config.log_directory / f"{workflow.stem}-{stamp}").resolve()
+    if config.cluster == "pbs":
+        _check_pbs_words(config, directory)
     directory.mkdir(parents=True)
     (directory / "scheduler.yaml").write_text(
         "# Written by raygrid submit: the job's own scheduler.\n"

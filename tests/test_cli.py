@@ -259,6 +259,18 @@ def test_version():
     assert run.returncode == 0 and rg.__version__ in run.stdout
 
 
+def test_output_piped_to_a_reader_that_left_ends_quietly():
+    # `raygrid validate ... | head -1` used to end with "error: [Errno 32] Broken pipe".
+    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
+    run = subprocess.Popen(
+        [exe, "validate", "--no-check-model", QUICKSTART], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    run.stdout.close()  # before the command prints: its first write meets a closed pipe
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 1 and stderr == b""
+
+
 def test_validate_checks_every_shipped_file():
     files = sorted((ROOT / "workflows").glob("*.yaml")) + sorted((ROOT / "configs").glob("*.yaml"))
     run = raygrid("validate", "--no-check-model", *files, cwd=ROOT)

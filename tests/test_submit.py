@@ -227,3 +227,16 @@ def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
     assert list((tmp_path / "jobs").glob("*.err")), "the worker ran as a SLURM job"
+
+
+@pytest.mark.parametrize("where", ["workdir", "job_name"])
+def test_pbs_refuses_whitespace_it_cannot_quote(tmp_path, where):
+    # A #PBS -o path with a space was written unquoted (cut at the space); qsubs differ on
+    # quotes in directives, so it is refused before any job file is written.
+    workdir = tmp_path / ("job runs" if where == "workdir" else "runs")
+    workdir.mkdir()
+    config = {"job_name": "my survey"} if where == "job_name" else {}
+    workflow, cluster = setup(workdir, "pbs", **config)
+    with pytest.raises(InputError, match="holds whitespace"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=workdir)
+    assert not (workdir / "jobs").exists()

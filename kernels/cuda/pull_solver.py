@@ -87,9 +87,10 @@ def pull_layout(
     until they fit.
 
     Shrinking halves the longest axis (the slowest-varying first, so rows stay long for
-    coalesced reads), never below the halo nor below :data:`MIN_THREADS` threads. It is what lets large stars run at all: in 3D
-    at radius 4 the default 4 x 8 x 8 tile with its halo is 12 x 16 x 16 nodes, 61 KB in
-    float64, over the 48 KB a block has; 4 x 4 x 8 (46 KB) fits. Each owned node then
+    coalesced reads), never below the halo nor below :data:`MIN_THREADS` threads. It is
+    what lets large stars run at all: in 3D at radius 4 the default 4 x 8 x 8 tile with its
+    halo is 12 x 16 x 16 nodes, 61 KB in float64, over the 48 KB a block has; 4 x 4 x 8
+    (46 KB) fits. Each owned node then
     carries more halo, so such tiles are slower per node (not yet timed on a GPU). Where
     even tiles as small as the halo do not fit, the layout returned does not either.
 
