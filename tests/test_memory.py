@@ -126,6 +126,36 @@ def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path
     assert not (tmp_path / "survey.zarr").exists()
 
 
+def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):
+    # A fresh worker process holds ~60 MiB; its first task loads raygrid, Numba and the
+    # solver's machine code (~190 MiB more) before any data. A 250 MB worker passed the
+    # check with a tiny model, then its nanny killed it in the first solve.
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline.survey import WORKER_BYTES
+
+    spec = {
+        "model": {"synthetic": "gradient", "shape": {"z": 21, "x": 31}, "spacing": 10.0},
+        "sources": [{"z": 0.0, "x": 100.0}],
+        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None},
+    }
+    path = tmp_path / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, memory_limit="250MB",
+            host="127.0.0.1", dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        held = next(iter(client.scheduler_info()["workers"].values()))["metrics"]["memory"]
+        assert held < WORKER_BYTES / 2  # what the check used to count
+        message = r"holds .* already \(a worker that has run a task holds at least 250.00 MiB"
+        with pytest.raises(InputError, match=message):
+            run_workflow(read_workflow(path), client=client)
+    assert not (tmp_path / "survey.zarr").exists()
+
+
 def test_out_of_memory_is_one_line_from_the_cli(tmp_path):
     spec = {
         # 196 TiB of float64: no machine allocates it, so numpy refuses at once.
