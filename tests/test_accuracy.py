@@ -93,6 +93,31 @@ def test_analytic_error_bounds_for_sources_between_nodes(name, radius):
     assert worst <= OFF_NODE_BOUNDS[name, radius]
 
 
+@pytest.mark.parametrize(
+    "spacing, radius, bound",
+    [
+        ({"z": 5.0, "x": 10.0}, 5, 0.0185),  # 1.84 %: the star's directions are skewed
+        ({"z": 5.0, "x": 10.0}, {"z": 10, "x": 5}, 0.0049),  # equal reach: as radius 5
+        ({"z": 5.0, "x": 20.0}, 5, 0.0598),  # 5.97 %
+        ({"z": 5.0, "x": 20.0}, {"z": 12, "x": 3}, 0.0132),  # as radius 3, 108 offsets
+        ({"z": 5.0, "x": 20.0}, {"z": 20, "x": 5}, 0.0049),  # as radius 5, 284 offsets
+        ({"z": 20.0, "x": 5.0}, {"z": 3, "x": 12}, 0.0132),
+    ],
+)  # fmt: skip
+def test_unequal_spacing_keeps_the_accuracy_of_an_equal_reach(spacing, radius, bound):
+    # A radius equal in nodes reaches further along the coarse axis and its directions
+    # crowd there: worse angles. Radii in proportion to 1 / spacing (the same reach in
+    # metres) give the isotropic star's directions, and its error (README, `radius`).
+    shape = {d: int(1000.0 * (1 + (d == "x")) / step) + 1 for d, step in spacing.items()}
+    velocity = constant_model(shape, spacing, 2000.0)
+    source = {"z": 0.0, "x": 1000.0}
+    exact = analytic(velocity, source)
+    times = traveltime(velocity, source, radius=radius).values
+    away = exact > 0
+    relative = (times[away] - exact[away]) / exact[away]
+    assert relative.min() >= -1e-14 and relative.max() <= bound
+
+
 def heterogeneous(ndim, seed=11):
     rng = np.random.default_rng(seed)
     shape = {"z": 25, "x": 30} if ndim == 2 else {"z": 9, "y": 10, "x": 11}
