@@ -37,6 +37,30 @@ segment_time_cpu = numba.njit(cache=True)(segment_time)
 mean_slowness_time_cpu = numba.njit(cache=True)(mean_slowness_time)
 
 
+def round_like(value, times):
+    """``value`` rounded to the dtype of ``times`` (resolved when Numba compiles)."""
+    return times.dtype.type(value)
+
+
+@overload(round_like, inline="always")
+def _round_like(value, times):
+    # Chosen per dtype at compile time: a no-op in float64, one rounding in float32, so the
+    # hot loop pays nothing for supporting both precisions.
+    if times.dtype == types.float32:
+        return lambda value, times: np.float32(value)
+    return lambda value, times: value
+
+
+@numba.njit(cache=True, inline="always")
+def _table_weight(slowness, low, j, cross_start, cross_step, cross_fraction, cross_length, times):
+    """Weight of forward offset ``j`` from lower node ``low``, summed in the walk's order,
+    computed in float64 and rounded once to the solve's precision."""
+    total = 0.0
+    for e in range(cross_start[j], cross_start[j + 1]):
+        total += slowness[low + cross_step[e]] * cross_fraction[e]
+    return round_like(total * cross_length[j], times)
+
+
 @numba.njit(parallel=True, cache=True)
 def _precompute(
     slowness, interior, dummy, forward_step, cross_start, cross_step, cross_fraction,
@@ -49,10 +73,9 @@ def _precompute(
             if dummy[u + forward_step[j]]:
                 weights[i, j] = np.inf
                 continue
-            total = 0.0
-            for e in range(cross_start[j], cross_start[j + 1]):
-                total += slowness[u + cross_step[e]] * cross_fraction[e]
-            weights[i, j] = total * cross_length[j]
+            weights[i, j] = _table_weight(
+                slowness, u, j, cross_start, cross_step, cross_fraction, cross_length, weights
+            )
 
 
 def precompute_weights(
@@ -104,30 +127,6 @@ def graph_weights(graph: MoserGraph, dtype: np.dtype | type = np.float64) -> np.
         crossings.fraction, crossings.length, weights,
     )  # fmt: skip
     return weights
-
-
-def round_like(value, times):
-    """``value`` rounded to the dtype of ``times`` (resolved when Numba compiles)."""
-    return times.dtype.type(value)
-
-
-@overload(round_like, inline="always")
-def _round_like(value, times):
-    # Chosen per dtype at compile time: a no-op in float64, one rounding in float32, so the
-    # hot loop pays nothing for supporting both precisions.
-    if times.dtype == types.float32:
-        return lambda value, times: np.float32(value)
-    return lambda value, times: value
-
-
-@numba.njit(cache=True, inline="always")
-def _table_weight(slowness, low, j, cross_start, cross_step, cross_fraction, cross_length, times):
-    """Weight of forward offset ``j`` from lower node ``low``, summed in the walk's order,
-    computed in float64 and rounded once to the solve's precision."""
-    total = 0.0
-    for e in range(cross_start[j], cross_start[j + 1]):
-        total += slowness[low + cross_step[e]] * cross_fraction[e]
-    return round_like(total * cross_length[j], times)
 
 
 # Not inline="always": Numba's IR inliner miscompiled this helper (two returns, itself
