@@ -136,6 +136,28 @@ def _ray_table(
     return np.concatenate(pieces), counts
 
 
+def _source_result(
+    spec: StoreSpec,
+    index: int,
+    times: np.ndarray | NodeValues,
+    source3: np.ndarray,
+    receivers: tuple[Grid, Star, np.ndarray],
+    rays: Callable[[], tuple[np.ndarray, list[int]]],
+    field: np.ndarray | None = None,
+    slowness: NodeValues | None = None,
+) -> SourceResult:
+    """What the store keeps of source ``index`` (plain and tiled surveys alike): its
+    receivers' times from ``times`` if a table is stored, its rays (``rays()``, called
+    only if they are stored) and ``field`` (``None``: not stored, or written already)."""
+    table = points = counts = None
+    if spec.n_receivers and spec.receiver_table:
+        grid, star, receiver_index = receivers
+        table = receiver_times(grid, star, times, receiver_index, spec.dtype, slowness, source3)
+    if spec.n_receivers and spec.rays:
+        points, counts = rays()
+    return SourceResult(int(index), field, table, points, counts)
+
+
 def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     """Solve sources ``indices``, write their results and completion records (a Dask task).
 
@@ -155,24 +177,14 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     )  # fmt: skip
     solved = time.perf_counter()
     writer = SourceWriter(spec.path)
+    receivers = (grid, task.star, task.receiver_index)
+    if predecessor is None:  # no rays stored
+        predecessor = [None] * len(indices)
     for k, i in enumerate(indices):
-        field = times[k]
-        table = points = counts = None
-        if spec.n_receivers and spec.receiver_table:
-            table = receiver_times(
-                grid, task.star, field, task.receiver_index, spec.dtype,
-                source3=task.source_index[i],
-            )  # fmt: skip
-        if spec.n_receivers and spec.rays:
-            points, counts = _rays(task, i, field, predecessor[k])
+        rays = partial(_rays, task, i, times[k], predecessor[k])
+        field = times[k].reshape(grid.shape) if spec.fields else None
         writer.write(
-            SourceResult(
-                index=int(i),
-                field=field.reshape(grid.shape) if spec.fields else None,
-                receiver_times=table,
-                ray_points=points,
-                ray_counts=counts,
-            )
+            _source_result(spec, i, times[k], task.source_index[i], receivers, rays, field)
         )
     return {
         "sources": [int(i) for i in indices],
@@ -531,15 +543,12 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
         field = result["traveltime"] if need_rays else result
         if spec.fields:
             write_field(spec.path, i, field.transpose(*grid.dims), client)
-        table = points = counts = None
         times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
-        if spec.n_receivers and spec.receiver_table:
-            table = receiver_times(
-                grid, prepared.star, times, prepared.receiver_index, spec.dtype, slowness,
-                prepared.source_index[i],
-            )  # fmt: skip
-        if need_rays:
-            points, counts = _ray_table(result, prepared.receivers, grid, slowness, client, times)
+        rays = partial(_ray_table, result, prepared.receivers, grid, slowness, client, times)
+        receivers = (grid, prepared.star, prepared.receiver_index)
         # The completion record last, after the field's chunks.
-        write_source(spec.path, SourceResult(i, None, table, points, counts))
+        source3 = prepared.source_index[i]
+        write_source(
+            spec.path, _source_result(spec, i, times, source3, receivers, rays, slowness=slowness)
+        )
         bar.update(1)
