@@ -7,7 +7,7 @@ What it measures (issue 3, point 7), all in one process run:
    centre, full field: the single-thread CPU Dijkstra vs the GPU pull solver (on the fly and
    precomputed weights) and Near-Far, with the speed-up over the CPU and a check that the
    float64 fields agree.
-2. 3D 256^3 at radius 2 and 3.
+2. 3D 256^3 at radius 2, 3 and 4 (radius 4 on tiles shrunk to fit shared memory).
 3. Survey throughput: sources per second against the batch size of the pull solver.
 4. Efficiency: graph edges per second (every directed edge of the star counted once per
    solve, the usual TEPS measure), the pull solver's tile loads per second, and the fraction
@@ -334,7 +334,7 @@ def main(argv=None) -> None:
         sizes, radii, n3, radii3, survey_n, sources = [128, 256], [1, 3, 5], 48, [2], 128, 8
     else:
         sizes = [128, 256, 512, 1024, 1601]
-        radii, n3, radii3, survey_n, sources = [1, 2, 3, 4, 5, 6], 256, [2, 3], 401, 64
+        radii, n3, radii3, survey_n, sources = [1, 2, 3, 4, 5, 6], 256, [2, 3, 4], 401, 64
     batches = [1, 2, 4, 8, 16]
     sizes = args.sizes if args.sizes is not None else sizes
     radii = args.radii if args.radii is not None else radii

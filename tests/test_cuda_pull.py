@@ -467,3 +467,24 @@ def test_pull_on_a_real_gpu():
         # NVVM may contract a multiply and an add into an FMA inside the weight, which
         # rounds once instead of twice: a few ulps per edge, summed along the path.
         np.testing.assert_allclose(times, reference, rtol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
+def test_large_3d_stars_run_on_shrunk_tiles_on_a_real_gpu():
+    # 3D radius 4 on the default 4 x 8 x 8 tiles needs 61 KB of shared memory: refused
+    # until the default tiles shrank to fit (4 x 4 x 8, and 4 x 4 x 4 for float32 batch 3).
+    from raygrid.kernels.cuda.pull_solver import solve_pull
+
+    slowness = model((21, 22, 23), seed=4)
+    spacing = np.array([10.0, 10.0, 10.0])
+    star = forward_star((4, 4, 4))
+    seeds = seeds_for(slowness)
+    reference = cpu_reference(slowness, spacing, star, seeds)
+    for batch, dtype, block, rtol in [(1, np.float64, (4, 4, 8), 1e-12),
+                                      (3, np.float32, (4, 4, 4), 1e-5)]:  # fmt: skip
+        stats = {}
+        times, _ = solve_pull(slowness, spacing, star, seeds, batch=batch, dtype=dtype,
+                              stats=stats)  # fmt: skip
+        assert stats["block"] == block
+        np.testing.assert_allclose(times, reference, rtol=rtol)
