@@ -55,12 +55,13 @@ def _input_errors(command: Callable) -> Callable:
 
 
 def _reader_gone(stream) -> bool:
-    """Whether ``stream`` is a pipe whose reading end was closed (poll reports an error
-    on the writing end)."""
+    """Whether ``stream`` is a pipe whose reading end was closed (poll reports an error on
+    the writing end on Linux, a hang-up on BSD and macOS)."""
     try:
         poll = select.poll()
         poll.register(stream.fileno(), select.POLLOUT)
-        return any(events & select.POLLERR for _, events in poll.poll(0))
+        gone = select.POLLERR | select.POLLHUP
+        return any(events & gone for _, events in poll.poll(0))
     except (AttributeError, OSError, ValueError):  # no fileno (captured), no poll (Windows)
         return False
 

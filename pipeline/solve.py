@@ -8,7 +8,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral
 from typing import Any, Literal, get_args
 
@@ -334,11 +334,11 @@ def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> f
 
 
 def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None = None) -> None:
-    """Refuse a CUDA pull solve no GPU can launch (even the smallest tiles, as wide as the
-    halo, with their halo, slowness and ``batch`` time tiles, default ``options.batch``,
-    exceed a block's shared memory; larger default tiles shrink until they fit, see
-    :func:`~raygrid.kernels.cuda.pull_solver.pull_layout`) before anything runs: on a
-    worker it would fail only once the survey is under way."""
+    """Refuse a CUDA pull solve no GPU can launch before anything runs (on a worker it
+    would fail only once the survey is under way): even the smallest default tiles (at
+    least the halo wide and a warp of 32 threads,
+    :func:`~raygrid.kernels.cuda.pull_solver.pull_layout`) with their halo, slowness and
+    ``batch`` time tiles, default ``options.batch``, exceed a block's shared memory."""
     if options.backend != "cuda" or options.algorithm != "pull":
         return
     from ..kernels.cuda.pull_solver import check_launch, pull_layout
@@ -363,8 +363,9 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
         hints.append('algorithm="near-far" (untiled)')
     raise InputError(
         f"the CUDA pull solver cannot run radius {tuple(star.radius)} with batch {batch} in "
-        f"{options.precision}: its tiles with their halo need more shared memory than a "
-        f"block has; use {' or '.join(hints)}"
+        f"{options.precision}: even its smallest tiles (at least the halo wide and 32 "
+        f"threads) with their halo need more shared memory than a block has; use "
+        f"{' or '.join(hints)}"
     )
 
 
@@ -507,6 +508,8 @@ def traveltimes(
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source")  # all checked before anything is solved
+    # A batch beyond the sources would only shrink the GPU tiles (or refuse them) for nothing.
+    options = replace(options, batch=min(options.batch, len(positions)))
 
     check_launchable(grid, star, options)
     _check_memory(grid, star, options, len(positions), threads, predecessors)

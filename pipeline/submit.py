@@ -104,18 +104,14 @@ def _directive_value(value: object) -> str:
     return f'"{text}"'
 
 
-def _check_pbs_words(config: JobQueueConfig, directory: Path) -> None:
-    """Refuse whitespace in what a ``#PBS`` line names: qsub implementations differ on
-    quoting in directives (POSIX says "as on the command line"; Torque splits at blanks)
-    and none was at hand to check, so a job folder or name with a space is refused rather
-    than cut at the space."""
-    if any(c.isspace() for c in str(directory)):
-        raise InputError(
-            f"the job folder {str(directory)!r} holds whitespace, which a #PBS line cannot "
-            "carry safely: use a working directory and log_directory without spaces"
-        )
-    if any(c.isspace() for c in config.job_name):
-        raise InputError(f"job_name {config.job_name!r} holds whitespace: PBS job names cannot")
+def _pbs_word(value: object, what: str) -> str:
+    """A value for a ``#PBS`` line, refused if it holds whitespace: qsub implementations
+    differ on quotes in directives (POSIX says "as on the command line"; Torque splits at
+    blanks) and none was at hand to check, so such a value is refused rather than cut."""
+    text = str(value)
+    if any(c.isspace() for c in text):
+        raise InputError(f"{what} {text!r} holds whitespace, which a #PBS line cannot carry")
+    return text
 
 
 def _slurm_header(config: JobQueueConfig, directory: Path) -> list[str]:
@@ -148,17 +144,18 @@ def _pbs_header(config: JobQueueConfig, directory: Path) -> list[str]:
     )
     if config.gpus_per_worker:
         select += f":ngpus={config.gpus_per_worker * per_node}"
+    folder = "the job folder (log_directory/<workflow name>-<time>; no spaces in either)"
     lines = [
-        f"-N {config.job_name}",
+        f"-N {_pbs_word(config.job_name, 'job_name')}",
         f"-l {select}",
-        f"-l walltime={config.walltime}",
+        f"-l walltime={_pbs_word(config.walltime, 'walltime')}",
         "-j oe",
-        f"-o {directory / 'job.out'}",
+        f"-o {_pbs_word(directory / 'job.out', folder)}",
     ]
     if config.queue:
-        lines.append(f"-q {config.queue}")
+        lines.append(f"-q {_pbs_word(config.queue, 'queue')}")
     if config.account:
-        lines.append(f"-A {config.account}")
+        lines.append(f"-A {_pbs_word(config.account, 'account')}")
     lines += config.job_directives
     return [f"#PBS {line}" for line in lines]
 
@@ -275,7 +272,7 @@ def submit_workflow(
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     directory = (workdir / config.log_directory / f"{workflow.stem}-{stamp}").resolve()
     if config.cluster == "pbs":
-        _check_pbs_words(config, directory)
+        _pbs_header(config, directory)  # its refusals before any file is written
     directory.mkdir(parents=True)
     (directory / "scheduler.yaml").write_text(
         "# Written by raygrid submit: the job's own scheduler.\n"

@@ -68,6 +68,12 @@ __all__ = ["run_survey", "solve_batch", "SurveyTask"]
 
 Echo = Callable[[str], None]
 
+#: What a worker process holds once it has run a task, before counting its data: Python,
+#: Dask, raygrid and Numba imported and the solver's cached machine code loaded. Measured
+#: on a CPU LocalCluster worker: 61 MiB when it started, 247-253 MiB after one small solve
+#: (a fresh worker reports the first, and was let run tasks its nanny then killed it for).
+WORKER_BYTES = 250 * 2**20
+
 
 @dataclass(frozen=True)
 class SurveyTask:
@@ -139,23 +145,16 @@ def _ray_table(
 def _source_result(
     spec: StoreSpec,
     index: int,
-    times: np.ndarray | NodeValues,
-    source3: np.ndarray,
-    receivers: tuple[Grid, Star, np.ndarray],
+    table: Callable[[], np.ndarray],
     rays: Callable[[], tuple[np.ndarray, list[int]]],
     field: np.ndarray | None = None,
-    slowness: NodeValues | None = None,
 ) -> SourceResult:
-    """What the store keeps of source ``index`` (plain and tiled surveys alike): its
-    receivers' times from ``times`` if a table is stored, its rays (``rays()``, called
-    only if they are stored) and ``field`` (``None``: not stored, or written already)."""
-    table = points = counts = None
-    if spec.n_receivers and spec.receiver_table:
-        grid, star, receiver_index = receivers
-        table = receiver_times(grid, star, times, receiver_index, spec.dtype, slowness, source3)
-    if spec.n_receivers and spec.rays:
-        points, counts = rays()
-    return SourceResult(int(index), field, table, points, counts)
+    """What the store keeps of source ``index``, plain and tiled surveys alike: its
+    receivers' times (``table()``) and rays (``rays()``), each computed only if the store
+    keeps it, and ``field`` (``None``: not kept, or written already)."""
+    table_kept = table() if spec.n_receivers and spec.receiver_table else None
+    points, counts = rays() if spec.n_receivers and spec.rays else (None, None)
+    return SourceResult(int(index), field, table_kept, points, counts)
 
 
 def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
@@ -177,15 +176,14 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     )  # fmt: skip
     solved = time.perf_counter()
     writer = SourceWriter(spec.path)
-    receivers = (grid, task.star, task.receiver_index)
-    if predecessor is None:  # no rays stored
-        predecessor = [None] * len(indices)
     for k, i in enumerate(indices):
-        rays = partial(_rays, task, i, times[k], predecessor[k])
+        table = partial(
+            receiver_times, grid, task.star, times[k], task.receiver_index, spec.dtype,
+            source3=task.source_index[i],
+        )  # fmt: skip
+        rays = partial(_rays, task, i, times[k], None if predecessor is None else predecessor[k])
         field = times[k].reshape(grid.shape) if spec.fields else None
-        writer.write(
-            _source_result(spec, i, times[k], task.source_index[i], receivers, rays, field)
-        )
+        writer.write(_source_result(spec, i, table, rays, field))
     return {
         "sources": [int(i) for i in indices],
         "seconds": time.perf_counter() - start,
@@ -397,13 +395,6 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
         )
 
 
-#: What a worker process holds once it has run a task, before counting its data: Python,
-#: Dask, raygrid and Numba imported and the solver's cached machine code loaded. Measured
-#: on a CPU LocalCluster worker: 61 MiB when it started, 253 MiB after one small solve (a
-#: fresh worker reports the first, and was let run tasks its nanny then killed it for).
-WORKER_BYTES = 250 * 2**20
-
-
 def _solve_pending(
     client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress: bool, echo: Echo,
     compile_here: bool = False,
@@ -544,11 +535,11 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
         if spec.fields:
             write_field(spec.path, i, field.transpose(*grid.dims), client)
         times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
+        table = partial(
+            receiver_times, grid, prepared.star, times, prepared.receiver_index, spec.dtype,
+            slowness, prepared.source_index[i],
+        )  # fmt: skip
         rays = partial(_ray_table, result, prepared.receivers, grid, slowness, client, times)
-        receivers = (grid, prepared.star, prepared.receiver_index)
         # The completion record last, after the field's chunks.
-        source3 = prepared.source_index[i]
-        write_source(
-            spec.path, _source_result(spec, i, times, source3, receivers, rays, slowness=slowness)
-        )
+        write_source(spec.path, _source_result(spec, i, table, rays))
         bar.update(1)

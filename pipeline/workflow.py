@@ -17,7 +17,7 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -238,7 +238,7 @@ class Compute(Strict):
     backend: Backend = "cpu"
     algorithm: Algorithm | None = None
     batch: PositiveInt = 4  # sources per Dask task
-    cuda_batch: PositiveInt = 1  # CUDA pull: sources relaxed together by each block
+    cuda_batch: PositiveInt = 1  # CUDA pull: sources relaxed together by a block (<= batch)
     precompute: bool = False  # edge weights computed once and sent to every worker
     threads: PositiveInt = 1  # CPU threads per task (sources of a batch solved at once)
     tiles: dict[str, PositiveInt] | None = None  # domain decomposition (tiled solves)
@@ -392,16 +392,6 @@ def prepare_workflow(
         )
     except InputError as error:
         raise _located(workflow, ("compute", "backend"), error) from None
-    if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
-        try:
-            check_launchable(grid, star, options)
-        except InputError as error:
-            try:  # the batch is the fix only if one source at a time would run
-                check_launchable(grid, star, options, batch=1)
-                where = ("compute", "cuda_batch")
-            except InputError:
-                where = ("grid", "radius")
-            raise _located(workflow, where, error) from None
     points = {}
     indices = {}
     for key, what in (("sources", "source"), ("receivers", "receiver")):
@@ -416,6 +406,19 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
+    # A task solves at most compute.batch sources: a larger GPU batch would only shrink
+    # the tiles (or refuse them) for nothing.
+    options = replace(options, batch=min(options.batch, compute.batch, len(points["sources"])))
+    if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
+        try:
+            check_launchable(grid, star, options)
+        except InputError as error:
+            try:  # the batch is the fix only if one source at a time would run
+                check_launchable(grid, star, options, batch=1)
+                where = ("compute", "cuda_batch")
+            except InputError:
+                where = ("grid", "radius")
+            raise _located(workflow, where, error) from None
     outputs = workflow.outputs
     if outputs.plot is not None and outputs.plot_source >= len(points["sources"]):
         message = (

@@ -107,7 +107,7 @@ def test_analytic_error_bounds_for_sources_between_nodes(name, radius):
 def test_unequal_spacing_keeps_the_accuracy_of_an_equal_reach(spacing, radius, bound):
     # A radius equal in nodes reaches further along the coarse axis and its directions
     # crowd there: worse angles. Radii in proportion to 1 / spacing (the same reach in
-    # metres) give the isotropic star's directions, and its error (README, `radius`).
+    # metres) hold every direction of the isotropic star, hence its error (README, `radius`).
     shape = {d: int(1000.0 * (1 + (d == "x")) / step) + 1 for d, step in spacing.items()}
     velocity = constant_model(shape, spacing, 2000.0)
     source = {"z": 0.0, "x": 1000.0}

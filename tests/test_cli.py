@@ -342,9 +342,10 @@ SURVEY = {
 CLUSTER = LOCAL_CLUSTER_FILE
 
 
-def survey_dir(directory: Path) -> Path:
+def survey_dir(directory: Path, sources: int = 24) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "survey.yaml").write_text(yaml.safe_dump(SURVEY))
+    survey = SURVEY | {"sources": {"line": SURVEY["sources"]["line"] | {"count": sources}}}
+    (directory / "survey.yaml").write_text(yaml.safe_dump(survey))
     (directory / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
     return directory / "survey.yaml"
 
@@ -395,7 +396,9 @@ def test_sigkill_of_the_whole_run_then_rerun_gives_the_same_store(tmp_path):
 def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
     from raygrid.pipeline.store import done_sources
 
-    survey_dir(tmp_path)
+    # 96 sources: 24 took 0.8 s on a loaded 2-core machine, and once all were done before
+    # the Ctrl-C sent after the third was handled (status 0, a complete store).
+    survey_dir(tmp_path, sources=96)
     store = tmp_path / "out" / "survey.zarr"
     process = start(tmp_path)
     deadline = time.monotonic() + 120
@@ -410,16 +413,16 @@ def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
     assert "interrupted: the sources finished so far are in out/survey.zarr" in stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     done = np.flatnonzero(done_sources(store))
-    assert done.size < 24, "interrupted too late to test anything"
+    assert done.size < 96, "interrupted too late to test anything"
     # The sources done so far can be drawn: by default the first, middle and last of them.
     plot = raygrid("plot", "out/survey.zarr", "--out", "partial", cwd=tmp_path)
     assert plot.returncode == 0, plot.stderr
-    assert f"not complete ({done.size} of 24 sources)" in plot.stdout
+    assert f"not complete ({done.size} of 96 sources)" in plot.stdout
     assert sorted(p.name for p in (tmp_path / "partial").iterdir()) == sorted(
         {f"survey-source{s}.png" for s in (done[0], done[done.size // 2], done[-1])}
     )
-    missing = raygrid("plot", "out/survey.zarr", "--source", "23", cwd=tmp_path)
-    assert missing.returncode == 2 and "sources [23] are not done yet" in missing.stderr
+    missing = raygrid("plot", "out/survey.zarr", "--source", "95", cwd=tmp_path)
+    assert missing.returncode == 2 and "sources [95] are not done yet" in missing.stderr
     resumed = raygrid("run", "survey.yaml", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "sources already done" in resumed.stdout

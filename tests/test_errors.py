@@ -138,7 +138,23 @@ def test_a_cuda_batch_beyond_shared_memory_is_an_input_error(velocity):
     # It used to surface as a ValueError from the kernels' launch check, mid-solve.
     # Tiles shrink to fit a batch down to a warp of threads; 64 time tiles fit none.
     with pytest.raises(InputError, match="cannot run radius .* with batch 64 in float64"):
-        traveltimes(velocity, [SOURCE], backend="cuda", batch=64, radius=2)
+        traveltimes(velocity, [SOURCE] * 64, backend="cuda", batch=64, radius=2)
+
+
+def test_a_cuda_batch_counts_only_up_to_the_sources(velocity, monkeypatch):
+    # One source in a batch of 64 used to be refused (or solved on shrunk tiles).
+    import raygrid.pipeline.solve as solve
+
+    used = []
+
+    def solve_seeds(grid, star, options, seeds, *args, **kwargs):
+        used.append(options.batch)
+        return np.zeros((len(seeds), grid.velocity.size)), None
+
+    monkeypatch.setattr(solve, "solve_seeds", solve_seeds)
+    traveltimes(velocity, [SOURCE], backend="cuda", batch=64, radius=2)
+    traveltimes(velocity, [SOURCE] * 3, backend="cuda", batch=64, radius=2)
+    assert used == [1, 3]
 
 
 def test_raypath_refuses_unknown_weights(velocity):

@@ -229,14 +229,25 @@ def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
     assert list((tmp_path / "jobs").glob("*.err")), "the worker ran as a SLURM job"
 
 
-@pytest.mark.parametrize("where", ["workdir", "job_name"])
-def test_pbs_refuses_whitespace_it_cannot_quote(tmp_path, where):
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("workdir", "the job folder"),
+        ("workflow", "the job folder .*<workflow name>"),
+        ("job_name", "job_name 'my survey'"),
+        ("queue", "queue 'gpu short'"),
+        ("account", "account 'geo lab'"),
+    ],
+)
+def test_pbs_refuses_whitespace_it_cannot_quote(tmp_path, where, message):
     # A #PBS -o path with a space was written unquoted (cut at the space); qsubs differ on
     # quotes in directives, so it is refused before any job file is written.
     workdir = tmp_path / ("job runs" if where == "workdir" else "runs")
     workdir.mkdir()
-    config = {"job_name": "my survey"} if where == "job_name" else {}
-    workflow, cluster = setup(workdir, "pbs", **config)
-    with pytest.raises(InputError, match="holds whitespace"):
+    config = {"job_name": "my survey", "queue": "gpu short", "account": "geo lab"}
+    workflow, cluster = setup(workdir, "pbs", **{k: v for k, v in config.items() if k == where})
+    if where == "workflow":
+        workflow = workflow.rename(workdir / "my survey.yaml")
+    with pytest.raises(InputError, match=f"{message}.* holds whitespace"):
         submit_workflow(workflow, cluster, dry_run=True, workdir=workdir)
     assert not (workdir / "jobs").exists()

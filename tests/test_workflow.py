@@ -255,8 +255,20 @@ def test_tiles_are_validated(tmp_path):
 
 def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path):
     # Found on a worker, once the survey was under way, as a traceback (ValueError). Tiles
-    # shrink to fit a batch (down to a warp of threads); 64 float64 time tiles fit none.
-    batched = SMALL + "compute:\n  backend: cuda\n  cuda_batch: 64\n"
+    # shrink to fit a batch (down to a warp of threads); 64 float64 time tiles fit none. A
+    # GPU batch counts only up to the sources of a task.
+    many = SMALL.replace(
+        "  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 200.0}\n",
+        "  line: {start: {z: 0.0, x: 0.0}, stop: {z: 0.0, x: 200.0}, count: 64}\n",
+    )
+    batched = many + "compute:\n  backend: cuda\n  batch: 64\n  cuda_batch: 64\n"
+    prepare_workflow(  # two sources: a batch of 2
+        read_workflow(write(tmp_path, SMALL + batched[len(many) :])), here=False, values=False
+    )
+    prepare_workflow(  # tasks of 8 sources
+        read_workflow(write(tmp_path, batched.replace("batch: 64\n  cuda", "batch: 8\n  cuda"))),
+        here=False, values=False,
+    )  # fmt: skip
     with pytest.raises(
         InputError,
         match=r"wf.yaml:15: compute.cuda_batch: the CUDA pull solver cannot run radius "
@@ -269,7 +281,7 @@ def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path)
     # A tiled solve relaxes one source at a time: its batch does not count, its radius does.
     tiled = batched + "  tiles: {z: 8, y: 8, x: 8}\n"
     cube = tiled.replace("shape: {z: 21, x: 31}", "shape: {z: 21, y: 21, x: 21}")
-    cube = cube.replace("{z: 0.0, x: 100.0}", "{z: 0.0, y: 0.0, x: 100.0}")
+    cube = cube.replace("{z: 0.0, x: 0.0}", "{z: 0.0, y: 0.0, x: 0.0}")
     cube = cube.replace("{z: 0.0, x: 200.0}", "{z: 0.0, y: 0.0, x: 200.0}")
     cube = cube.replace("{z: 200.0, x: 0.0}", "{z: 200.0, y: 0.0, x: 0.0}")
     cube = cube.replace("{z: 200.0, x: 300.0}", "{z: 200.0, y: 0.0, x: 200.0}")

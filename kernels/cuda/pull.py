@@ -36,7 +36,7 @@ from .tile_queue import end_phase, finish_tile, notify_phase, take_tile
 
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
-    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D",
+    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes",
 ]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.

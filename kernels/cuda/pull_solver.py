@@ -82,19 +82,38 @@ def pull_layout(
     dtype: type = np.float64,
 ) -> PaddedLayout:
     """The padded tiles a :class:`PullSolver` on ``shape3`` uses: ``block``, or the default
-    tile for 2D or 3D grown to at least the halo along each axis and, where its tile and
-    halo hold more than a block's shared memory for ``batch`` sources in ``dtype``, shrunk
-    until they fit.
+    tile, shrunk where it does not fit a block's shared memory.
 
+    Parameters
+    ----------
+    shape3 : tuple of int
+        The grid ``(nz, ny, nx)``; ``ny == 1`` for 2D.
+    radius : tuple of int
+        The star's radius per axis: the halo's width.
+    block : tuple of int, optional
+        Tile shape ``(bz, by, bx)``, kept as given. ``None``: the default tile for 2D or 3D
+        (:data:`~raygrid.kernels.cuda.pull.DEFAULT_BLOCK_2D`, ``DEFAULT_BLOCK_3D``; 256
+        threads) grown to at least the halo along each axis, then shrunk while its tile,
+        halo and ``batch`` time tiles in ``dtype`` exceed a block's shared memory.
+    batch : int
+        Sources relaxed together by one block.
+    dtype : numpy dtype
+        Precision of the times.
+
+    Returns
+    -------
+    PaddedLayout
+
+    Notes
+    -----
     Shrinking halves the longest axis (the slowest-varying first, so rows stay long for
     coalesced reads), never below the halo nor below :data:`MIN_THREADS` threads. It is
     what lets large stars run at all: in 3D at radius 4 the default 4 x 8 x 8 tile with its
     halo is 12 x 16 x 16 nodes, 61 KB in float64, over the 48 KB a block has; 4 x 4 x 8
-    (46 KB) fits. Each owned node then
-    carries more halo, so such tiles are slower per node (not yet timed on a GPU). Where
-    even tiles as small as the halo do not fit, the layout returned does not either.
-
-    What :func:`~raygrid.kernels.cuda.pull.check_launch` checks, so a caller can refuse a
+    (46 KB) fits. Each owned node then carries more halo, so such tiles are slower per
+    node (not yet timed on a GPU). Where no tile down to those limits fits, the smallest
+    is returned, and does not fit either:
+    :func:`~raygrid.kernels.cuda.pull.check_launch` refuses it, so a caller can refuse a
     configuration before any GPU is touched.
     """
     if block is None:
@@ -138,8 +157,9 @@ class PullSolver:
     dtype : numpy dtype
         Precision of the times; weights are computed in float64 and rounded once to it.
     block : tuple of int, optional
-        Tile shape ``(bz, by, bx)``; defaults to 256 threads. Each must be at least the
-        radius along its axis (tests shrink it so small grids span many tiles).
+        Tile shape ``(bz, by, bx)``; by default 256 threads, fewer where the radius, batch
+        and precision need it (:func:`pull_layout`). Each must be at least the radius along
+        its axis (tests shrink it so small grids span many tiles).
     batch : int
         Sources relaxed together by one block: each weight computed is used ``batch`` times.
     max_inner : int
@@ -261,18 +281,17 @@ class PullSolver:
             either way (a time and its predecessor are written together); ``False`` saves
             their copy (about 1 ms at 1601^2 on an H100) and returns ``None`` for them.
         stats : dict, optional
-            Filled with ``passes``, ``host_reads`` (counter reads), ``tiles``,
-            ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
+            Filled with ``passes``, ``host_reads`` (counter reads), ``tiles`` and ``block`` (their
+            number and shape), ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
             ``inner_iterations`` (in-block iterations, summed over tile relaxations),
-            ``weights_evaluated`` (edge weights computed or read: once per edge and pull,
-            for all the sources of a batch), ``tiles_deferred`` (queued tiles left for a
-            later pass by the ``delta`` band), ``most_inner`` (most in-block iterations of
-            one tile relaxation), ``delta``, ``schedule`` (the one that ran:
-            ``"cooperative"`` falls back to ``"passes"`` where the device cannot launch
-            it), and wall seconds: ``setup_s`` (each batch's seeds and state reset),
-            ``passes_s`` (the relaxation), ``copy_s`` (results back to the host),
-            ``launch_s`` (of ``passes_s``, host time spent launching passes) and
-            ``setup_model_s`` (building this solver, :attr:`setup_s`).
+            ``weights_evaluated`` (edge weights computed or read: once per edge and pull, for all
+            the sources of a batch), ``tiles_deferred`` (queued tiles left for a later pass by the
+            ``delta`` band), ``most_inner`` (most in-block iterations of one tile relaxation),
+            ``delta``, ``schedule`` (the one that ran: ``"cooperative"`` falls back to ``"passes"``
+            where the device cannot launch it), and wall seconds: ``setup_s`` (each batch's seeds
+            and state reset), ``passes_s`` (the relaxation), ``copy_s`` (results back to the host),
+            ``launch_s`` (of ``passes_s``, host time spent launching passes) and ``setup_model_s``
+            (building this solver, :attr:`setup_s`).
 
         Returns
         -------
