@@ -109,14 +109,16 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
     """
     spec = None
     try:
+        from .interrupts import interrupts_kept
         from .workflow import read_workflow, run_workflow
 
         spec = read_workflow(workflow)
         click.echo(f"raygrid {__version__}: running {workflow}")
         start = time.perf_counter()
-        dataset = run_workflow(
-            spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
-        )
+        with interrupts_kept():  # not one lost where Python drops exceptions
+            dataset = run_workflow(
+                spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
+            )
     except KeyboardInterrupt:
         if spec is not None and Path(spec.outputs.store).exists():
             said = (

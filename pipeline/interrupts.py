@@ -13,7 +13,13 @@ from multiprocessing import resource_tracker
 
 from distributed import WorkerPlugin
 
-__all__ = ["IgnoreInterrupts", "interrupts_held", "quiet_abandoned_gathers"]
+__all__ = [
+    "IgnoreInterrupts", "interrupts_held", "interrupts_kept", "check_interrupts",
+    "quiet_abandoned_gathers",
+]  # fmt: skip
+
+#: Ctrl-C's taken by :func:`interrupts_kept`'s handler while its block runs.
+_kept: list[int] = []
 
 
 @contextmanager
@@ -62,6 +68,41 @@ def interrupts_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, handler)
         if noted:
             signal.raise_signal(signal.SIGINT)  # the restored handler's to act on
+
+
+@contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` as usual, and is kept, so that none is lost.
+
+    Python raises a signal's exception in whatever the main thread runs next, and drops it
+    where exceptions are ignored: a gc callback (Dask's GC diagnosis), a ``__del__``, a
+    weakref callback ("Exception ignored in ..."). A run interrupted there carried on to
+    the end and exited with status 0. Here each Ctrl-C is kept as it is raised;
+    :func:`check_interrupts` (between a survey's tasks) and the end of the block raise a
+    kept one again. A no-op off the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def keep(signum, frame) -> None:
+        _kept.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, keep)
+    try:
+        yield
+        check_interrupts()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _kept.clear()
+
+
+def check_interrupts() -> None:
+    """Raise ``KeyboardInterrupt`` if a Ctrl-C kept by :func:`interrupts_kept` was dropped
+    where it was raised (nothing happens outside such a block)."""
+    if _kept:
+        raise KeyboardInterrupt
 
 
 def _not_a_closing_cancel(record: logging.LogRecord) -> bool:

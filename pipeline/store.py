@@ -28,8 +28,10 @@ version; ``complete`` turns true after the final step.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
@@ -81,7 +83,32 @@ RAY_PARTS = "ray_parts"
 
 
 def _partial_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+    """A hidden sibling of ``path`` for a store being made or deleted, named after this host
+    and process so that :func:`_sweep_stale_siblings` knows when its writer is gone."""
+    host = socket.gethostname().replace("-", "_")
+    return path.with_name(f".{path.name}.partial-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def _sweep_stale_siblings(path: Path) -> None:
+    """Delete the hidden siblings of ``path`` (:func:`_partial_name`) that a run on this
+    host left when it was cut short: a store half made (Ctrl-C while zarr still wrote) or an
+    old store moved aside by ``--overwrite`` and not yet deleted, which could be the size
+    of the whole survey. Those of live processes, or of other hosts, are left alone."""
+    host = socket.gethostname().replace("-", "_")
+    for sibling in path.parent.glob(f".{glob.escape(path.name)}.partial-{host}-*"):
+        pid = sibling.name.rsplit("-", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(sibling, ignore_errors=True) if sibling.is_dir() else sibling.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _replace(partial: Path, path: Path) -> None:
@@ -211,8 +238,10 @@ def create_store(
             zarr.open_group(partial, mode="r+").create_group(RAY_PARTS)
         _replace(partial, spec.path)
     finally:
-        if partial.exists():
-            shutil.rmtree(partial)
+        # Cut short (Ctrl-C), zarr's own thread may still be writing into it: what it
+        # leaves is removed by the next run (_sweep_stale_siblings). An error here would
+        # hide the KeyboardInterrupt.
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -370,6 +399,7 @@ def prepare_store(
     """
     path = spec.path
     state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow, parts=parts)
+    _sweep_stale_siblings(path)
     if state is not None:
         sweep_partials(path)
         return state

@@ -35,6 +35,7 @@ from .cluster import LocalConfig, connect, read_cluster
 from .errors import InputError, RunFailed
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
+from .interrupts import check_interrupts
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
 from .nodevalues import NodeValues
@@ -476,6 +477,7 @@ def _collect(client, futures, bar: Progress, batches: list[list[int]]) -> None:
     sources_of = {future.key: batch for future, batch in zip(futures, batches, strict=True)}
     try:
         for future in as_completed(futures):
+            check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
             if future.status == "finished":
                 try:
                     bar.update(len(future.result()["sources"]))
@@ -523,6 +525,7 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     # predecessors and the model (kept across sources) that hold their nodes.
     slowness = grid.slowness_values(client)
     for i in pending:
+        check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
         i = int(i)
         need_rays = spec.rays and spec.n_receivers
         # The grid checked once above: not the whole model again per source.

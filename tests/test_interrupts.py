@@ -17,7 +17,7 @@ import psutil
 import pytest
 import yaml
 
-from raygrid.pipeline.interrupts import interrupts_held
+from raygrid.pipeline.interrupts import check_interrupts, interrupts_held, interrupts_kept
 
 from clusters import LOCAL_CLUSTER_FILE
 
@@ -46,6 +46,34 @@ def test_a_ctrl_c_inside_is_raised_when_the_block_ends():
             reached_end = True
     assert reached_end
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT}  # restored
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_python_drops_is_raised_again():
+    # Seen on `raygrid run`: Ctrl-C landed in Dask's gc callback, where Python prints
+    # "Exception ignored in ..." and goes on; the run finished with status 0.
+    import gc
+
+    def callback(phase, info):
+        if phase == "start":
+            signal.raise_signal(signal.SIGINT)  # the handler raises here, and is dropped
+
+    went_on = []
+    previous = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_kept():
+            gc.callbacks.append(callback)
+            try:
+                gc.collect()
+            finally:
+                gc.callbacks.remove(callback)
+            went_on.append("after the drop")
+            with pytest.raises(KeyboardInterrupt):
+                check_interrupts()  # what a survey checks between tasks
+            went_on.append("at the end")
+    assert went_on == ["after the drop", "at the end"]  # then the block's end raised it
+    assert signal.getsignal(signal.SIGINT) is previous
+    check_interrupts()  # nothing kept once the block is over
 
 
 @linux_only

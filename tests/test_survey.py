@@ -356,6 +356,30 @@ def test_a_different_workflow_never_overwrites(tmp_path, client):
     assert replaced.attrs["radius_x"] == 2
 
 
+def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_path, client):
+    # Ctrl-C while a store was made (zarr still writing in its own thread) or while
+    # --overwrite deleted the old one left a hidden folder beside the store, the size of
+    # the whole old survey, that no run removed.
+    import socket
+
+    host = socket.gethostname().replace("-", "_")
+    dead = f"{host}-{2**22 + 1}"  # above Linux's largest pid_max: no process has it
+    left = {
+        "dead": tmp_path / f".survey.zarr.partial-{dead}-0a1b2c3d",
+        "alive": tmp_path / f".survey.zarr.partial-{host}-{os.getpid()}-0a1b2c3d",
+        "elsewhere": tmp_path / ".survey.zarr.partial-otherhost-1-0a1b2c3d",
+        "another store": tmp_path / f".other.zarr.partial-{dead}-0a1b2c3d",
+    }
+    for folder in left.values():
+        (folder / "c").mkdir(parents=True)
+    run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    assert {name for name, folder in left.items() if folder.exists()} == {
+        "alive",
+        "elsewhere",
+        "another store",
+    }
+
+
 def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
     # A tiled workflow reads its model lazily; the fingerprint still covers its values, so a
     # rerun after editing one value of the file is refused, not resumed into a mixed store.
