@@ -125,6 +125,8 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
                 f"the sources finished so far are in {spec.outputs.store}; run the same "
                 "command again (without --overwrite) to resume"
             )
+            if overwrite:  # stopped before the old store was replaced, it is still there
+                said += " (a store it refuses as another workflow's was not replaced yet)"
         else:
             said = "nothing was written"
         click.echo(f"interrupted: {said}", err=True)

@@ -29,6 +29,7 @@ version; ``complete`` turns true after the final step.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import socket
@@ -295,6 +296,14 @@ def _differences(stored: dict | None, now: dict | None) -> list[str]:
     return [FINGERPRINT_PARTS.get(k, k) for k in keys if stored.get(k) != now.get(k)]
 
 
+def _tiled(workflow: str | None) -> bool | None:
+    """Whether a workflow (as JSON, as a store keeps it) solves by tiles; ``None``: unknown."""
+    try:
+        return json.loads(workflow)["compute"]["tiles"] is not None
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
 def check_store(
     spec: StoreSpec, fingerprint: str | None, *, overwrite: bool, workflow: str | None = None,
     parts: dict[str, str] | None = None,
@@ -334,6 +343,13 @@ def check_store(
     if state.fingerprint != fingerprint:
         stored = f"stored fingerprint {str(state.fingerprint)[:12]}, now {str(fingerprint)[:12]}"
         differences = _differences(state.fingerprint_parts, parts)
+        tiled = {_tiled(state.workflow), _tiled(workflow)}
+        if FINGERPRINT_PARTS["model"] in differences and tiled == {True, False}:
+            differences[differences.index(FINGERPRINT_PARTS["model"])] = (
+                "the model's values, or only how they were hashed: a run with compute.tiles "
+                "hashes the model block by block, one without it whole, so run it as the "
+                "store was made (with or without compute.tiles)"
+            )
         if differences:
             raise InputError(
                 f"{path} holds the results of another workflow: what differs is "

@@ -380,6 +380,16 @@ def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_p
     }
 
 
+def test_a_store_made_untiled_is_refused_tiled_for_what_it_is(tmp_path, client):
+    # Without rays the tiles do not count, but a tiled run hashes the model by blocks: the
+    # refusal said only "the model's values", of a model nobody changed.
+    outputs = {"store": "survey.zarr", "rays": False, "plot": None}
+    run_workflow(read_workflow(workflow_file(tmp_path, outputs=outputs)), client=client)
+    tiled = workflow_file(tmp_path, outputs=outputs, compute__tiles={"z": 16, "x": 16})
+    with pytest.raises(InputError, match=r"what differs is the model's values, or only how "):
+        run_workflow(read_workflow(tiled), client=client)
+
+
 def test_a_model_file_edited_in_place_is_a_different_workflow(tmp_path, client):
     # A tiled workflow reads its model lazily; the fingerprint still covers its values, so a
     # rerun after editing one value of the file is refused, not resumed into a mixed store.
