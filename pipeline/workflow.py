@@ -41,6 +41,7 @@ from .errors import InputError
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity
 from .io import load_velocity
+from .memory import available_memory, check_fits
 from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import Points, resolve_points
 from .solve import (
@@ -374,6 +375,16 @@ def prepare_workflow(
     # (checking them again would read the file again and repeat its warnings), and a model
     # built without its values was checked as it was built.
     checked = isinstance(workflow.model, FileModel) or not values
+    if not lazy:  # read whole next: a model too large was refused only after that read
+        shape = " x ".join(map(str, velocity.shape))
+        try:
+            check_fits(
+                16 * velocity.size, available_memory(),
+                f"the model of {shape} nodes (velocity and slowness in float64)",
+                "use compute.tiles (the model is then read tile by tile) or a smaller model",
+            )  # fmt: skip
+        except InputError as error:
+            raise _located(workflow, ("model",), error) from None
     grid = grid_from_velocity(velocity, load=not lazy, check_values=not checked)
     try:
         star = forward_star(grid.radius3(workflow.grid.radius))

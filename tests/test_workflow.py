@@ -386,3 +386,26 @@ def test_the_option_vocabulary_is_one():
     assert sorted(get_args(solve.Algorithm)) == sorted(sum(solve.ALGORITHMS.values(), ()))
     assert set(solve.ALGORITHMS) < set(solve.BACKENDS) == {"cpu", "cuda", "auto"}
     assert set(solve.PRECISIONS) == {"float64", "float32"}
+
+
+def test_a_model_too_large_to_read_whole_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    # Found only after minutes and gigabytes of reading a lazily opened model file.
+    import raygrid.pipeline.workflow as workflow_module
+    from raygrid.pipeline.grid import grid_from_velocity
+
+    read = []
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: 16 * 21 * 31 - 1)
+    monkeypatch.setattr(
+        workflow_module, "grid_from_velocity",
+        lambda velocity, **kwargs: read.append(kwargs) or grid_from_velocity(velocity, **kwargs),
+    )  # fmt: skip
+    path = write(tmp_path, SMALL)
+    with pytest.raises(InputError, match=r"wf.yaml:1: model: the model of 21 x 31 nodes .*"
+                       r"use compute.tiles"):  # fmt: skip
+        prepare_workflow(read_workflow(path))
+    assert read == []
+    # Read tile by tile, or not read at all, it is not held whole: not refused.
+    prepare_workflow(read_workflow(path), values=False)
+    prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 8, x: 8}\n")))
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: 16 * 21 * 31)
+    prepare_workflow(read_workflow(path))
