@@ -112,6 +112,14 @@ def _not_a_closing_cancel(record: logging.LogRecord) -> bool:
     return not (message.startswith("Async instruction for") and message.endswith("CancelledError"))
 
 
+def _not_a_closing_heartbeat(record: logging.LogRecord) -> bool:
+    """Logging filter: drop a local worker's "Failed to communicate with scheduler during
+    heartbeat" and its traceback (some 30 lines). The scheduler of a cluster raygrid
+    started lives in the client's process, so it goes away only when the client closes the
+    cluster (Ctrl-C); the worker is closed right after."""
+    return not record.getMessage().startswith("Failed to communicate with scheduler during")
+
+
 def quiet_abandoned_gathers(loop, context: dict) -> None:
     """Asyncio exception handler for a client's event loop: drop what a Ctrl-C leaves.
 
@@ -136,8 +144,10 @@ class IgnoreInterrupts(WorkerPlugin):
     anyway; nothing is lost, each finished source is in the store. Workers running in the
     client's own process (``processes: false``) keep its handler. Closed mid-task, a worker
     also logged a timestamped warning per running task (``Async instruction for <Task
-    cancelled ...> ended with CancelledError``); that one line is filtered out of its
-    ``distributed.worker.state_machine`` logger, which keeps every other message.
+    cancelled ...> ended with CancelledError``), and sometimes, its scheduler gone first,
+    "Failed to communicate with scheduler during heartbeat" with a traceback; those are
+    filtered out of the ``distributed.worker.state_machine`` and ``distributed.worker``
+    loggers, which keep every other message.
 
     Parameters
     ----------
@@ -150,6 +160,7 @@ class IgnoreInterrupts(WorkerPlugin):
 
     def setup(self, worker) -> None:
         logging.getLogger("distributed.worker.state_machine").addFilter(_not_a_closing_cancel)
+        logging.getLogger("distributed.worker").addFilter(_not_a_closing_heartbeat)
         # Handlers can be set only from a process's main thread, where a worker process
         # runs its event loop and so this hook.
         if os.getpid() != self.client_pid and threading.current_thread() is threading.main_thread():

@@ -169,21 +169,31 @@ def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
     assert not any(child.is_running() for child in spawned)
 
 
-def test_workers_drop_only_the_closing_cancel_warning(caplog):
-    from raygrid.pipeline.interrupts import IgnoreInterrupts, _not_a_closing_cancel
+def test_workers_drop_only_the_closing_cancel_warning_and_heartbeat_error(caplog):
+    from raygrid.pipeline.interrupts import (
+        IgnoreInterrupts,
+        _not_a_closing_cancel,
+        _not_a_closing_heartbeat,
+    )
 
     logger = logging.getLogger("distributed.worker.state_machine")
+    worker_logger = logging.getLogger("distributed.worker")
     IgnoreInterrupts(client_pid=os.getpid()).setup(worker=None)  # as in the client's process
     try:
-        with caplog.at_level(logging.WARNING, logger=logger.name):
+        with caplog.at_level(logging.WARNING, logger="distributed.worker"):
             task = "<Task cancelled name=\"execute('raygrid-sources-0-7-ab12cd34')\">"
             logger.warning(f"Async instruction for {task} ended with CancelledError")
             logger.warning("Async instruction for <Task> ended with ValueError")
+            # Seen once in CI after a Ctrl-C, with its traceback (the scheduler had closed).
+            worker_logger.error("Failed to communicate with scheduler during heartbeat.")
+            worker_logger.error("Compute Failed")
         assert [r.getMessage() for r in caplog.records] == [
-            "Async instruction for <Task> ended with ValueError"
+            "Async instruction for <Task> ended with ValueError",
+            "Compute Failed",
         ]
     finally:
         logger.removeFilter(_not_a_closing_cancel)
+        worker_logger.removeFilter(_not_a_closing_heartbeat)
 
 
 def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
