@@ -82,6 +82,11 @@ class Options:
     def dtype(self) -> type:
         return PRECISIONS[self.precision]
 
+    def for_sources(self, n_sources: int) -> Options:
+        """These options for solves of at most ``n_sources`` sources: a GPU batch beyond
+        them would only shrink the pull tiles (or refuse them) for nothing."""
+        return replace(self, batch=min(self.batch, n_sources))
+
 
 def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
     if backend == "cpu":
@@ -508,8 +513,7 @@ def traveltimes(
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source")  # all checked before anything is solved
-    # A batch beyond the sources would only shrink the GPU tiles (or refuse them) for nothing.
-    options = replace(options, batch=min(options.batch, len(positions)))
+    options = options.for_sources(len(positions))
 
     check_launchable(grid, star, options)
     _check_memory(grid, star, options, len(positions), threads, predecessors)

@@ -86,8 +86,12 @@ RAY_PARTS = "ray_parts"
 def _partial_name(path: Path) -> Path:
     """A hidden sibling of ``path`` for a store being made or deleted, named after this host
     and process so that :func:`_sweep_stale_siblings` knows when its writer is gone."""
-    host = socket.gethostname().replace("-", "_")
-    return path.with_name(f".{path.name}.partial-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return path.with_name(f"{_partial_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def _partial_prefix(path: Path) -> str:
+    """What the names of ``path``'s partial siblings made on this host start with."""
+    return f".{path.name}.partial-{socket.gethostname().replace('-', '_')}-"
 
 
 def _sweep_stale_siblings(path: Path) -> None:
@@ -95,21 +99,12 @@ def _sweep_stale_siblings(path: Path) -> None:
     host left when it was cut short: a store half made (Ctrl-C while zarr still wrote) or an
     old store moved aside by ``--overwrite`` and not yet deleted, which could be the size
     of the whole survey. Those of live processes, or of other hosts, are left alone."""
-    host = socket.gethostname().replace("-", "_")
-    for sibling in path.parent.glob(f".{glob.escape(path.name)}.partial-{host}-*"):
+    import psutil  # a dependency of distributed
+
+    for sibling in path.parent.glob(f"{glob.escape(_partial_prefix(path))}*"):
         pid = sibling.name.rsplit("-", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(sibling, ignore_errors=True) if sibling.is_dir() else sibling.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _replace(partial: Path, path: Path) -> None:

@@ -17,7 +17,7 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -417,9 +417,7 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
-    # A task solves at most compute.batch sources: a larger GPU batch would only shrink
-    # the tiles (or refuse them) for nothing.
-    options = replace(options, batch=min(options.batch, compute.batch, len(points["sources"])))
+    options = options.for_sources(min(compute.batch, len(points["sources"])))  # in one task
     if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
         try:
             check_launchable(grid, star, options)

@@ -281,17 +281,18 @@ class PullSolver:
             either way (a time and its predecessor are written together); ``False`` saves
             their copy (about 1 ms at 1601^2 on an H100) and returns ``None`` for them.
         stats : dict, optional
-            Filled with ``passes``, ``host_reads`` (counter reads), ``tiles`` and ``block`` (their
-            number and shape), ``tiles_relaxed`` (tile relaxations, summed over passes and batches),
-            ``inner_iterations`` (in-block iterations, summed over tile relaxations),
-            ``weights_evaluated`` (edge weights computed or read: once per edge and pull, for all
-            the sources of a batch), ``tiles_deferred`` (queued tiles left for a later pass by the
-            ``delta`` band), ``most_inner`` (most in-block iterations of one tile relaxation),
-            ``delta``, ``schedule`` (the one that ran: ``"cooperative"`` falls back to ``"passes"``
-            where the device cannot launch it), and wall seconds: ``setup_s`` (each batch's seeds
-            and state reset), ``passes_s`` (the relaxation), ``copy_s`` (results back to the host),
-            ``launch_s`` (of ``passes_s``, host time spent launching passes) and ``setup_model_s``
-            (building this solver, :attr:`setup_s`).
+            Filled with ``passes``, ``host_reads`` (counter reads), ``tiles`` and ``block``
+            (their number and shape), ``tiles_relaxed`` (tile relaxations, summed over
+            passes and batches), ``inner_iterations`` (in-block iterations, summed over tile
+            relaxations), ``weights_evaluated`` (edge weights computed or read: once per
+            edge and pull, for all the sources of a batch), ``tiles_deferred`` (queued tiles
+            left for a later pass by the ``delta`` band), ``most_inner`` (most in-block
+            iterations of one tile relaxation), ``delta``, ``schedule`` (the one that ran:
+            ``"cooperative"`` falls back to ``"passes"`` where the device cannot launch it),
+            and wall seconds: ``setup_s`` (each batch's seeds and state reset), ``passes_s``
+            (the relaxation), ``copy_s`` (results back to the host), ``launch_s`` (of
+            ``passes_s``, host time spent launching passes) and ``setup_model_s`` (building
+            this solver, :attr:`setup_s`).
 
         Returns
         -------
