@@ -11,10 +11,12 @@
 #          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
 # e.g. `bash benchmarks/gpu_session.sh tests ab sweep`, then `bash benchmarks/gpu_session.sh
 # study`. Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl
-# (../shared/gpu/fetch-wheels.sh) for dask and zarr, plus a numpy 2.4 wheel: the image's
-# numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack).
+# (../shared/gpu/fetch-wheels.sh) for dask and zarr, plus a numpy 2.4 wheel (the image's
+# numpy 2.5 breaks numba-cuda 0.30.4: np.row_stack) and filelock (the store's lock, which
+# fetch-wheels.sh does not list):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#       --implementation cp --platform manylinux_2_28_x86_64 -d .whl numpy==2.4.6
+#       --implementation cp --platform manylinux_2_28_x86_64 -d .whl numpy==2.4.6 \
+#       filelock==4.2.12
 set -uo pipefail
 out=${OUT:-gpu-session-output}
 mkdir -p "$out"

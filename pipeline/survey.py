@@ -36,6 +36,7 @@ from .errors import InputError, RunFailed
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .interrupts import check_interrupts
+from .lock import store_lock
 from .lookup import receiver_times
 from .memory import available_memory, check_fits, footprint
 from .nodevalues import NodeValues
@@ -290,26 +291,28 @@ def run_survey(
     # Workers on this machine load what the client compiles from Numba's cache; elsewhere
     # (a scheduler, batch jobs) they compile it themselves, so the client would only wait.
     compile_here = client is None and isinstance(config, LocalConfig)
-    found = check_store(
-        spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json,
-        parts=prepared.fingerprint_parts,
-    )  # fmt: skip
-    with ExitStack() as stack:
-        if found is None or not found.done.all():
-            if client is None:
-                client = stack.enter_context(connect(config, echo=echo))
-            check_survey_memory(client, prepared, spec)  # before the store is touched
-        state = prepare_store(
-            spec, prepared.fingerprint, overwrite=overwrite, create=create,
-            workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
+    # Held until the store is complete: a second run on it is refused at once.
+    with store_lock(spec.path):
+        found = check_store(
+            spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json,
+            parts=prepared.fingerprint_parts,
         )  # fmt: skip
-        pending = np.flatnonzero(~state.done)
-        n = spec.n_sources
-        if pending.size < n:
-            echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
-        if pending.size:
-            _solve_pending(client, prepared, spec, pending, progress, echo, compile_here)
-    finish_store(spec)
+        with ExitStack() as stack:
+            if found is None or not found.done.all():
+                if client is None:
+                    client = stack.enter_context(connect(config, echo=echo))
+                check_survey_memory(client, prepared, spec)  # before the store is touched
+            state = prepare_store(
+                spec, prepared.fingerprint, overwrite=overwrite, create=create,
+                workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
+            )  # fmt: skip
+            pending = np.flatnonzero(~state.done)
+            n = spec.n_sources
+            if pending.size < n:
+                echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
+            if pending.size:
+                _solve_pending(client, prepared, spec, pending, progress, echo, compile_here)
+        finish_store(spec)
     dataset = xr.open_zarr(spec.path, consolidated=False)
     if workflow.outputs.plot is not None:
         from .plot import plot_store  # matplotlib only when a plot is asked for

@@ -1,0 +1,59 @@
+"""One run writes a survey store at a time.
+
+Two runs of one workflow on one store would both solve the pending sources and race in
+the store's final steps: one of them failed with a bare ``[Errno 39] Directory not empty``
+as the other removed the raypath parts it was reading. A run therefore holds an OS file
+lock (``flock``, via filelock) on a hidden file beside the store, ``.<store>.lock``, from
+before it reads the store until the store is complete. The kernel releases the lock when
+its process ends, however it ends, so a crashed or killed run never leaves a stale lock to
+remove by hand. The empty lock file itself stays: removing it while another run may be
+opening it would let two runs lock two different files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from .errors import InputError
+from .store import check_writable
+
+__all__ = ["lock_path", "store_lock"]
+
+
+def lock_path(store: Path) -> Path:
+    """The lock file of the store at ``store``: a hidden sibling, so it outlives the store's
+    replacement (``--overwrite``) and is never mistaken for part of it."""
+    return store.with_name(f".{store.name}.lock")
+
+
+@contextmanager
+def store_lock(store: str | Path) -> Iterator[None]:
+    """Hold the lock of the store at ``store`` for the ``with`` block, or refuse at once.
+
+    Raises
+    ------
+    InputError
+        If another run (in this process or any other on a machine sharing the file system)
+        holds it, or the store's folder cannot be written.
+    """
+    store = Path(store)
+    check_writable(store)
+    path = lock_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise InputError(
+            f"{store} is being written by another raygrid run (it holds the lock {path}); "
+            "wait for that run to finish and rerun this one to find its results, or choose "
+            "another outputs.store"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
