@@ -157,7 +157,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     sources, outputs, ...) is a cluster file; any other is a workflow.
     """
     from .cluster import read_cluster
-    from .workflow import prepare_workflow, read_workflow
+    from .workflow import prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import load_yaml
 
     failed = False
@@ -169,11 +169,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                 click.echo(f"{path}: valid cluster file ({config.cluster})")
                 continue
             spec = read_workflow(path)
-            if spec.compute.cluster is not None:
-                try:
-                    read_cluster(spec.compute.cluster)
-                except InputError as error:
-                    raise InputError(f"{path}: compute.cluster: {error}") from None
+            workflow_cluster(spec)
             if check_model:
                 # Checked for the machine the workflow is meant for, not this one: a GPU
                 # workflow is validated on a login node before it is submitted, and that

@@ -43,6 +43,7 @@ def store_lock(store: str | Path) -> Iterator[None]:
     store = Path(store)
     check_writable(store)
     path = lock_path(store)
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # innermost first
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(path, timeout=0)
     try:
@@ -57,3 +58,13 @@ def store_lock(store: str | Path) -> Iterator[None]:
         yield
     finally:
         lock.release()
+        if made and not store.exists():
+            # A run stopped before it made its store (a cluster refused, Ctrl-C) leaves no
+            # folder behind. Only a run that took the lock between the release and the
+            # unlink (microseconds, in folders this run made) could lock a removed file.
+            path.unlink(missing_ok=True)
+            for folder in made:
+                try:
+                    folder.rmdir()
+                except OSError:  # no longer empty: someone else's now
+                    break

@@ -31,7 +31,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import LocalConfig, connect, read_cluster
+from .cluster import LocalConfig, connect
 from .errors import InputError, RunFailed
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
@@ -64,7 +64,7 @@ from .store import (
     write_field,
     write_source,
 )
-from .workflow import PreparedWorkflow, Workflow, prepare_workflow
+from .workflow import PreparedWorkflow, Workflow, prepare_workflow, workflow_cluster
 
 __all__ = ["run_survey", "solve_batch", "SurveyTask"]
 
@@ -271,7 +271,7 @@ def run_survey(
     echo = echo or (lambda message: None)
     prepared = prepare_workflow(workflow)
     compute = workflow.compute
-    config = read_cluster(cluster if cluster is not None else compute.cluster)
+    config = workflow_cluster(workflow, cluster)
     spec = store_spec(prepared)
     attrs = _store_attrs(prepared)
     chunks = field_chunks(

@@ -37,6 +37,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..kernels import Star, forward_star
+from .cluster import AnyConfig, read_cluster
 from .errors import InputError
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity
@@ -335,6 +336,24 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
     if document is None:
         return error
     return InputError(document.problem(location, str(error)))
+
+
+def workflow_cluster(workflow: Workflow, cluster: str | Path | None = None) -> AnyConfig:
+    """The cluster a run of ``workflow`` uses: the file ``cluster`` (a command line's
+    ``--cluster``), else the workflow's ``compute.cluster``, else a LocalCluster.
+
+    Raises
+    ------
+    InputError
+        For a missing or bad cluster file; one named by ``compute.cluster`` is reported at
+        that line of the workflow.
+    """
+    if cluster is not None or workflow.compute.cluster is None:
+        return read_cluster(cluster)
+    try:
+        return read_cluster(workflow.compute.cluster)
+    except InputError as error:
+        raise _located(workflow, ("compute", "cluster"), error) from None
 
 
 def prepare_workflow(

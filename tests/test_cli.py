@@ -149,9 +149,11 @@ def test_validate_names_the_file_of_every_problem(tmp_path):
     assert "syntax.yaml:2: not valid YAML" in run.stderr
     assert "twice.yaml:3: not valid YAML: key 'radius' is given twice" in run.stderr
     assert "binary.yaml: not a text file" in run.stderr
-    assert "workflow.yaml: compute.cluster: cluster file configs/nope.yaml does not exist" in (
-        run.stderr
-    )
+    # At its line, as every other problem of a workflow (it was "workflow.yaml: ...").
+    missing = "workflow.yaml:2: compute.cluster: cluster file configs/nope.yaml does not exist"
+    assert missing in run.stderr
+    run = raygrid("run", no_cluster.name, cwd=tmp_path)  # and so does a run, before anything
+    assert run.returncode == 2 and f"error: {missing}" in run.stderr, run.stderr
 
 
 def test_validate_checks_a_gpu_workflow_for_its_machine(tmp_path):
