@@ -26,7 +26,9 @@ __all__ = ["lock_path", "store_lock"]
 
 def lock_path(store: Path) -> Path:
     """The lock file of the store at ``store``: a hidden sibling, so it outlives the store's
-    replacement (``--overwrite``) and is never mistaken for part of it."""
+    replacement (``--overwrite``) and is never mistaken for part of it. Beside the real
+    path (links resolved, ``.`` named), so two names of one store share one lock."""
+    store = Path(store).resolve()
     return store.with_name(f".{store.name}.lock")
 
 

@@ -412,6 +412,20 @@ def test_a_run_on_a_store_another_run_is_writing_is_refused_until_that_run_ends(
     assert run_workflow(read_workflow(path), client=client).attrs["complete"] is True
 
 
+def test_every_name_of_a_store_shares_its_lock(tmp_path, monkeypatch):
+    from raygrid.pipeline.lock import lock_path
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    lock = tmp_path / "real" / ".survey.zarr.lock"
+    assert lock_path(tmp_path / "link" / "survey.zarr") == lock
+    monkeypatch.chdir(tmp_path / "link")
+    assert lock_path(Path("survey.zarr")) == lock
+    (tmp_path / "real" / "survey.zarr").mkdir()
+    monkeypatch.chdir(tmp_path / "real" / "survey.zarr")
+    assert lock_path(Path(".")) == lock  # "." has no name of its own
+
+
 def test_a_store_made_untiled_is_refused_tiled_for_what_it_is(tmp_path, client):
     # Without rays the tiles do not count, but a tiled run hashes the model by blocks: the
     # refusal said only "the model's values", of a model nobody changed.
