@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from .grid import Grid
+from .grid import DIRECT_REACH, Grid
 from .solve import Options
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ FINGERPRINT_PARTS = {
     "spacing": "the model's spacing",
     "shape": "the model's shape",
     "length_unit": "the model's length unit",
+    "direct_reach": "how far a receiver near an off-node source is joined to it straight "
+    "(a rule of raygrid's version)",
 }
 
 
@@ -70,6 +72,9 @@ def workflow_fingerprint(
         "spacing": list(grid.spacing),
         "shape": list(grid.shape),
         "length_unit": grid.length_unit,
+        # Receivers' times near off-node sources follow this rule (earlier stores: 1):
+        # a store filled under another is refused, never finished under a second rule.
+        "direct_reach": DIRECT_REACH,
     }
     if workflow.compute.tiles is not None and workflow.outputs.rays:
         # Where two paths tie, which one a ray takes depends on the order tiles were solved

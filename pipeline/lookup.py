@@ -122,8 +122,8 @@ def traveltime_at(
     integrated exactly cell by cell: a global minimum over the paths of the solve's graph
     extended by one straight leg, not an interpolation, so it is never earlier than the
     graph allows and is exact in a constant-velocity model along the star's directions.
-    Near an off-node source whose nearest node the star joins to the point's, the straight
-    leg from the source counts too (``Grid.direct_leg``); the source is read from the
+    Near an off-node source (nearest nodes at most two radii apart on every axis), the
+    straight leg from the source counts too (``Grid.direct_leg``); the source is read from the
     field's ``source_*`` coordinates or attributes, and a field without them is warned
     about (points near the source are then reached through nodes). The same rule gives a
     survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
