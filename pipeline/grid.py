@@ -131,6 +131,51 @@ class Grid:
         high = np.ceil(np.maximum(ends.max(axis=0), point3)).astype(np.int64) + 1
         return low, high
 
+    def check_field(self, field: xr.DataArray, attrs: Mapping[str, Any]) -> None:
+        """Refuse a traveltime field that was not solved on this grid, as it is.
+
+        Its node positions and predecessors are read on this grid: a field of another
+        model, or a subset of its own (thinned or cropped with ``isel``), gave times and
+        rays of other places without a word. ``attrs`` are the field's (``nodes_<dim>``:
+        how many nodes it was solved on; absent from results of earlier versions).
+
+        Raises
+        ------
+        InputError
+            For other dims or sizes, other coordinates, or fewer nodes than were solved.
+        """
+        dims = [d for d in field.dims if d != "source"]
+        if sorted(dims) != sorted(self.dims) or any(
+            field.sizes[d] != n for d, n in zip(self.dims, self.shape)
+        ):
+            raise InputError(
+                f"the field's grid {dict(field.sizes)} is not the model's "
+                f"{dict(zip(self.dims, self.shape))}"
+            )
+        solved = {d: int(attrs[f"nodes_{d}"]) for d in self.dims if f"nodes_{d}" in attrs}
+        if any(n != field.sizes[d] for d, n in solved.items()):
+            raise InputError(
+                f"the field was solved on {solved} nodes and holds {dict(field.sizes)}: a "
+                "thinned or cropped field's predecessors and times are read at other places; "
+                "look up times and trace rays on the whole field, then select"
+            )
+        for d, ours in self.coords.items():
+            if d not in field.coords:
+                continue
+            # The field's source position is in its own unit: the same unit, not only the
+            # same places (the values then match to rounding at most).
+            unit = field[d].attrs.get("units", self.length_unit)
+            theirs = np.asarray(field[d].values, dtype=np.float64)
+            step = self.spacing[self.dims.index(d)]
+            if unit != self.length_unit or not np.allclose(
+                theirs, ours, rtol=0.0, atol=1e-6 * step
+            ):
+                raise InputError(
+                    f"the field's {d} coordinates ({theirs[0]:.6g} to {theirs[-1]:.6g} "
+                    f"{unit}) are not the model's ({ours[0]:.6g} to {ours[-1]:.6g} "
+                    f"{self.length_unit}): pass the model the field was solved on"
+                )
+
     @staticmethod
     def on_node(point3: np.ndarray) -> bool:
         """Whether a point in node-index units (:meth:`to_index`, which snaps points within

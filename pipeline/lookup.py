@@ -146,14 +146,7 @@ def traveltime_at(
     lazy = velocity.chunks is not None
     grid = grid_from_velocity(velocity, load=not lazy, check_values=not lazy)
     slowness = grid.slowness_values()
-    grid_dims = tuple(d for d in field.dims if d != "source")
-    if sorted(grid_dims) != sorted(grid.dims) or any(
-        field.sizes[d] != n for d, n in zip(grid.dims, grid.shape)
-    ):
-        raise InputError(
-            f"the field's grid {dict(field.sizes)} is not the model's "
-            f"{dict(zip(grid.dims, grid.shape))}"
-        )
+    grid.check_field(field, attrs)
     if radius is None:
         if not all(f"radius_{d}" in attrs for d in grid.dims):
             raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")

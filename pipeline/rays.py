@@ -63,6 +63,7 @@ def ray_field(
     the field's reader, when the caller has one already (its blocks are then read once).
     """
     attrs = result.attrs
+    grid.check_field(result["traveltime"], {**attrs, **result["traveltime"].attrs})
     recorded = [f"radius_{d}" for d in grid.dims] + ["weights", "precision"]
     missing = [name for name in recorded if name not in attrs]
     missing += [
@@ -162,8 +163,8 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     straight segment the source was seeded with). For an off-node receiver the last leg
     comes from the node ``n`` of the forward-star box around the receiver's cell that
     minimises ``t(n) + segment_time(n, receiver)``, or, for a receiver near an off-node
-    source (their nearest nodes joined by the star), straight from the source when that is
-    faster: a ray of two points.
+    source (their nearest nodes at most two radii apart on every axis), straight from the
+    source when that is faster: a ray of two points.
 
     ``time`` re-adds the legs' weights in the solve's order and precision, so at an on-node
     receiver it equals the traveltime field (docs/method.md section 4, "raypath time =

@@ -187,6 +187,8 @@ def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
         "raygrid_version": __version__,
     }
     attrs.update({f"radius_{d}": radius[d] for d in grid.dims})
+    # The grid it was solved on: a thinned or cropped field is refused, not misread.
+    attrs.update({f"nodes_{d}": n for d, n in zip(grid.dims, grid.shape)})
     return attrs
 
 

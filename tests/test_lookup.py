@@ -92,6 +92,28 @@ def test_bad_lookups_are_clear(model, tables):
         traveltime_at(tables, {"z": [0.0], "x": [1.0]})
 
 
+def test_a_field_is_read_only_on_the_grid_it_was_solved_on(model, tables):
+    # Same sizes, other places: the times of other points came back without a word.
+    field = tables["traveltime"]
+    wider = rg.gradient_model({"z": 41, "y": 31, "x": 31}, 200.0, 2000.0, 5000.0)
+    with pytest.raises(InputError, match=r"field's z coordinates \(0 to 4000 m\) are not the "):
+        traveltime_at(field, STATIONS, velocity=wider)
+    with pytest.raises(InputError, match=r"x coordinates \(0 to 3000 m\) are not the model's "):
+        traveltime_at(field, STATIONS, velocity=model.assign_coords(x=model["x"] + 10.0))
+    in_km = model.assign_coords(
+        {d: (model[d] / 1000.0).assign_attrs(units="km") for d in model.dims}
+    )
+    with pytest.raises(InputError, match=r"\(0 to 4000 m\) are not the model's \(0 to 4 km\)"):
+        traveltime_at(field, STATIONS, velocity=in_km)
+    # A thinned or cropped result: its predecessors were read at other nodes' places.
+    one = tables.isel(source=0)
+    for part in (one.isel(z=slice(None, None, 2)), one.isel(x=slice(0, 20))):
+        with pytest.raises(InputError, match=r"solved on \{'z': 41, 'y': 31, 'x': 31\} nodes"):
+            rg.raypath(part, {"z": 1000.0, "y": 1000.0, "x": 1000.0})
+        with pytest.raises(InputError, match="thinned or cropped field"):
+            traveltime_at(part, {"z": 1000.0, "y": 1000.0, "x": 1000.0})
+
+
 def _survey_store(tmp_path, receivers, **compute):
     """A 2D survey store of two sources and these receivers, with a receiver table."""
     spec = {
