@@ -34,11 +34,11 @@ DIMS_3D = ("z", "y", "x")
 # Relative tolerance for "uniform" spacing and for snapping a position onto a node: far
 # above the rounding of coordinates written as decimals, far below any real offset.
 _UNIFORM_RTOL = 1e-6
+_SNAP_TOL = 1e-9
 #: How far apart, in radii on every axis, the nearest nodes of an off-node source and an
 #: off-node point may be for the straight leg between them to count (:meth:`Grid.direct_leg`):
 #: the zone where their forward-star boxes overlap. Part of every store's fingerprint.
 DIRECT_REACH = 2
-_SNAP_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ class Grid:
         bad = int(np.count_nonzero(_bad_values(values)))
         if bad:
             raise InputError(
-                f"velocity must be finite and positive: {bad} bad value(s) (NaN, inf, zero "
-                "or negative) in the part of the model read for a leg"
+                f"velocity must be finite and positive: {bad} bad value(s) (NaN, inf, zero, "
+                "negative or subnormal) in the part of the model read for a leg"
             )
         return self.slowness_at(values)
 
@@ -419,7 +419,8 @@ class Grid:
 def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str]:
     if dim not in velocity.coords:
         raise InputError(f"velocity has no coordinate for dim {dim!r}: give uniform coordinates")
-    values = np.asarray(velocity.coords[dim].values, dtype=np.float64)
+    stored = np.asarray(velocity.coords[dim].values)
+    values = stored.astype(np.float64)
     unit = velocity.coords[dim].attrs.get("units")
     if unit is None:
         raise InputError(
@@ -453,11 +454,16 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f'(model.sortby("{dim}"))'
         )
     h = float(values[-1] - values[0]) / (values.size - 1)
-    if np.max(np.abs(steps - h)) > _UNIFORM_RTOL * h:
+    # Coordinates stored in float32 (common in NetCDF files) are rounded to 6e-8 of their
+    # magnitude, which moves steps of 0.1 km by 2e-6 of a step: a few units in the last
+    # place of the stored type are rounding, not an uneven grid.
+    rounding = 4 * np.finfo(stored.dtype).eps if stored.dtype.kind == "f" else 0.0
+    tolerance = max(_UNIFORM_RTOL * h, rounding * float(np.max(np.abs(values))))
+    if np.max(np.abs(steps - h)) > tolerance:
         worst = int(np.argmax(np.abs(steps - h)))
         raise InputError(
-            f"coordinate {dim!r} is not uniform: step {steps[worst]:g} between "
-            f"{values[worst]:g} and {values[worst + 1]:g}, mean step {h:g}"
+            f"coordinate {dim!r} is not uniform: step {steps[worst]:.9g} between "
+            f"{values[worst]:.9g} and {values[worst + 1]:.9g}, mean step {h:.9g}"
         )
     return values, float(values[0]), h, unit
 
@@ -469,8 +475,9 @@ PLAUSIBLE_SPEEDS = (30.0, 30_000.0)
 
 
 def _bad_values(values: Any) -> Any:
-    """Where velocities are not finite and positive (NumPy or dask arrays)."""
-    return ~np.isfinite(values) | (values <= 0)
+    """Where velocities are not finite and positive (NumPy or dask arrays). A subnormal
+    speed (below 2.2e-308) counts as zero: its slowness overflows to inf."""
+    return ~np.isfinite(values) | (values < np.finfo(np.float64).tiny)
 
 
 def _check_values(
@@ -499,7 +506,7 @@ def _check_values(
     where = ", ".join(f"{d}={axes[d][0][i]:g}" for d, i in zip(order, first))
     raise InputError(
         f"velocity must be finite and positive: {count} bad value(s) "
-        f"(NaN, inf, zero or negative); the first found is {value!r} at {where}"
+        f"(NaN, inf, zero, negative or subnormal); the first found is {value!r} at {where}"
     )
 
 
@@ -560,6 +567,12 @@ def grid_from_velocity(
     else:
         raise InputError(
             f"velocity dims must be ('z', 'x') or ('z', 'y', 'x'), got {tuple(velocity.dims)}"
+        )
+    if velocity.dtype.kind not in "iuf":
+        # Complex values lost their imaginary part with only NumPy's warning; objects
+        # failed deep in a check with a TypeError.
+        raise InputError(
+            f"velocity must hold real numbers (floats or integers), got dtype {velocity.dtype}"
         )
     velocity = velocity.transpose(*order)
     speed_unit = velocity.attrs.get("units")

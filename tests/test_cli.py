@@ -237,8 +237,8 @@ def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
         "missing": ({"model": {"path": "missing.zarr"}}, "model: velocity model missing.zarr "
                     "does not exist"),
         "nan": ({"model": {"path": "nan.zarr"}}, "model: nan.zarr: velocity must be finite and "
-                "positive: 1 bad value(s) (NaN, inf, zero or negative); the first found is nan at "
-                "z=30, x=40"),
+                "positive: 1 bad value(s) (NaN, inf, zero, negative or subnormal); the first "
+                "found is nan at z=30, x=40"),
         "layers": ({"model": {"synthetic": "layered", "shape": {"z": 21, "x": 31}}},
                    "model: a layered model needs velocities, one more than interfaces"),
     }  # fmt: skip

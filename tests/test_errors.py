@@ -42,6 +42,51 @@ def test_non_uniform_coordinates(velocity):
         traveltime(bad, SOURCE)
 
 
+def test_float32_coordinates_are_uniform_to_their_rounding(tmp_path):
+    # NetCDF files often store coordinates in float32: steps of 0.1 km vary by 2e-6 of a
+    # step there, and such a model was refused as "not uniform" (step 0.1 ... mean step 0.1).
+    from raygrid.pipeline import load_velocity
+
+    coords = {
+        d: np.arange(n, dtype=np.float32) * np.float32(0.1) for d, n in (("z", 31), ("x", 61))
+    }
+    model = xr.Dataset(
+        {"vp": (("z", "x"), np.full((31, 61), 3.0, np.float32), {"units": "km/s"})},
+        coords={d: (d, v, {"units": "km"}) for d, v in coords.items()},
+    )
+    model.to_netcdf(tmp_path / "f32.nc")
+    velocity = load_velocity(tmp_path / "f32.nc")
+    exact = velocity.assign_coords({d: velocity[d].astype(np.float64) for d in ("z", "x")})
+    exact = exact.assign_coords(z=np.arange(31) * 0.1, x=np.arange(61) * 0.1)
+    for d in ("z", "x"):
+        exact[d].attrs["units"] = "km"
+    times = traveltime(velocity, {"z": 0.0, "x": 3.0}, radius=3).values
+    np.testing.assert_allclose(times, traveltime(exact, {"z": 0.0, "x": 3.0}, radius=3).values,
+                               rtol=1e-6)  # fmt: skip
+    # A real unevenness is still one, named to enough digits to see it.
+    uneven = coords["x"].copy()
+    uneven[30:] += np.float32(1e-4)
+    with pytest.raises(
+        InputError, match=r"step 0.1000998\d* between 2.9000001 and 3.0000999, mean"
+    ):
+        traveltime(velocity.assign_coords(x=("x", uneven, {"units": "km"})), SOURCE)
+
+
+def test_a_subnormal_speed_is_refused_as_zero(velocity):
+    # Its slowness overflowed: inf times and NumPy's overflow warning, no error.
+    values = velocity.values.copy()
+    values[5, 7] = 1e-310
+    with pytest.raises(InputError, match="1 bad value.*subnormal.*1e-310 at z=50, x=70"):
+        traveltime(velocity.copy(data=values), SOURCE)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, object, bool])
+def test_velocities_that_are_not_real_numbers_are_refused(velocity, dtype):
+    # Complex values were cast to real with only NumPy's warning; objects gave a TypeError.
+    with pytest.raises(InputError, match="velocity must hold real numbers .* got dtype"):
+        traveltime(velocity.astype(dtype), SOURCE)
+
+
 def test_non_monotonic_coordinates(velocity):
     x = velocity["x"].values.copy()
     x[[3, 4]] = x[[4, 3]]
