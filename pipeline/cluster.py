@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from .errors import InputError
-from .yamlfile import PositiveInt, Strict, load_yaml, validate_yaml
+from .yamlfile import FilePath, PositiveInt, Strict, load_yaml, validate_yaml
 
 __all__ = [
     "ClusterConfig",
@@ -157,7 +157,7 @@ class JobQueueConfig(Strict):
     prologue: list[str] = []  # shell lines run first in every job (modules, venv)
     interface: str | None = None  # network interface for the scheduler/workers (e.g. ib0)
     python: str | None = None  # interpreter on the nodes; default: the one running raygrid
-    log_directory: Path = Path("raygrid-jobs")  # job scripts, logs, scheduler files
+    log_directory: FilePath = Path("raygrid-jobs")  # job scripts, logs, scheduler files
     local_directory: str | None = None  # worker scratch (e.g. $TMPDIR)
     dashboard_address: Address | None = ":8787"
     wait_timeout: Annotated[float, Field(gt=0)] = 600.0  # s to wait for the first worker
@@ -181,7 +181,7 @@ class SchedulerConfig(Strict):
 
     cluster: Literal["scheduler"]
     address: str | None = None  # e.g. tcp://10.0.0.5:8786
-    scheduler_file: Path | None = None  # written by `dask scheduler --scheduler-file`
+    scheduler_file: FilePath | None = None  # written by `dask scheduler --scheduler-file`
     wait_for_workers: Annotated[int, Field(ge=0)] = 1
     timeout: Annotated[float, Field(gt=0)] = 120.0  # s to wait for the scheduler and workers
 

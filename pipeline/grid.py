@@ -383,10 +383,15 @@ class Grid:
             )
         index = {}
         for dim, origin, h in zip(self.dims, self.origin, self.spacing):
+            given = point[dim]
             try:
-                value = float(point[dim])
+                # Text and yes/no are not coordinates (float() took "50" and True), as in
+                # a workflow file; NumPy numbers and Decimals are.
+                if isinstance(given, (str, bytes, bool, np.bool_)):
+                    raise TypeError
+                value = float(given)
             except (TypeError, ValueError):
-                raise InputError(f"{what} {dim}={point[dim]!r} is not a number") from None
+                raise InputError(f"{what} {dim}={given!r} is not a number") from None
             last = origin + h * (len(self.coords[dim]) - 1)
             tolerance = _SNAP_TOL * max(abs(h), abs(origin), abs(last))
             if not np.isfinite(value) or value < origin - tolerance or value > last + tolerance:

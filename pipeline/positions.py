@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, Discriminator, Field, Tag
 
 from .errors import InputError, InputWarning, missing_file
-from .yamlfile import Strict
+from .yamlfile import FilePath, Strict
 
 __all__ = ["Points", "Point", "resolve_points"]
 
@@ -41,7 +41,7 @@ _DIM_ORDER = ("z", "y", "x")
 class CsvPoints(Strict):
     """Points read from a CSV file whose header names the model dims."""
 
-    csv: Path
+    csv: FilePath
 
 
 class LineSpec(Strict):

@@ -58,6 +58,7 @@ from .solve import (
     locate_points,
 )
 from .yamlfile import (
+    FilePath,
     PositiveFloat,
     PositiveInt,
     Strict,
@@ -167,7 +168,7 @@ class FileModel(Strict):
     """A model read from a Zarr store, NetCDF or ``.npy`` file (a ``.npy`` array has no
     coordinates: give its ``spacing``, and ``units`` for its values)."""
 
-    path: Path
+    path: FilePath
     variable: str | None = None
     units: str | None = None
     spacing: PositiveFloat | dict[str, PositiveFloat] | None = None  # .npy only
@@ -207,11 +208,11 @@ class GridOptions(Strict):
 class Outputs(Strict):
     """What to keep, and where."""
 
-    store: Path
+    store: FilePath
     fields: bool = True  # traveltime(source, *model dims)
     receiver_table: bool = True  # receiver_traveltime(source, receiver)
     rays: bool = True  # raypaths from every source to every receiver
-    plot: Path | None = None  # a PNG of one source's field with its rays (and a gather)
+    plot: FilePath | None = None  # a PNG of one source's field with its rays (and a gather)
     plot_source: Annotated[int, Field(ge=0)] = 0
 
     @field_validator("plot")
@@ -244,7 +245,7 @@ class Compute(Strict):
     precompute: bool = False  # edge weights computed once and sent to every worker
     threads: PositiveInt = 1  # CPU threads per task (sources of a batch solved at once)
     tiles: dict[str, PositiveInt] | None = None  # domain decomposition (tiled solves)
-    cluster: Path | None = None  # a cluster file; default: a LocalCluster on this machine
+    cluster: FilePath | None = None  # a cluster file; default: a LocalCluster on this machine
 
 
 class Workflow(Strict):

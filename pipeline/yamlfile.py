@@ -22,17 +22,22 @@ from .errors import InputError, missing_file
 
 __all__ = [
     "YamlDocument", "load_yaml", "validate_yaml", "Strict", "PositiveInt", "PositiveFloat",
+    "FilePath",
 ]  # fmt: skip
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: A path given as text (strict types take only ``Path`` objects).
+FilePath = Annotated[Path, Field(strict=False)]
 
 
 class Strict(BaseModel):
-    """A section of a YAML file: unknown keys are errors (a typo is never ignored), and
-    the values are read-only once checked."""
+    """A section of a YAML file: unknown keys are errors (a typo is never ignored), the
+    values are read-only once checked, and of their own type: a quoted number, a number
+    for a yes/no or a fraction for a count is refused, not converted (``z: "50"``,
+    ``fields: 1``, ``radius: 3.5``); an integer is a number. Paths are text."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 @dataclass(frozen=True)

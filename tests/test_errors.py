@@ -142,6 +142,8 @@ def test_inconsistent_units(velocity):
         ({"z": 0.0, "x": 1.0, "y": 2.0}, "unknown: \\['y'\\]"),
         ({"z": float("nan"), "x": 1.0}, "outside the model"),
         ({"z": "deep", "x": 1.0}, "is not a number"),
+        ({"z": "50", "x": 1.0}, "source z='50' is not a number"),  # was taken as 50
+        ({"z": True, "x": 1.0}, "source z=True is not a number"),  # was taken as 1
         ([0.0, 50.0], "must be a mapping"),
     ],
 )

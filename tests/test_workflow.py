@@ -64,6 +64,18 @@ def test_survey_workflows_are_what_they_say():
         ("  shape: {z: 21, x: 31}", "  shape: {z: 1, x: 31}", 3, "model.shape.z", "equal to 2"),
         ("count: 4}", "count: 0}", 10, "receivers.line.count", "than or equal to 1"),
         ("model:", "modle:", 1, "modle", "unknown key"),
+        # Of their own type, not converted: a quoted number, a number for a yes/no, a
+        # fraction for a count (they were taken as 50, True and 3).
+        ("x: 200.0}", 'x: "200"}', 8, "sources[1].x", "valid number"),
+        (
+            "  store: out/small.zarr",
+            "  store: out/small.zarr\n  fields: 1",
+            13,
+            "outputs.fields",
+            "valid boolean",
+        ),
+        ("  radius: 2", "  radius: 3.0", 5, "grid.radius", "valid integer"),
+        ("  - {z: 0.0, x: 100.0}", "  - {z: true, x: 100.0}", 7, "sources[0].z", "valid number"),
     ],
 )
 def test_errors_name_file_key_and_line(tmp_path, old, new, line, key, message):
