@@ -195,6 +195,23 @@ def test_fingerprint_follows_what_the_store_holds(tmp_path):
         assert changed.fingerprint != base, (old, new)
 
 
+def test_fingerprint_follows_the_rule_for_receivers_near_a_source(tmp_path, monkeypatch):
+    # The reach of the straight leg from an off-node source decides receivers' times: a
+    # store filled under another reach is refused (named), never finished under two.
+    from raygrid.pipeline import fingerprint
+    from raygrid.pipeline.store import _differences
+
+    workflow = read_workflow(write(tmp_path, SMALL))
+    now = prepare_workflow(workflow)
+    monkeypatch.setattr(fingerprint, "DIRECT_REACH", 1)
+    before = prepare_workflow(workflow)
+    assert before.fingerprint != now.fingerprint
+    assert _differences(before.fingerprint_parts, now.fingerprint_parts) == [
+        "how far a receiver near an off-node source is joined to it straight (a rule of "
+        "raygrid's version)"
+    ]
+
+
 def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
     # A tiled workflow reads its model lazily (never loaded whole); an edit of one value
     # of the file in place, in any chunk, must still change the fingerprint.
