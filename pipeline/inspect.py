@@ -27,7 +27,18 @@ def open_survey(path: str | Path) -> xr.Dataset:
     open_store(path)  # the clear errors
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata: normal
-        return xr.open_zarr(path, consolidated=False)
+        dataset = xr.open_zarr(path, consolidated=False)
+    # What every store holds and everything that reads one uses: a store missing one (a
+    # folder deleted by hand, a copy cut short) gave a KeyError traceback.
+    dims = [d for d in ("z", "y", "x") if d in dataset.dims]
+    needed = ["velocity", "source_done", *(f"source_{d}" for d in dims)]
+    missing = [name for name in needed if name not in dataset.variables]
+    if missing or not dims:
+        raise InputError(
+            f"{path} is damaged: it has no {', '.join(missing or ['model dims'])}; "
+            "rerun its workflow with --overwrite to make it again"
+        )
+    return dataset
 
 
 def _size(path: Path) -> int:
@@ -126,6 +137,8 @@ def plot_directory(
             "receiver gathers are drawn once the run has finished"
         )
     out = Path(out) if out is not None else path.parent
+    if out.exists() and not out.is_dir():
+        raise InputError(f"cannot write pictures into {out}: it is a file, not a folder")
     stem = path.name.removesuffix(".zarr")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]
     # Gathers plot time against source position: with one source there is nothing to draw.

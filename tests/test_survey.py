@@ -426,6 +426,23 @@ def test_every_name_of_a_store_shares_its_lock(tmp_path, monkeypatch):
     assert lock_path(Path(".")) == lock  # "." has no name of its own
 
 
+def test_a_damaged_store_and_a_file_for_pictures_are_clear_errors(tmp_path, client):
+    # Both were tracebacks from `raygrid info` / `raygrid plot` (KeyError, [Errno 17]).
+    import shutil
+
+    from raygrid.pipeline.inspect import describe, plot_directory
+
+    run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    store = tmp_path / "survey.zarr"
+    (tmp_path / "picture.png").write_text("not a folder")
+    with pytest.raises(InputError, match=r"into .*picture.png: it is a file, not a folder"):
+        plot_directory(store, tmp_path / "picture.png", [0])
+    shutil.rmtree(store / "velocity")
+    for read in (describe, lambda path: plot_directory(path, tmp_path, [0])):
+        with pytest.raises(InputError, match=r"survey.zarr is damaged: it has no velocity; "):
+            read(store)
+
+
 def test_a_store_made_untiled_is_refused_tiled_for_what_it_is(tmp_path, client):
     # Without rays the tiles do not count, but a tiled run hashes the model by blocks: the
     # refusal said only "the model's values", of a model nobody changed.
