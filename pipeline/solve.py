@@ -530,7 +530,12 @@ def traveltimes(
         )
     attrs = solver_attrs(grid, star, options)
     coords = {d: velocity.coords[d] for d in grid.dims}
-    coords.update({f"source_{d}": ("source", [float(p[d]) for p in points]) for d in grid.dims})
+    coords.update(
+        {
+            f"source_{d}": ("source", [float(p[d]) for p in points], {"units": grid.length_unit})
+            for d in grid.dims
+        }
+    )
     dims = ("source", *grid.dims)
     field = xr.DataArray(
         times.reshape(len(points), *grid.shape),

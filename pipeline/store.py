@@ -170,12 +170,12 @@ def create_store(
     template = xr.Dataset(coords=coords, attrs=attrs)
     template["velocity"] = velocity.drop_vars([c for c in velocity.coords if c not in dims])
     for d in dims:
-        template[f"source_{d}"] = ("source", np.array([p[d] for p in sources], dtype=np.float64))
+        unit = {"units": coords[d].attrs["units"]} if "units" in coords[d].attrs else {}
+        positions = np.array([p[d] for p in sources], dtype=np.float64)
+        template[f"source_{d}"] = ("source", positions, unit)
         if m:
-            template[f"receiver_{d}"] = (
-                "receiver",
-                np.array([p[d] for p in receivers], dtype=np.float64),
-            )
+            positions = np.array([p[d] for p in receivers], dtype=np.float64)
+            template[f"receiver_{d}"] = ("receiver", positions, unit)
     template = template.set_coords([name for name in template.data_vars if name != "velocity"])
     # The store's own encoding, not the model file's: a Zarr v2 or NetCDF file's compressors
     # and filters (kept in each variable's encoding when it was opened) cannot be written

@@ -98,6 +98,10 @@ def test_survey_end_to_end_matches_the_api_exactly(tmp_path, client):
     assert dataset["receiver_traveltime"].encoding["chunks"] == (1, 4)
     np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
     np.testing.assert_array_equal(dataset["source_x"].values, result["source_x"].values)
+    # Positions carry the model's length unit, in the store as from the API (they had none).
+    for name in ("source_z", "source_x", "receiver_z", "receiver_x"):
+        assert dataset[name].attrs["units"] == "m", name
+    assert result["source_z"].attrs["units"] == "m"
     assert dataset["source_done"].values.tolist() == [1] * 5
     for i, per_source in enumerate(rays):
         for j, ray in enumerate(per_source):
