@@ -396,8 +396,9 @@ class Grid:
             tolerance = _SNAP_TOL * max(abs(h), abs(origin), abs(last))
             if not np.isfinite(value) or value < origin - tolerance or value > last + tolerance:
                 raise InputError(
-                    f"{what} {dim}={value:g} is outside the model: {dim} spans "
-                    f"[{origin:g}, {last:g}] {self.length_unit}"
+                    # 10 digits: with 6, x=400.0001 "is outside [0, 400]".
+                    f"{what} {dim}={value:.10g} is outside the model: {dim} spans "
+                    f"[{origin:.10g}, {last:.10g}] {self.length_unit}"
                 )
             i = (value - origin) / h
             nearest = round(i)

@@ -138,6 +138,7 @@ def test_inconsistent_units(velocity):
     [
         ({"z": -1.0, "x": 50.0}, "source z=-1 is outside the model: z spans \\[0, 100\\] m"),
         ({"z": 0.0, "x": 200.5}, "source x=200.5 is outside the model"),
+        ({"z": 0.0, "x": 200.0001}, r"x=200.0001 is outside the model: x spans \[0, 200\] m"),
         ({"z": 0.0}, "missing: \\['x'\\]"),
         ({"z": 0.0, "x": 1.0, "y": 2.0}, "unknown: \\['y'\\]"),
         ({"z": float("nan"), "x": 1.0}, "outside the model"),
