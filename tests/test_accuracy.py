@@ -75,13 +75,19 @@ OFF_NODE_BOUNDS = {
 }  # fmt: skip
 
 
+def sources_between_nodes(velocity, rng, count=12):
+    """``count`` seeded positions between nodes, away from the model's faces."""
+    extent = {d: float(velocity[d].max()) for d in velocity.dims}
+    return [
+        {d: float(rng.uniform(0.05, 0.95) * extent[d]) for d in velocity.dims} for _ in range(count)
+    ]
+
+
 @pytest.mark.parametrize("name, radius", list(OFF_NODE_BOUNDS))
 def test_analytic_error_bounds_for_sources_between_nodes(name, radius):
     velocity = MODELS[name]()
     dims = velocity.dims
-    rng = np.random.default_rng(0)
-    extent = {d: float(velocity[d].max()) for d in dims}
-    sources = [{d: float(rng.uniform(0.05, 0.95) * extent[d]) for d in dims} for _ in range(12)]
+    sources = sources_between_nodes(velocity, np.random.default_rng(0))
     fields = traveltimes(velocity, sources, radius=radius).values
     mesh = np.meshgrid(*[velocity[d].values for d in dims], indexing="ij")
     worst = 0.0
@@ -230,9 +236,9 @@ def test_receivers_near_a_source_between_nodes_are_as_accurate_as_anywhere(name,
     velocity = MODELS[name]()
     dims = velocity.dims
     rng = np.random.default_rng(0)
-    extent = {d: float(velocity[d].max()) for d in dims}
-    sources = [{d: float(rng.uniform(0.05, 0.95) * extent[d]) for d in dims} for _ in range(12)]
+    sources = sources_between_nodes(velocity, rng)
     fields = traveltimes(velocity, sources, radius=radius)
+    extent = {d: float(velocity[d].max()) for d in dims}
     worst = 0.0
     for i, source in enumerate(sources):
         reach = 4 * radius * 10.0
