@@ -34,8 +34,8 @@ FilePath = Annotated[Path, Field(strict=False)]
 class Strict(BaseModel):
     """A section of a YAML file: unknown keys are errors (a typo is never ignored), the
     values are read-only once checked, and of their own type: a quoted number, a number
-    for a yes/no or a fraction for a count is refused, not converted (``z: "50"``,
-    ``fields: 1``, ``radius: 3.5``); an integer is a number. Paths are text."""
+    for a yes/no or a float for a count is refused, not converted (``z: "50"``,
+    ``fields: 1``, ``radius: 3.0``); an integer is a number. Paths are text."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
