@@ -11,6 +11,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from .errors import InputError
+from .integrity import listed_sources, lost_sources
 from .store import open_store
 
 __all__ = ["describe", "open_survey", "plot_directory"]
@@ -51,9 +52,15 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     state = open_store(path)
     dataset = open_survey(path)
     attrs = dataset.attrs
-    done = int(state.done.sum())
+    lost = np.flatnonzero(lost_sources(path, state.done))
+    done = int(state.done.sum()) - lost.size
     total = state.done.size
-    if state.complete:
+    if lost.size:
+        status = (
+            f"damaged: {lost.size} source(s) marked done have chunks missing on disk "
+            f"({listed_sources(lost)}), read as NaN: rerun the workflow to solve them again"
+        )
+    elif state.complete:
         status = "complete"
     elif done == total:
         status = "all sources done, not finalised: rerun the workflow to finish it"
@@ -96,9 +103,7 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
         counts = dataset["ray_count"].values
         lines.append(f"rays: {counts.size}, {int(counts.sum())} points")
     if not state.done.all():
-        missing = np.flatnonzero(~state.done)
-        shown = ", ".join(map(str, missing[:10])) + (" ..." if missing.size > 10 else "")
-        lines.append(f"sources not done: {shown}")
+        lines.append(f"sources not done: {listed_sources(np.flatnonzero(~state.done))}")
     if workflow and state.workflow:
         lines += ["workflow:", json.dumps(json.loads(state.workflow), indent=2)]
     return "\n".join(lines)
@@ -122,6 +127,7 @@ def plot_directory(
         if not done.size:
             raise InputError(f"no source is done yet in {path}: nothing to plot")
         sources = sorted({int(done[0]), int(done[done.size // 2]), int(done[-1])})
+    sources = list(dict.fromkeys(sources))  # --source 0 --source 0 draws it once
     bad = [s for s in sources if not 0 <= s < n]
     if bad:
         raise InputError(f"source index {bad} out of range: {path} has {n} sources (0..{n - 1})")

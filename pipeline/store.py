@@ -21,7 +21,8 @@ step, redone from the parts if it is interrupted) and removes the parts.
 Nothing lost on a crash: the metadata is written first, under a temporary name renamed into
 place, so a store either exists whole or not at all; a task writes ``source_done[i] = 1``
 only after source ``i``'s data, so a rerun redoes exactly the unfinished sources, rewriting
-their chunks with the same bytes (the solvers are deterministic). The root attributes hold
+their chunks with the same bytes (the solvers are deterministic), and the sources whose
+chunks were lost since (:mod:`.integrity`). The root attributes hold
 the workflow, its fingerprint (a rerun of a *different* workflow is refused) and the package
 version; ``complete`` turns true after the final step.
 """
@@ -36,7 +37,7 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from zarr.codecs import BloscCodec
 
 from .errors import InputError
 from .fingerprint import FINGERPRINT_PARTS
+from .integrity import forget_sources, lost_sources
 from .version import __version__
 
 __all__ = [
@@ -251,6 +253,9 @@ class StoreState:
     complete: bool
     done: np.ndarray  # bool, (n_sources,)
     fingerprint_parts: dict[str, str] | None = None  # absent from stores before 2026-11-24
+    # Sources whose record outlived their chunks (:mod:`.integrity`), not counted in
+    # ``done``; found by check_store, whose run forgets their records and solves them again.
+    lost: tuple[int, ...] = ()
 
 
 def open_store(path: str | Path) -> StoreState:
@@ -365,6 +370,12 @@ def check_store(
         )
     if state.done.size != spec.n_sources:
         raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
+    lost = lost_sources(path, state.done)
+    if lost.any():
+        state = replace(
+            state, done=state.done & ~lost, complete=False,
+            lost=tuple(int(i) for i in np.flatnonzero(lost)),
+        )  # fmt: skip
     return state
 
 
@@ -413,6 +424,8 @@ def prepare_store(
     _sweep_stale_siblings(path)
     if state is not None:
         sweep_partials(path)
+        if state.lost:
+            forget_sources(path, np.array(state.lost))
         return state
     if path.exists():  # overwrite
         # Moved aside first, then deleted: a deletion cut short (Ctrl-C) leaves no half

@@ -35,6 +35,7 @@ from .cluster import LocalConfig, connect
 from .errors import InputError, RunFailed
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
+from .integrity import listed_sources
 from .interrupts import check_interrupts
 from .lock import store_lock
 from .lookup import receiver_times
@@ -308,6 +309,11 @@ def run_survey(
             )  # fmt: skip
             pending = np.flatnonzero(~state.done)
             n = spec.n_sources
+            if state.lost:
+                echo(
+                    f"{spec.path}: {len(state.lost)} source(s) marked done have chunks missing "
+                    f"on disk ({listed_sources(state.lost)}): solving them again"
+                )
             if pending.size < n:
                 echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
             if pending.size:

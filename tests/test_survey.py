@@ -317,6 +317,36 @@ def test_rerun_resumes_only_unfinished_sources(tmp_path, client):
     xr.testing.assert_identical(again.load(), first)
 
 
+def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client):
+    # A complete store whose chunk files were deleted (a copy cut short, by hand): info said
+    # "complete", the field read NaN, and a rerun found nothing to do.
+    from raygrid.pipeline.inspect import describe
+
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = tmp_path / "survey.zarr"
+    (store / "traveltime/c/3/0/0").unlink()
+    (store / "receiver_traveltime/c/1/0").unlink()
+    said = describe(store)
+    assert (
+        "status: damaged: 2 source(s) marked done have chunks missing on disk (1, 3), read as "
+        "NaN: rerun the workflow to solve them again"
+    ) in said
+    assert "sources done: 3 / 5" in said
+    before = _chunk_files(store)
+    lines = []
+    time.sleep(0.01)
+    again = run_workflow(read_workflow(path), client=client, echo=lines.append)
+    assert any("2 source(s) marked done have chunks missing on disk (1, 3): solving" in line
+               for line in lines)  # fmt: skip
+    after = _chunk_files(store)
+    rewritten = {name for name in after if after[name] != before.get(name)}
+    assert {"traveltime/c/3/0/0", "receiver_traveltime/c/1/0"} <= rewritten
+    assert not {"traveltime/c/0/0/0", "traveltime/c/2/0/0", "traveltime/c/4/0/0"} & rewritten
+    xr.testing.assert_identical(again.load(), first)
+    assert "status: complete" in describe(store)
+
+
 def test_an_interruption_while_the_rays_are_assembled_loses_nothing(tmp_path, client):
     # The last step of a run writes the ray arrays; stopped there (Ctrl-C, a crash, a full
     # disk), the store must keep what says which workflow it holds, and a rerun finish it.
