@@ -22,12 +22,54 @@ def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray
             raise InputError(f"{path} holds no data variable: no velocity model")
         if len(dataset.data_vars) != 1:
             raise InputError(
-                f"{path} holds {sorted(dataset.data_vars)}: name the velocity with variable="
+                f"{path} holds {sorted(dataset.data_vars)}: name the velocity (variable= in "
+                "Python, model.variable in a workflow)"
             )
         variable = next(iter(dataset.data_vars))
     if variable not in dataset.data_vars:
         raise InputError(f"{path} has no variable {variable!r}; it has {sorted(dataset.data_vars)}")
     return dataset[variable]
+
+
+def _given_units(
+    velocity: xr.DataArray, path: Path, units: str | None, length_unit: str | None
+) -> xr.DataArray:
+    """The model with the units a caller gave for a file that lacks them.
+
+    A unit given where the file has another is refused: taking it would silently rescale
+    every time (km/s read as m/s is a factor of 1000), and a conversion is the user's
+    decision, made on the file.
+    """
+    if units is not None:
+        found = velocity.attrs.get("units")
+        if found is not None and found != units:
+            raise InputError(
+                f"{path}: the velocity's units are {found!r} in the file, not {units!r}; the "
+                "units option is for a file without them: leave it out"
+            )
+        velocity.attrs["units"] = units
+    elif "units" not in velocity.attrs:
+        raise InputError(
+            f"{path}: velocity has no 'units' attribute: give them (units= in Python, "
+            "model.units in a workflow), m/s or km/s"
+        )
+    for d in velocity.dims:
+        if d not in velocity.coords:
+            continue  # grid_from_velocity names a dim without coordinates
+        found = velocity[d].attrs.get("units")
+        if found is None:
+            if length_unit is None:
+                raise InputError(
+                    f"{path}: coordinate {d!r} has no 'units' attribute: give the coordinates' "
+                    "unit (length_unit= in Python, model.length_unit in a workflow), m or km"
+                )
+            velocity = velocity.assign_coords({d: velocity[d].assign_attrs(units=length_unit)})
+        elif length_unit is not None and found != length_unit:
+            raise InputError(
+                f"{path}: coordinate {d!r} is in {found!r} in the file, not {length_unit!r}; "
+                "length_unit is for coordinates without units: leave it out"
+            )
+    return velocity
 
 
 def load_velocity(
@@ -37,7 +79,7 @@ def load_velocity(
     units: str | None = None,
     spacing: float | Mapping[str, float] | None = None,
     origin: Mapping[str, float] | None = None,
-    length_unit: str = "m",
+    length_unit: str | None = None,
     dims: tuple[str, ...] | None = None,
 ) -> xr.DataArray:
     """Open a velocity model and validate it.
@@ -50,11 +92,16 @@ def load_velocity(
     variable : str, optional
         Name of the velocity variable in a Zarr/NetCDF dataset holding several.
     units : str, optional
-        Velocity units, when the file has none (always for ``.npy``).
-    spacing, origin, length_unit, dims
+        Velocity units, when the file has none (always for ``.npy``); refused where the
+        file's differ (it is not a conversion).
+    spacing, origin, dims
         Grid of a ``.npy`` array, which has no coordinates: node spacing (one or per dim),
-        first coordinate per dim (default 0), coordinate unit and dim names (default
-        ``("z", "x")`` or ``("z", "y", "x")`` by rank).
+        first coordinate per dim (default 0) and dim names in the array's axis order
+        (default ``("z", "x")`` or ``("z", "y", "x")`` by rank).
+    length_unit : {"m", "km"}, optional
+        Unit of a ``.npy`` array's spacing and origin (default m), or of a Zarr or NetCDF
+        model's coordinates that have no ``units`` attribute; refused where a coordinate's
+        differ.
 
     Returns
     -------
@@ -73,9 +120,12 @@ def load_velocity(
     if not path.exists():
         raise missing_file(path, "velocity model")
     suffix = path.suffix.lower()
-    if suffix != ".npy" and (spacing is not None or origin is not None):
+    if suffix != ".npy" and (spacing is not None or origin is not None or dims is not None):
+        given = [name for name, value in (("spacing", spacing), ("origin", origin), ("dims", dims))
+                 if value is not None]  # fmt: skip
         raise InputError(
-            f"{path}: spacing and origin are for .npy models; this file has its own coordinates"
+            f"{path}: {' and '.join(given)} {'is' if len(given) == 1 else 'are'} for .npy "
+            "models; this file has its own coordinates"
         )
     zarr_marks = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")  # Zarr v3, then v2
     if suffix == ".zarr" or (path.is_dir() and any((path / m).exists() for m in zarr_marks)):
@@ -105,7 +155,7 @@ def load_velocity(
                 "Python, model.spacing in a workflow) and its units"
             )
         dims = tuple(dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x")))
-        if len(dims) != values.ndim:
+        if len(dims) != values.ndim or len(set(dims)) != len(dims):
             raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")
         step = per_dim(spacing, dims, f"{path}: spacing")
         start = per_dim(origin or {}, dims, f"{path}: origin", default=0.0)
@@ -113,15 +163,14 @@ def load_velocity(
             d: xr.DataArray(
                 float(start[d]) + float(step[d]) * np.arange(n),
                 dims=d,
-                attrs={"units": length_unit},
+                attrs={"units": length_unit or "m"},
             )
             for d, n in zip(dims, values.shape)
         }
         velocity = xr.DataArray(values, dims=dims, coords=coords, name="velocity")
     else:
         raise InputError(f"{path}: unknown model format {suffix!r} (use .zarr, .nc or .npy)")
-    if units is not None:
-        velocity.attrs["units"] = units
+    velocity = _given_units(velocity, path, units, None if suffix == ".npy" else length_unit)
     # Checked now, naming the file, rather than at solve time: a file-backed model by dask
     # reductions that stream its chunks (a lazily indexed one through a chunked view), never
     # loaded whole.

@@ -127,10 +127,23 @@ def gradient_model(
     *,
     broadcast: bool = False,
 ) -> xr.DataArray:
-    """Velocity linear in depth, ``top`` at z = 0 and ``bottom`` at the deepest node (m/s).
+    """Velocity linear in depth, ``top`` at z = 0 and ``bottom`` at the deepest node.
 
-    Its analytic traveltime is :func:`gradient_traveltime`. ``shape``, ``spacing`` and
-    ``broadcast`` are those of :func:`constant_model`.
+    The GPU study's test model (0.5 to 4 km/s, as in the shortest-path papers it
+    follows; ``benchmarks/gpu_study.py``); its analytic traveltime is
+    :func:`gradient_traveltime`.
+
+    Parameters
+    ----------
+    shape, spacing, broadcast
+        As for :func:`constant_model`.
+    top, bottom : float
+        Velocity (m/s) at z = 0 and at the deepest node.
+
+    Returns
+    -------
+    xarray.DataArray
+        The model, coordinates in m from 0, values in m/s.
     """
     coords = _coords(shape, spacing, "m")
     z = _depth(coords)
@@ -160,10 +173,29 @@ def layered_model(
     *,
     broadcast: bool = False,
 ) -> xr.DataArray:
-    """Flat layers: ``velocities[i]`` between ``interfaces[i-1]`` and ``interfaces[i]`` (m).
+    """Flat layers: ``velocities[i]`` between ``interfaces[i-1]`` and ``interfaces[i]``.
 
-    ``len(velocities) == len(interfaces) + 1``; interface depths increase. ``shape``,
-    ``spacing`` and ``broadcast`` are those of :func:`constant_model`.
+    Parameters
+    ----------
+    shape, spacing, broadcast
+        As for :func:`constant_model`.
+    interfaces : sequence of float
+        Depths (m) of the layer boundaries, increasing; a node at an interface's depth
+        belongs to the layer below it.
+    velocities : sequence of float
+        Velocity (m/s) of each layer from the top, one more than ``interfaces``.
+
+    Returns
+    -------
+    xarray.DataArray
+        The model, coordinates in m from 0, values in m/s.
+
+    Raises
+    ------
+    InputError
+        For a count of velocities other than ``len(interfaces) + 1``, or interfaces that
+        do not increase (:func:`layers_problem`). An interface outside the model's depths
+        is warned about (:class:`~.errors.InputWarning`): the layer it bounds is absent.
     """
     problem = layers_problem(interfaces, velocities)
     if problem:
@@ -184,8 +216,25 @@ def layered_model(
 
 
 def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -> xr.DataArray:
-    """Multiply a model by ``1 +- amplitude`` in alternating cubes of edge ``size``, in the
-    unit of the model's coordinates."""
+    """A model multiplied by ``1 +- amplitude`` in alternating cubes (squares in 2D).
+
+    The usual resolution test of tomography; here, a heterogeneous model whose rays bend.
+
+    Parameters
+    ----------
+    velocity : xarray.DataArray
+        Any model (:func:`raygrid.pipeline.grid_from_velocity`'s rules).
+    size : float
+        Edge of a cube, in the unit of the model's coordinates; cubes start at coordinate 0.
+    amplitude : float, default 0.05
+        Relative change, in [0, 1).
+
+    Returns
+    -------
+    xarray.DataArray
+        The perturbed model, in the dims order of ``velocity``, its attributes kept and a
+        ``checkerboard`` attribute added.
+    """
     if not 0 <= amplitude < 1:
         raise InputError(f"checkerboard amplitude must be in [0, 1), got {amplitude}")
     if not (np.isfinite(size) and size > 0):
@@ -203,7 +252,25 @@ def gradient_traveltime(
     """Analytic first-arrival time in ``v(z) = top + gradient * z`` (SI units).
 
     ``t = arccosh(1 + g^2 d^2 / (2 v_s v_r)) / g`` with ``d`` the distance between source
-    and receiver and ``v_s``, ``v_r`` the velocities there (the rays are circular arcs).
+    and receiver and ``v_s``, ``v_r`` the velocities there: the rays are circular arcs
+    (the classical result for a linear velocity, e.g. Slotnick 1959, *Lessons in Seismic
+    Computing*).
+
+    Parameters
+    ----------
+    source : mapping
+        The source's coordinates (m), ``z`` among them.
+    points : mapping of arrays
+        Receivers' coordinates (m), one array per dim, broadcast against each other.
+    top : float
+        Velocity at z = 0 (m/s).
+    gradient : float
+        ``dv/dz`` (1/s); 0 gives the straight-ray time ``d / top``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Times (s), shaped as the broadcast ``points``.
     """
     v_source = top + gradient * source["z"]
     v_receiver = top + gradient * np.asarray(points["z"])

@@ -121,8 +121,15 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         projected = [
             name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown
         ]
+        section, source_y = float(velocity["y"]), float(dataset["source_y"][source])
+        # A source between node planes is drawn on the nearest: say so, not "through" it.
+        through = (
+            "through the source"
+            if np.isclose(section, source_y)
+            else f"nearest the source (at y = {source_y:g} {unit})"
+        )
         lines.append(
-            f"section y = {float(velocity['y']):g} {unit} through the source"
+            f"section y = {section:g} {unit} {through}"
             + (f"; {_listed(projected)} projected onto it" if projected else "")
             + ("; hollow: receivers off the section" if off_section.any() else "")
         )

@@ -3,14 +3,15 @@
 Every form resolves to a list of points ``{"z": ..., "x": ...}`` in model coordinates, in a
 fixed order (the store's ``source`` and ``receiver`` dims follow it):
 
-- a list of mappings: ``[{z: 0, x: 100}, {z: 0, x: 200}]``;
+- a list of mappings: ``[{z: 0, x: 100}, {z: 0, x: 200}]``, each naming model dims only
+  (a point's ``name:`` is refused, not ignored; a ``line:`` is not an item of a list);
 - ``{csv: FILE}``: a CSV file with a header naming the model dims, in lower case (``Z`` is
   refused, not guessed: other tools' ``Z`` is often an elevation); other columns, such as a
   station name or elevation, are ignored with an :class:`~.errors.InputWarning`; lines
   whose first non-blank character is ``#`` are comments, and every row has as many fields
   as the header;
 - ``{line: {start: {...}, stop: {...}, count: N}}``: ``N`` points evenly spaced from
-  ``start`` to ``stop`` inclusive;
+  ``start`` to ``stop`` inclusive (``count: 1`` only where ``start`` is ``stop``);
 - ``{grid: {z: 0.0, x: {start: 0, stop: 4000, count: 41}}}``: the Cartesian product of
   one value, a list of values or an evenly spaced range per dim, the last dim varying
   fastest (dims in the order ``z``, ``y``, ``x``).
@@ -26,16 +27,45 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Discriminator, Field, Tag
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import InputError, InputWarning, missing_file
 from .yamlfile import FilePath, Strict
 
-__all__ = ["Points", "Point", "resolve_points"]
+__all__ = ["Points", "Point", "resolve_points", "warn_ignored_columns"]
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False)]
-Point = dict[str, Coordinate]
 _DIM_ORDER = ("z", "y", "x")
+_GENERATORS = ("csv", "line", "grid")
+
+
+def _dim_keys(value: Any) -> Any:
+    """Refuse a key that is not a model dim, before its value is read: ``name: STA1`` in a
+    point would otherwise be reported as "not a valid number", and ``line:`` in a list of
+    points likewise."""
+    if not isinstance(value, dict):
+        return value  # the type error is pydantic's
+    for key in value:
+        if key in _GENERATORS:
+            message = (
+                f"{key} inside a list: a list holds points only ({{z: ..., x: ...}}); a "
+                f"{key} is the whole sources or receivers entry ({{{key}: ...}})"
+            )
+        elif key not in _DIM_ORDER:
+            message = (
+                f"unknown key {key!r}: points are given by model dims only (z, y, x); a "
+                "station's name or elevation has no place here (a CSV file may carry them, "
+                "and they are ignored)"
+            )
+        else:
+            continue
+        # A custom error, not a ValueError: its message is shown without "Value error, ".
+        raise PydanticCustomError("point_key", "{message}", {"message": message})
+    return value
+
+
+Point = Annotated[dict[str, Coordinate], BeforeValidator(_dim_keys)]
 
 
 class CsvPoints(Strict):
@@ -48,6 +78,17 @@ class LineSpec(Strict):
     start: Point
     stop: Point
     count: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _one_point_is_one_place(self) -> LineSpec:
+        # One point of a segment is ambiguous (its start? its middle?): refused, not guessed.
+        if self.count == 1 and self.start != self.stop:
+            raise PydanticCustomError(
+                "line_count",
+                "{message}",
+                {"message": "count 1 with start and stop apart: give count >= 2, or one point"},
+            )
+        return self
 
 
 class LinePoints(Strict):
@@ -68,7 +109,10 @@ class RangeSpec(Strict):
 class GridPoints(Strict):
     """The Cartesian product of per-dim values (a number, a list, or a range)."""
 
-    grid: dict[str, Coordinate | Annotated[list[Coordinate], Field(min_length=1)] | RangeSpec]
+    grid: Annotated[
+        dict[str, Coordinate | Annotated[list[Coordinate], Field(min_length=1)] | RangeSpec],
+        BeforeValidator(_dim_keys),
+    ]
 
 
 def _kind(value: Any) -> str | None:
@@ -178,25 +222,29 @@ def _refuse_other_case(names: list[str], where: str, header_line: int) -> None:
     raise InputError(message)
 
 
-def _ignored_columns(names: list[str], dims: list[str], where: str, what: str) -> None:
-    """Warn once about the columns that are not model dims (station files carry names and
-    elevations: accepted, but the user should know that they are not used)."""
+def warn_ignored_columns(names: list[Any], dims: list[str], where: str, stacklevel: int) -> None:
+    """Warn once about the columns of a table of points that are not model dims.
+
+    Station lists carry names and elevations: accepted, but the user must know they are
+    not used, above all a height, which some tools read as the position's z. Shared by CSV
+    files and the tables (DataFrame, Dataset, dict of columns) the Python API takes;
+    ``stacklevel`` counts from the caller of this function.
+    """
     ignored = [(i, name) for i, name in enumerate(names) if name not in dims]
     if not ignored:
         return
     shown = ", ".join(repr(n) if n else f"an unnamed column (column {i + 1})" for i, n in ignored)
-    message = (
-        f"{where}: ignoring column(s) {shown}; the {what} positions are read from {', '.join(dims)}"
-    )
+    message = f"{where}: ignoring column(s) {shown}; positions are read from {', '.join(dims)}"
     # A height is measured up, an elevation or a depth often from sea level; a user who
     # expects such a column to place the stations must be told what z is, and that it does not.
-    heights = [n for _, n in ignored if _HEIGHT_WORDS & set(re.split(r"[^a-z]+", n.lower()))]
+    words = {i: set(re.split(r"[^a-z]+", str(n).lower())) for i, n in ignored}
+    heights = [n for i, n in ignored if _HEIGHT_WORDS & words[i]]
     if heights:
         message += (
             f". raygrid's z is depth below the model's top, positive down; "
             f"{', '.join(map(repr, heights))} {'is' if len(heights) == 1 else 'are'} not used"
         )
-    warnings.warn(message, InputWarning, stacklevel=4)  # the caller of resolve_points
+    warnings.warn(message, InputWarning, stacklevel=stacklevel + 1)
 
 
 def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
@@ -246,7 +294,7 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
         raise InputError(f"{where}:{header_line}: the header names {twice[0]!r} twice")
     if len(records) == 1:
         raise InputError(f"{where} has a header but no rows")
-    _ignored_columns(names, dims, where, what)
+    warn_ignored_columns(names, dims, where, stacklevel=3)  # the caller of resolve_points
     column = {d: names.index(d) for d in dims}
     points = []
     for number, fields in records[1:]:
@@ -287,7 +335,7 @@ def resolve_points(spec: Any, what: Literal["source", "receiver"]) -> list[dict[
             )
         fractions = np.linspace(0.0, 1.0, count) if count > 1 else np.zeros(1)
         return [{d: float(start[d] + f * (stop[d] - start[d])) for d in start} for f in fractions]
-    dims = [d for d in _DIM_ORDER if d in spec.grid] + [d for d in spec.grid if d not in _DIM_ORDER]
+    dims = [d for d in _DIM_ORDER if d in spec.grid]  # the schema took no other key
     axes = []
     for d in dims:
         value = spec.grid[d]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from numbers import Integral
 from typing import Any, Literal, get_args
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from ..kernels import (
@@ -25,10 +27,11 @@ from ..kernels import (
     moser_graph,
     with_weights,
 )
-from .errors import InputError
+from .errors import InputError, InputWarning
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint
 from .models import constant_model
+from .positions import warn_ignored_columns
 from .progress import Progress
 from .version import __version__
 
@@ -403,15 +406,41 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
 
 def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> list[dict]:
     """Points (``what``: sources, ...) as a list of mappings, from a sequence of mappings or
-    a table of columns named after ``dims``."""
+    a table of columns named after ``dims`` (a dict of sequences, a pandas DataFrame, an
+    xarray Dataset); a pandas Series indexed by dim names is one point.
+
+    Columns that are not dims (a station name, an elevation) are ignored with an
+    :class:`~.errors.InputWarning`, as in a CSV file.
+    """
+    if isinstance(points, pd.Series):  # one point, its index naming the dims
+        points = points.to_dict()
+    if isinstance(points, np.ndarray):
+        raise InputError(
+            f"{what} given as a NumPy array have no dim names: give a sequence of mappings "
+            f"such as [{{'z': 0.0, 'x': 100.0}}], or a table of columns such as "
+            f"{{'z': zs, 'x': xs}}"
+        )
     if isinstance(points, xr.Dataset) or hasattr(points, "columns") or isinstance(points, Mapping):
         missing = [d for d in dims if d not in points]
         if missing:
             raise InputError(f"the {what} table has no column for {missing}")
-        columns = {d: np.atleast_1d(np.asarray(points[d], dtype=float)) for d in dims}
+        columns = {}
+        for d in dims:
+            try:
+                column = np.asarray(points[d], dtype=float)
+            except (TypeError, ValueError):
+                raise InputError(f"the {what} table's column {d!r} is not numbers") from None
+            if column.ndim > 1:  # e.g. a Dataset variable on two dims
+                raise InputError(
+                    f"the {what} table's column {d!r} has {column.ndim} dims; a column holds "
+                    "one number per point"
+                )
+            columns[d] = np.atleast_1d(column)
         lengths = {d: len(column) for d, column in columns.items()}
         if len(set(lengths.values())) > 1:
             raise InputError(f"the {what} table's columns differ in length: {lengths}")
+        names = list(points.data_vars) if isinstance(points, xr.Dataset) else list(points.keys())
+        warn_ignored_columns(names, list(dims), f"the {what} table", stacklevel=3)
         return [{d: float(columns[d][i]) for d in dims} for i in range(len(columns[dims[0]]))]
     if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
         raise InputError(f"{what} must be a sequence of mappings or a table of columns")
@@ -435,6 +464,30 @@ def locate_points(grid: Grid, points: list[Mapping[str, float]], what: str) -> n
             number = "" if len(points) == 1 else f"{what} {i} (numbered from 0): "
             raise PointError(f"{number}{error}", index=i) from None
     return np.array(located, dtype=np.float64).reshape(-1, 3)
+
+
+def repeated_sources(positions: np.ndarray) -> str | None:
+    """Why sources at one place (the same node, or the same point between nodes, after
+    snapping) deserve a warning, or None: each is solved again, the same field for the
+    same time; a station listed twice is the usual cause.
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        ``(n, 3)`` fractional node indices (:func:`locate_points`).
+    """
+    unique, inverse = np.unique(positions, axis=0, return_inverse=True)
+    if len(unique) == len(positions):
+        return None
+    inverse = inverse.reshape(-1)  # numpy 2.0.0 gave it the shape of the input
+    first = np.flatnonzero(np.bincount(inverse)[inverse] > 1)[0]
+    same = np.flatnonzero(inverse == inverse[first])
+    extra = len(positions) - len(unique)
+    return (
+        f"sources {same[0]} and {same[1]} (numbered from 0) are at one place, and "
+        f"{extra} source(s) in all repeat an earlier one: each is solved again (the same "
+        "field); drop the repeats unless that is meant"
+    )
 
 
 class PointError(InputError):
@@ -515,6 +568,9 @@ def traveltimes(
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source")  # all checked before anything is solved
+    repeated = repeated_sources(positions)
+    if repeated is not None:
+        warnings.warn(repeated, InputWarning, stacklevel=2)
     options = options.for_sources(len(positions))
 
     check_launchable(grid, star, options)

@@ -17,6 +17,7 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,7 +39,7 @@ from pydantic_core import PydanticCustomError
 
 from ..kernels import Star, forward_star
 from .cluster import AnyConfig, read_cluster
-from .errors import InputError
+from .errors import InputError, InputWarning
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity
 from .io import load_velocity
@@ -56,6 +57,7 @@ from .solve import (
     check_launchable,
     check_options,
     locate_points,
+    repeated_sources,
 )
 from .yamlfile import (
     FilePath,
@@ -102,6 +104,15 @@ class SyntheticModel(Strict):
     bottom: PositiveFloat = 4000.0
     interfaces: list[float] = []
     velocities: list[PositiveFloat] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_file(cls, data: Any) -> Any:
+        # Said as such: "model.path: unknown key" left the user to guess which one was read.
+        if isinstance(data, dict) and "path" in data:
+            message = "a model is synthetic or read from a file (path), not both: drop one"
+            raise PydanticCustomError("model_kind", "{message}", {"message": message})
+        return data
 
     # Field validators run only for keys given (not for defaults), after ``synthetic``
     # (declared first); "before", so that the key is refused whatever its value.
@@ -166,14 +177,20 @@ class SyntheticModel(Strict):
 
 class FileModel(Strict):
     """A model read from a Zarr store, NetCDF or ``.npy`` file (a ``.npy`` array has no
-    coordinates: give its ``spacing``, and ``units`` for its values)."""
+    coordinates: give its ``spacing``, and ``units`` for its values; ``dims`` if its axes
+    are not in the order z, (y,) x).
+
+    ``units`` and ``length_unit`` name the units of a file that has none, and are refused
+    where the file's differ (they are not a conversion)."""
 
     path: FilePath
     variable: str | None = None
     units: str | None = None
     spacing: PositiveFloat | dict[str, PositiveFloat] | None = None  # .npy only
     origin: dict[str, float] | None = None  # .npy only; default 0 on every axis
-    length_unit: Literal["m", "km"] = "m"  # .npy only: unit of spacing and origin
+    dims: Annotated[list[Literal["z", "y", "x"]], Field(min_length=2, max_length=3)] | None = None
+    # .npy: unit of spacing and origin (default m); Zarr, NetCDF: of coordinates without units
+    length_unit: Literal["m", "km"] | None = None
 
     def build(self, *, values: bool = True) -> xr.DataArray:
         """The model, checked as :func:`load_velocity` checks it (chunk by chunk): lazily
@@ -182,6 +199,7 @@ class FileModel(Strict):
         return load_velocity(
             self.path, self.variable, units=self.units, spacing=self.spacing,
             origin=self.origin, length_unit=self.length_unit,
+            dims=None if self.dims is None else tuple(self.dims),
         )  # fmt: skip
 
 
@@ -437,6 +455,10 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
+    repeated = repeated_sources(indices["sources"])
+    if repeated is not None:
+        message = str(_located(workflow, ("sources",), InputError(repeated)))
+        warnings.warn(message, InputWarning, stacklevel=2)
     options = options.for_sources(min(compute.batch, len(points["sources"])))  # in one task
     if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
         try:

@@ -209,7 +209,7 @@ def test_load_velocity_errors(tmp_path, model):
         rg.gradient_model({"z": 5, "x": 4}, {"z": 10.0}, 1000.0, 2000.0)
     two = xr.Dataset({"vp": model, "vs": model / 2})
     two.to_zarr(tmp_path / "two.zarr", zarr_format=3, consolidated=False)
-    with pytest.raises(rg.InputError, match="name the velocity with variable"):
+    with pytest.raises(rg.InputError, match=r"name the velocity \(variable= in Python, model.v"):
         rg.load_velocity(tmp_path / "two.zarr")
     with pytest.raises(rg.InputError, match="has no variable 'rho'"):
         rg.load_velocity(tmp_path / "two.zarr", "rho")

@@ -473,8 +473,12 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         '"radius": 4',
     ):
         assert text in info.stdout, text  # fmt: skip
-    plot = raygrid("plot", "out/survey.zarr", "--out", "pictures", "--source", "5", cwd=tmp_path)
+    plot = raygrid(
+        "plot", "out/survey.zarr", "--out", "pictures", "--source", "5", "--source", "5",
+        cwd=tmp_path,
+    )  # fmt: skip
     assert plot.returncode == 0, plot.stderr
+    assert plot.stdout.count("wrote ") == 2  # a source named twice is drawn once
     pngs = sorted(p.name for p in (tmp_path / "pictures").iterdir())
     assert pngs == ["survey-gathers.png", "survey-source5.png"]
     for png in pngs:

@@ -1,17 +1,22 @@
 """Inputs that used to crash or be read silently wrong: CSV comments, ragged rows, extra
 columns and dims in upper case, synthetic-model keys of another kind, a layered model
-without its velocities, and a z axis given as elevation."""
+without its velocities, a z axis given as elevation, keys of points that are not dims,
+repeated sources, tables of sources with other columns, and units given for a file that
+has others."""
 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import xarray as xr
 
-from raygrid.pipeline import constant_model, grid_from_velocity
+from raygrid.pipeline import constant_model, grid_from_velocity, load_velocity, traveltimes
 from raygrid.pipeline.errors import InputError, InputWarning
 from raygrid.pipeline.positions import CsvPoints, resolve_points
 from raygrid.pipeline.workflow import Workflow, prepare_workflow, read_workflow
@@ -268,4 +273,147 @@ def test_a_decreasing_x_is_still_to_be_sorted():
     assert str(error.value) == (
         "coordinate 'x' decreases (from 50 to 0 m); sort the model so that it increases "
         '(model.sortby("x"))'
+    )
+
+
+def workflow_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "wf.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as error:
+        read_workflow(path)
+    return str(error.value)
+
+
+def test_a_station_name_in_a_point_is_an_unknown_key_not_a_bad_number(tmp_path):
+    # It was reported as "sources[0].name: Input should be a valid number".
+    text = SMALL.replace("{z: 0.0, x: 100.0}", "{z: 0.0, x: 100.0, name: STA1}")
+    message = workflow_error(tmp_path, text)
+    assert "wf.yaml:7: sources[0]: unknown key 'name': points are given by model dims only" in (
+        message
+    )
+    assert "valid number" not in message
+    grid = SMALL.replace("  - {z: 0.0, x: 100.0}", "  grid: {z: 0.0, station: [1, 2]}")
+    assert "wf.yaml:7: sources.grid: unknown key 'station'" in workflow_error(tmp_path, grid)
+
+
+def test_a_line_inside_a_list_of_points_is_explained(tmp_path):
+    line = "{line: {start: {z: 0, x: 0}, stop: {z: 0, x: 100}, count: 3}}"
+    text = SMALL.replace("  - {z: 0.0, x: 100.0}", f"  - {{z: 0.0, x: 100.0}}\n  - {line}")
+    message = workflow_error(tmp_path, text)
+    assert (
+        "wf.yaml:8: sources[1]: line inside a list: a list holds points only ({z: ..., x: ...}); "
+        "a line is the whole sources or receivers entry ({line: ...})"
+    ) in message
+
+
+def test_a_line_of_one_point_between_two_places_is_refused(tmp_path):
+    line = "  line: {start: {z: 0, x: 0}, stop: {z: 0, x: 100}, count: 1}"
+    message = workflow_error(tmp_path, SMALL.replace("  - {z: 0.0, x: 100.0}", line))
+    assert "wf.yaml:7: sources.line: count 1 with start and stop apart: give count >= 2" in message
+    # One point where start is stop is that point.
+    path = tmp_path / "one.yaml"
+    path.write_text(SMALL.replace("  - {z: 0.0, x: 100.0}", line.replace("x: 100}", "x: 0}")))
+    assert resolve_points(read_workflow(path).sources, "source") == [{"z": 0.0, "x": 0.0}]
+
+
+def test_sources_at_one_place_are_solved_with_a_warning(tmp_path):
+    # Between nodes and within the snapping tolerance of each other: one place.
+    listed = "  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 120.0}\n  - {z: 0.0, x: 100.0000000001}"
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL.replace("  - {z: 0.0, x: 100.0}", listed))
+    with pytest.warns(InputWarning) as record:
+        prepared = prepare_workflow(read_workflow(path))
+    assert len(prepared.sources) == 3  # kept: a repeat may be meant
+    assert str(record[0].message).startswith(
+        f"{path}:6: sources: sources 0 and 2 (numbered from 0) are at one place, and 1 "
+        "source(s) in all repeat an earlier one"
+    )
+    velocity = constant_model({"z": 11, "x": 21}, 10.0)
+    with pytest.warns(InputWarning, match="sources 1 and 2 .* are at one place") as record:
+        times = traveltimes(velocity, {"z": [0.0, 5.0, 5.0], "x": [1.0, 2.0, 2.0]}, radius=2)
+    assert record[0].filename == __file__  # the warning points at the caller
+    assert times.sizes["source"] == 3
+    quietly(traveltimes, velocity, [{"z": 0.0, "x": 1.0}, {"z": 0.0, "x": 2.0}])
+
+
+def test_tables_of_sources_take_what_a_csv_file_takes():
+    velocity = constant_model({"z": 11, "x": 21}, 10.0)
+    point = {"z": 0.0, "x": 50.0}
+    expected = traveltimes(velocity, [point]).values
+    # A column that is not a dim is ignored with the CSV file's warning (an elevation with
+    # the note on z); it was ignored silently.
+    table = pd.DataFrame({"station": ["A"], "z": [0.0], "x": [50.0], "elev": [310.0]})
+    with pytest.warns(InputWarning) as record:
+        times = traveltimes(velocity, table)
+    np.testing.assert_array_equal(times.values, expected)
+    assert len(record) == 1 and record[0].filename == __file__
+    assert str(record[0].message).startswith(
+        "the sources table: ignoring column(s) 'station', 'elev'; positions are read from z, x. "
+        "raygrid's z is depth below the model's top, positive down; 'elev' is not used"
+    )
+    # A pandas Series indexed by dims is one point (it was a list of its values).
+    np.testing.assert_array_equal(quietly(traveltimes, velocity, pd.Series(point)), expected)
+    # Clear refusals where there were TypeErrors or a message about the first number.
+    two_dims = xr.Dataset({d: (("a", "b"), [[v, v]]) for d, v in point.items()})
+    refusals = [
+        (two_dims, "the sources table's column 'z' has 2 dims; a column holds one number"),
+        (np.array([[0.0, 50.0]]), "sources given as a NumPy array have no dim names"),
+        ({"z": ["top"], "x": [50.0]}, "the sources table's column 'z' is not numbers"),
+    ]
+    for sources, message in refusals:
+        with pytest.raises(InputError, match=re.escape(message)):
+            traveltimes(velocity, sources)
+
+
+def test_units_given_for_a_file_that_has_others_are_refused(tmp_path):
+    model = constant_model({"z": 5, "x": 6}, 10.0)
+    model.to_dataset(name="vp").to_zarr(tmp_path / "m.zarr", zarr_format=3, consolidated=False)
+    # Taken, km/s read as m/s would have slowed every time by 1000 without a word.
+    with pytest.raises(InputError, match=r"m.zarr: the velocity's units are 'm/s' in the file, "):
+        load_velocity(tmp_path / "m.zarr", units="km/s")
+    with pytest.raises(InputError, match="coordinate 'z' is in 'm' in the file, not 'km'"):
+        load_velocity(tmp_path / "m.zarr", length_unit="km")
+    same = load_velocity(tmp_path / "m.zarr", units="m/s", length_unit="m")  # no conflict
+    assert same.attrs["units"] == "m/s"
+
+
+def test_coordinates_without_units_take_the_unit_given(tmp_path):
+    bare = constant_model({"z": 5, "x": 6}, 10.0).to_dataset(name="vp")
+    for d in ("z", "x"):
+        bare[d].attrs = {}
+    bare.to_zarr(tmp_path / "bare.zarr", zarr_format=3, consolidated=False)
+    with pytest.raises(InputError, match=r"coordinate 'z' has no 'units' attribute: give the "):
+        load_velocity(tmp_path / "bare.zarr")
+    grid = grid_from_velocity(load_velocity(tmp_path / "bare.zarr", length_unit="km"))
+    assert grid.length_unit == "km" and grid.spacing == (10.0, 10.0)
+    # And in a workflow, with the velocity's units.
+    bare["vp"].attrs = {}
+    bare.to_zarr(tmp_path / "bare2.zarr", zarr_format=3, consolidated=False)
+    path = tmp_path / "wf.yaml"
+    model = f"  path: {tmp_path / 'bare2.zarr'}\n  units: m/s\n  length_unit: km\n"
+    path.write_text(SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}\n", model))
+    path.write_text(path.read_text().replace("x: 100.0", "x: 10.0"))
+    grid = prepare_workflow(read_workflow(path)).grid
+    assert grid.length_unit == "km" and grid.shape == (5, 6)
+
+
+def test_a_npy_model_in_a_workflow_may_name_its_dims(tmp_path):
+    np.save(tmp_path / "v.npy", np.full((31, 21), 2000.0))  # x first
+    model = f"  path: {tmp_path / 'v.npy'}\n  units: m/s\n  spacing: 10.0\n  dims: [x, z]\n"
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}\n", model))
+    prepared = prepare_workflow(read_workflow(path))
+    assert prepared.grid.shape == (21, 31)
+    path.write_text(path.read_text().replace("[x, z]", "[x, x]"))
+    with pytest.raises(InputError, match=r"dims \('x', 'x'\) for a 2D array"):
+        prepare_workflow(read_workflow(path))
+    path.write_text(path.read_text().replace("[x, x]", "[x, q]"))
+    assert "wf.yaml:5: model.dims[1]" in workflow_error(tmp_path, path.read_text())
+
+
+def test_a_model_both_synthetic_and_from_a_file_is_named_as_such(tmp_path):
+    # It was "model.path: Extra inputs are not permitted (unknown key)".
+    text = SMALL.replace("  synthetic: gradient\n", "  synthetic: gradient\n  path: m.zarr\n")
+    assert "wf.yaml:1: model: a model is synthetic or read from a file (path), not both" in (
+        workflow_error(tmp_path, text)
     )

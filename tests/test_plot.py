@@ -174,6 +174,19 @@ def test_3d_receivers_off_the_section_are_hollow(tmp_path, figures):
     assert "hollow" not in " ".join(t.get_text() for t in figures[1].findobj(plt.Text))
 
 
+def test_3d_section_title_names_the_source_between_node_planes(tmp_path, figures):
+    # The section is the node plane nearest the source: it was said to pass "through the
+    # source", at the plane's y, for a source 30 m off it.
+    sources = [{"z": 0.0, "y": 630.0, "x": 600.0}, {"z": 0.0, "y": 600.0, "x": 600.0}]
+    receivers = [{"z": 1000.0, "y": 600.0, "x": 600.0}]
+    dataset = store(sources, receivers, SHAPE_3D)
+    plot.plot_field(dataset, tmp_path / "off.png", source=0)
+    plot.plot_field(dataset, tmp_path / "on.png", source=1)
+    said = [" ".join(t.get_text() for t in fig.findobj(plt.Text)) for fig in figures]
+    assert "section y = 600 m nearest the source (at y = 630 m)" in said[0]
+    assert "section y = 600 m through the source" in said[1]
+
+
 def test_a_sources_rays_are_its_stretch_of_the_ray_table():
     dataset = xr.Dataset(
         {

@@ -392,7 +392,7 @@ def test_npy_model_with_its_grid(tmp_path):
         tmp_path / "v.zarr", zarr_format=3, consolidated=False
     )
     on_zarr = text.replace("v.npy", "v.zarr")
-    with pytest.raises(InputError, match="spacing and origin are for .npy models"):
+    with pytest.raises(InputError, match="spacing is for .npy models"):
         prepare_workflow(read_workflow(write(tmp_path, on_zarr)))
 
 
