@@ -4,27 +4,76 @@ A task writes ``source_done[i] = 1`` only after source ``i``'s chunks (:mod:`.st
 crash never leaves a record without its data. Files deleted by hand, or a copy of the store
 cut short (``rsync`` stopped, a quota hit on the copy), can: zarr then reads the missing
 chunks as their fill value (NaN), and a store said to be complete would answer NaN times
-without a word. :func:`lost_sources` finds such sources; a rerun of the workflow forgets
-their records (:func:`forget_sources`) and solves them again, and ``raygrid info`` names them.
+without a word; a lost ray part would stop the run's last step. :func:`lost_sources` finds
+such sources; a rerun of the workflow forgets their records (:func:`forget_sources`) and
+solves them again, and ``raygrid info`` names them.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
 import zarr
 
-__all__ = ["PER_SOURCE", "forget_sources", "listed_sources", "lost_sources"]
+from .storenames import PER_SOURCE, RAY_PARTS, ray_part
 
-#: The arrays a source's completion record vouches for, chunked 1 along ``source``. Rays are
-#: not among them: each source's are a whole array of its own until the store is complete.
-PER_SOURCE = ("traveltime", "receiver_traveltime")
+__all__ = ["forget_sources", "listed_sources", "lost_sources"]
+
+
+def _files(folder: Path) -> set[str]:
+    """The files under ``folder``, as ``/``-separated relative paths (chunk keys): one
+    listing of the folder, rather than a file check per chunk, which costs a round trip
+    each on a cluster's shared file system."""
+    found = set()
+    for root, _, names in os.walk(folder):
+        prefix = Path(root).relative_to(folder).as_posix()
+        found.update(name if prefix == "." else f"{prefix}/{name}" for name in names)
+    return found
+
+
+def _lost_chunks(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
+    """Done sources missing a chunk of a :data:`PER_SOURCE` array (bool per source)."""
+    lost = np.zeros(done.shape, dtype=bool)
+    for name in PER_SOURCE:
+        if name not in group:  # not kept (outputs.fields: false, no receivers)
+            continue
+        array = group[name]
+        grid = [range(-(-n // c)) for n, c in zip(array.shape[1:], array.chunks[1:])]
+        pieces = list(itertools.product(*grid))  # a source's chunks, after its index
+        key = array.metadata.encode_chunk_key
+        present = _files(path / name)
+        for source in np.flatnonzero(done & ~lost):
+            index = int(source)
+            lost[index] = not all(key((index, *piece)) in present for piece in pieces)
+    return lost
+
+
+def _lost_rays(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
+    """Done sources whose ray part is missing, while the parts are not assembled yet."""
+    lost = np.zeros(done.shape, dtype=bool)
+    if RAY_PARTS not in group or group.attrs.get("rays_assembled", False):
+        return lost
+    present = _files(path / RAY_PARTS)
+    parts = group[RAY_PARTS]
+    chunk = None  # the key of a part's one chunk, from any part there (zarr's default)
+    for source in np.flatnonzero(done):
+        name = ray_part(int(source))
+        if f"{name}/zarr.json" not in present:
+            lost[source] = True
+            continue
+        if chunk is None:
+            chunk = parts[name].metadata.encode_chunk_key((0, 0))
+        # A part of rays that are all one point at the origin with time 0 is all fill
+        # value, which zarr does not write: counted lost, it is solved once more, no harm.
+        lost[source] = f"{name}/{chunk}" not in present
+    return lost
 
 
 def lost_sources(path: str | Path, done: np.ndarray) -> np.ndarray:
-    """Which sources have a completion record but not every chunk of theirs on disk.
+    """Which sources have a completion record but not all their data on disk.
 
     Parameters
     ----------
@@ -37,23 +86,13 @@ def lost_sources(path: str | Path, done: np.ndarray) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Bool per source. One file check per chunk of every done source: a few per source,
-        since a source's field is cut into chunks only above ``CHUNK_BYTES``.
+        Bool per source: a chunk of ``traveltime`` or ``receiver_traveltime`` is missing,
+        or, before the rays are assembled, its ray part. Each array's folder is listed
+        once, whatever its number of chunks per source (tiled stores have one per tile).
     """
     path = Path(path)
     group = zarr.open_group(path, mode="r")
-    lost = np.zeros(done.shape, dtype=bool)
-    for name in PER_SOURCE:
-        if name not in group:  # not kept (outputs.fields: false, no receivers)
-            continue
-        array = group[name]
-        grid = [range(-(-n // c)) for n, c in zip(array.shape[1:], array.chunks[1:])]
-        pieces = list(itertools.product(*grid))  # a source's chunks, after its index
-        key = array.metadata.encode_chunk_key
-        for source in np.flatnonzero(done & ~lost):
-            index = int(source)
-            lost[index] = not all((path / name / key((index, *p))).is_file() for p in pieces)
-    return lost
+    return _lost_chunks(group, path, done) | _lost_rays(group, path, done)
 
 
 def forget_sources(path: str | Path, sources: np.ndarray) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 
 from .errors import InputError, missing_file
-from .grid import grid_from_velocity
+from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity
 from .models import per_dim
 
 __all__ = ["load_velocity"]
@@ -31,23 +31,32 @@ def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray
     return dataset[variable]
 
 
+def _conflicts(found: str | None, given: str, scales: Mapping[str, float]) -> bool:
+    """Whether a unit given for a file contradicts the file's own: both are units raygrid
+    reads (``scales``) and of different sizes. ``m s-1`` and ``m/s`` agree; a file's unit
+    raygrid does not read (``m/sec``) is the one the user is correcting, not a conflict."""
+    return found in scales and given in scales and scales[found] != scales[given]
+
+
 def _given_units(
     velocity: xr.DataArray, path: Path, units: str | None, length_unit: str | None
 ) -> xr.DataArray:
-    """The model with the units a caller gave for a file that lacks them.
+    """The model with the units a caller gave: for a file that lacks them, or whose spelling
+    raygrid does not read.
 
-    A unit given where the file has another is refused: taking it would silently rescale
-    every time (km/s read as m/s is a factor of 1000), and a conversion is the user's
-    decision, made on the file.
+    A unit given where the file has another size of unit is refused: taking it would
+    silently rescale every time (km/s read as m/s is a factor of 1000), and a conversion
+    is the user's decision, made on the file.
     """
     if units is not None:
         found = velocity.attrs.get("units")
-        if found is not None and found != units:
+        if _conflicts(found, units, SPEED_UNITS):
             raise InputError(
                 f"{path}: the velocity's units are {found!r} in the file, not {units!r}; the "
                 "units option is for a file without them: leave it out"
             )
-        velocity.attrs["units"] = units
+        if found not in SPEED_UNITS:
+            velocity.attrs["units"] = units
     elif "units" not in velocity.attrs:
         raise InputError(
             f"{path}: velocity has no 'units' attribute: give them (units= in Python, "
@@ -57,18 +66,20 @@ def _given_units(
         if d not in velocity.coords:
             continue  # grid_from_velocity names a dim without coordinates
         found = velocity[d].attrs.get("units")
-        if found is None:
-            if length_unit is None:
-                raise InputError(
-                    f"{path}: coordinate {d!r} has no 'units' attribute: give the coordinates' "
-                    "unit (length_unit= in Python, model.length_unit in a workflow), m or km"
-                )
-            velocity = velocity.assign_coords({d: velocity[d].assign_attrs(units=length_unit)})
-        elif length_unit is not None and found != length_unit:
+        if found is None and length_unit is None:
+            raise InputError(
+                f"{path}: coordinate {d!r} has no 'units' attribute: give the coordinates' "
+                "unit (length_unit= in Python, model.length_unit in a workflow), m or km"
+            )
+        if length_unit is None:
+            continue
+        if _conflicts(found, length_unit, LENGTH_UNITS):
             raise InputError(
                 f"{path}: coordinate {d!r} is in {found!r} in the file, not {length_unit!r}; "
                 "length_unit is for coordinates without units: leave it out"
             )
+        if found not in LENGTH_UNITS:  # none, or a spelling raygrid does not read
+            velocity = velocity.assign_coords({d: velocity[d].assign_attrs(units=length_unit)})
     return velocity
 
 
@@ -92,16 +103,17 @@ def load_velocity(
     variable : str, optional
         Name of the velocity variable in a Zarr/NetCDF dataset holding several.
     units : str, optional
-        Velocity units, when the file has none (always for ``.npy``); refused where the
-        file's differ (it is not a conversion).
+        Velocity units, for a file that has none (always ``.npy``) or whose spelling raygrid
+        does not read; refused where the file's are another size of unit (it is not a
+        conversion: km/s for a file in m/s).
     spacing, origin, dims
         Grid of a ``.npy`` array, which has no coordinates: node spacing (one or per dim),
         first coordinate per dim (default 0) and dim names in the array's axis order
         (default ``("z", "x")`` or ``("z", "y", "x")`` by rank).
     length_unit : {"m", "km"}, optional
         Unit of a ``.npy`` array's spacing and origin (default m), or of a Zarr or NetCDF
-        model's coordinates that have no ``units`` attribute; refused where a coordinate's
-        differ.
+        model's coordinates that have no ``units`` attribute (or one raygrid does not read);
+        refused where a coordinate's unit is another size.
 
     Returns
     -------
@@ -124,7 +136,7 @@ def load_velocity(
         given = [name for name, value in (("spacing", spacing), ("origin", origin), ("dims", dims))
                  if value is not None]  # fmt: skip
         raise InputError(
-            f"{path}: {' and '.join(given)} {'is' if len(given) == 1 else 'are'} for .npy "
+            f"{path}: {', '.join(given)} {'is' if len(given) == 1 else 'are'} for .npy "
             "models; this file has its own coordinates"
         )
     zarr_marks = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")  # Zarr v3, then v2

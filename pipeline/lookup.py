@@ -22,7 +22,7 @@ from ..kernels import Star, forward_star
 from .errors import InputError, InputWarning
 from .grid import Grid, grid_from_velocity
 from .nodevalues import NodeValues
-from .solve import locate_points, source_list
+from .solve import as_table, locate_points, source_list
 
 __all__ = ["traveltime_at", "receiver_times"]
 
@@ -162,6 +162,7 @@ def traveltime_at(
             f"radius {dict((d, given[d]) for d in wrong)} is not the radius the field was "
             f"solved with {wrong}: leave radius= out"
         )
+    points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
     single = _single(points)
     # The same tables as traveltimes' sources, checked the same way.
     listed = [points] if single else source_list(points, grid.dims, "points")

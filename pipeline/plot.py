@@ -122,14 +122,16 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
             name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown
         ]
         section, source_y = float(velocity["y"]), float(dataset["source_y"][source])
+        spacing = float(dataset["y"][1] - dataset["y"][0])
         # A source between node planes is drawn on the nearest: say so, not "through" it.
+        # The tolerance is the grid's snapping scale, not a relative one (UTM northings).
         through = (
             "through the source"
-            if np.isclose(section, source_y)
-            else f"nearest the source (at y = {source_y:g} {unit})"
+            if abs(section - source_y) <= 1e-6 * spacing
+            else f"nearest the source (at y = {source_y:.10g} {unit})"
         )
         lines.append(
-            f"section y = {section:g} {unit} {through}"
+            f"section y = {section:.10g} {unit} {through}"
             + (f"; {_listed(projected)} projected onto it" if projected else "")
             + ("; hollow: receivers off the section" if off_section.any() else "")
         )

@@ -20,6 +20,7 @@ fixed order (the store's ``source`` and ``receiver`` dims follow it):
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import re
 import warnings
@@ -40,32 +41,41 @@ _DIM_ORDER = ("z", "y", "x")
 _GENERATORS = ("csv", "line", "grid")
 
 
-def _dim_keys(value: Any) -> Any:
+def _dim_keys(value: Any, listed: bool = False) -> Any:
     """Refuse a key that is not a model dim, before its value is read: ``name: STA1`` in a
     point would otherwise be reported as "not a valid number", and ``line:`` in a list of
-    points likewise."""
+    points (``listed``) likewise."""
     if not isinstance(value, dict):
         return value  # the type error is pydantic's
     for key in value:
-        if key in _GENERATORS:
+        if key in _DIM_ORDER:
+            continue
+        if listed and key in _GENERATORS:
             message = (
                 f"{key} inside a list: a list holds points only ({{z: ..., x: ...}}); a "
                 f"{key} is the whole sources or receivers entry ({{{key}: ...}})"
             )
-        elif key not in _DIM_ORDER:
+        elif isinstance(key, str) and key.lower() in _DIM_ORDER:  # as CSV headers are told
+            message = (
+                f"unknown key {key!r}: did you mean {key.lower()!r}? (dim names are lower "
+                "case; raygrid's z is depth below the model's top, positive down)"
+            )
+        else:
             message = (
                 f"unknown key {key!r}: points are given by model dims only (z, y, x); a "
                 "station's name or elevation has no place here (a CSV file may carry them, "
                 "and they are ignored)"
             )
-        else:
-            continue
         # A custom error, not a ValueError: its message is shown without "Value error, ".
         raise PydanticCustomError("point_key", "{message}", {"message": message})
     return value
 
 
 Point = Annotated[dict[str, Coordinate], BeforeValidator(_dim_keys)]
+#: A point as an item of a list of points, where a generator's key is a likely mistake.
+ListedPoint = Annotated[
+    dict[str, Coordinate], BeforeValidator(functools.partial(_dim_keys, listed=True))
+]
 
 
 class CsvPoints(Strict):
@@ -130,7 +140,7 @@ def _kind(value: Any) -> str | None:
 
 
 Points = Annotated[
-    Annotated[list[Point], Tag("points-list")]
+    Annotated[list[ListedPoint], Tag("points-list")]
     | Annotated[CsvPoints, Tag("points-csv")]
     | Annotated[LinePoints, Tag("points-line")]
     | Annotated[GridPoints, Tag("points-grid")],
@@ -233,7 +243,10 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str, stacklev
     ignored = [(i, name) for i, name in enumerate(names) if name not in dims]
     if not ignored:
         return
-    shown = ", ".join(repr(n) if n else f"an unnamed column (column {i + 1})" for i, n in ignored)
+    shown = ", ".join(
+        f"an unnamed column (column {i + 1})" if n is None or n == "" else repr(n)
+        for i, n in ignored
+    )
     message = f"{where}: ignoring column(s) {shown}; positions are read from {', '.join(dims)}"
     # A height is measured up, an elevation or a depth often from sea level; a user who
     # expects such a column to place the stations must be told what z is, and that it does not.

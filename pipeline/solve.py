@@ -404,17 +404,28 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     check_fits(need, available_memory(), what, "try " + tried)
 
 
+def as_table(points: Any) -> Any:
+    """``points`` with the forms that name their dims another way made mappings: a pandas
+    Series (one point, its index naming the dims) and a NumPy structured array (a table,
+    its fields naming the columns)."""
+    if isinstance(points, pd.Series):
+        return points.to_dict()
+    if isinstance(points, np.ndarray) and points.dtype.names:
+        return {name: points[name] for name in points.dtype.names}
+    return points
+
+
 def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> list[dict]:
     """Points (``what``: sources, ...) as a list of mappings, from a sequence of mappings or
     a table of columns named after ``dims`` (a dict of sequences, a pandas DataFrame, an
-    xarray Dataset); a pandas Series indexed by dim names is one point.
+    xarray Dataset, a NumPy structured array); a pandas Series indexed by dim names is one
+    point.
 
     Columns that are not dims (a station name, an elevation) are ignored with an
     :class:`~.errors.InputWarning`, as in a CSV file.
     """
-    if isinstance(points, pd.Series):  # one point, its index naming the dims
-        points = points.to_dict()
-    if isinstance(points, np.ndarray):
+    points = as_table(points)
+    if isinstance(points, np.ndarray) and points.dtype != object:
         raise InputError(
             f"{what} given as a NumPy array have no dim names: give a sequence of mappings "
             f"such as [{{'z': 0.0, 'x': 100.0}}], or a table of columns such as "
@@ -439,7 +450,10 @@ def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> li
         lengths = {d: len(column) for d, column in columns.items()}
         if len(set(lengths.values())) > 1:
             raise InputError(f"the {what} table's columns differ in length: {lengths}")
-        names = list(points.data_vars) if isinstance(points, xr.Dataset) else list(points.keys())
+        if isinstance(points, xr.Dataset):  # its variables, and coordinates but the index
+            names = [*points.data_vars, *(c for c in points.coords if c not in points.indexes)]
+        else:
+            names = list(points.keys())
         warn_ignored_columns(names, list(dims), f"the {what} table", stacklevel=3)
         return [{d: float(columns[d][i]) for d in dims} for i in range(len(columns[dims[0]]))]
     if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):

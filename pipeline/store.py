@@ -50,6 +50,7 @@ from zarr.codecs import BloscCodec
 from .errors import InputError
 from .fingerprint import FINGERPRINT_PARTS
 from .integrity import forget_sources, lost_sources
+from .storenames import RAY_PARTS, ray_part
 from .version import __version__
 
 __all__ = [
@@ -80,9 +81,6 @@ def field_compressors() -> tuple:
     9.4 ms; the write is on every survey task's path.
     """
     return (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),)
-
-
-RAY_PARTS = "ray_parts"
 
 
 def _partial_name(path: Path) -> Path:
@@ -496,7 +494,7 @@ class SourceWriter:
             points = np.asarray(result.ray_points, dtype=np.float64)
             zarr.create_array(
                 self.store,
-                name=f"{RAY_PARTS}/{i:07d}",
+                name=f"{RAY_PARTS}/{ray_part(i)}",
                 data=points,
                 chunks=(max(points.shape[0], 1), points.shape[1]),
                 attributes={"counts": [int(c) for c in result.ray_counts]},
@@ -549,7 +547,7 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
     counts = np.zeros((n, m), dtype=np.int64)
     pieces = []
     for i in range(n):
-        part = parts[f"{i:07d}"]
+        part = parts[ray_part(i)]
         counts[i] = part.attrs["counts"]
         pieces.append(np.asarray(part[:]))
     points = np.concatenate(pieces) if pieces else np.zeros((0, 1 + len(spec.dims)))

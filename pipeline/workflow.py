@@ -180,8 +180,9 @@ class FileModel(Strict):
     coordinates: give its ``spacing``, and ``units`` for its values; ``dims`` if its axes
     are not in the order z, (y,) x).
 
-    ``units`` and ``length_unit`` name the units of a file that has none, and are refused
-    where the file's differ (they are not a conversion)."""
+    ``units`` and ``length_unit`` name the units of a file that has none (or spells them
+    in a way raygrid does not read), and are refused where the file's are another size of
+    unit (they are not a conversion)."""
 
     path: FilePath
     variable: str | None = None

@@ -16,7 +16,13 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from raygrid.pipeline import constant_model, grid_from_velocity, load_velocity, traveltimes
+from raygrid.pipeline import (
+    constant_model,
+    grid_from_velocity,
+    load_velocity,
+    traveltime_at,
+    traveltimes,
+)
 from raygrid.pipeline.errors import InputError, InputWarning
 from raygrid.pipeline.positions import CsvPoints, resolve_points
 from raygrid.pipeline.workflow import Workflow, prepare_workflow, read_workflow
@@ -294,6 +300,15 @@ def test_a_station_name_in_a_point_is_an_unknown_key_not_a_bad_number(tmp_path):
     assert "valid number" not in message
     grid = SMALL.replace("  - {z: 0.0, x: 100.0}", "  grid: {z: 0.0, station: [1, 2]}")
     assert "wf.yaml:7: sources.grid: unknown key 'station'" in workflow_error(tmp_path, grid)
+    # A dim in upper case gets the hint a CSV header gets; a generator's key outside a
+    # list is not said to be inside one.
+    upper = SMALL.replace("{z: 0.0, x: 100.0}", "{Z: 0.0, x: 100.0}")
+    assert "sources[0]: unknown key 'Z': did you mean 'z'? (dim names are lower case" in (
+        workflow_error(tmp_path, upper)
+    )
+    nested = SMALL.replace("  - {z: 0.0, x: 100.0}", "  grid: {z: 0.0, line: [1, 2]}")
+    message = workflow_error(tmp_path, nested)
+    assert "sources.grid: unknown key 'line': points are given by model dims only" in message
 
 
 def test_a_line_inside_a_list_of_points_is_explained(tmp_path):
@@ -351,8 +366,25 @@ def test_tables_of_sources_take_what_a_csv_file_takes():
         "the sources table: ignoring column(s) 'station', 'elev'; positions are read from z, x. "
         "raygrid's z is depth below the model's top, positive down; 'elev' is not used"
     )
-    # A pandas Series indexed by dims is one point (it was a list of its values).
+    # A pandas Series indexed by dims is one point (it was a list of its values), in
+    # traveltime_at as a mapping is; a structured array is a table, as is an object array
+    # of mappings (a sequence).
     np.testing.assert_array_equal(quietly(traveltimes, velocity, pd.Series(point)), expected)
+    at = {"z": 30.0, "x": 120.0}
+    one = traveltime_at(times, pd.Series(at), velocity=velocity)
+    assert one.dims == ("source",)
+    xr.testing.assert_identical(one, traveltime_at(times, at, velocity=velocity))
+    structured = np.array([(0.0, 50.0)], dtype=[("z", float), ("x", float)])
+    np.testing.assert_array_equal(quietly(traveltimes, velocity, structured), expected)
+    mappings = np.array([point], dtype=object)
+    np.testing.assert_array_equal(quietly(traveltimes, velocity, mappings), expected)
+    # A Dataset's coordinates other than its index are columns too; a column named 0 is
+    # named, not "unnamed".
+    table = xr.Dataset({d: ("s", [v]) for d, v in point.items()}, coords={"elev": ("s", [3.0])})
+    with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'elev'"):
+        traveltimes(velocity, table.assign_coords(s=[7]))
+    with pytest.warns(InputWarning, match=r"ignoring column\(s\) 0; positions"):
+        traveltimes(velocity, pd.DataFrame({0: ["A"], "z": [0.0], "x": [50.0]}))
     # Clear refusals where there were TypeErrors or a message about the first number.
     two_dims = xr.Dataset({d: (("a", "b"), [[v, v]]) for d, v in point.items()})
     refusals = [
@@ -375,6 +407,23 @@ def test_units_given_for_a_file_that_has_others_are_refused(tmp_path):
         load_velocity(tmp_path / "m.zarr", length_unit="km")
     same = load_velocity(tmp_path / "m.zarr", units="m/s", length_unit="m")  # no conflict
     assert same.attrs["units"] == "m/s"
+    # Units are compared by size, not spelling; a spelling raygrid does not read is the one
+    # the option corrects (it could be before, and must still be).
+    spelled = constant_model({"z": 5, "x": 6}, 10.0).to_dataset(name="vp")
+    spelled["vp"].attrs["units"] = "m s-1"
+    spelled["z"].attrs["units"] = "meters"
+    spelled.to_zarr(tmp_path / "cf.zarr", zarr_format=3, consolidated=False)
+    cf = load_velocity(tmp_path / "cf.zarr", units="m/s", length_unit="m")
+    assert cf.attrs["units"] == "m s-1" and cf["z"].attrs["units"] == "meters"
+    with pytest.raises(InputError, match=r"the velocity's units are 'm s-1' in the file, not"):
+        load_velocity(tmp_path / "cf.zarr", units="km/s")
+    spelled["vp"].attrs["units"] = "m/sec"
+    spelled["x"].attrs["units"] = "metros"
+    spelled.to_zarr(tmp_path / "odd.zarr", zarr_format=3, consolidated=False)
+    with pytest.raises(InputError, match="velocity has units 'm/sec'"):
+        load_velocity(tmp_path / "odd.zarr")
+    odd = load_velocity(tmp_path / "odd.zarr", units="m/s", length_unit="m")
+    assert odd.attrs["units"] == "m/s" and odd["x"].attrs["units"] == "m"
 
 
 def test_coordinates_without_units_take_the_unit_given(tmp_path):

@@ -185,6 +185,14 @@ def test_3d_section_title_names_the_source_between_node_planes(tmp_path, figures
     said = [" ".join(t.get_text() for t in fig.findobj(plt.Text)) for fig in figures]
     assert "section y = 600 m nearest the source (at y = 630 m)" in said[0]
     assert "section y = 600 m through the source" in said[1]
+    # Far from 0 (a UTM northing), 30 m is still 30 m off the plane: no relative tolerance.
+    north = 4_500_000.0
+    far = dataset.assign_coords(y=dataset["y"] + north, source_y=dataset["source_y"] + north)
+    far["y"].attrs["units"] = "m"
+    plot.plot_field(far, tmp_path / "far.png", source=0)
+    assert "y = 4500600 m nearest the source (at y = 4500630 m)" in " ".join(
+        t.get_text() for t in figures[2].findobj(plt.Text)
+    )
 
 
 def test_a_sources_rays_are_its_stretch_of_the_ray_table():
