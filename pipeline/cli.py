@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import select
+import signal
 import sys
 import time
 import warnings
@@ -120,6 +121,9 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
                 spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
             )
     except KeyboardInterrupt:
+        # Ctrl-C pressed again while stopping would break the cluster's close at exit (Dask's
+        # atexit hook), printing a traceback: the store is safe, so the rest is not stopped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if spec is not None and Path(spec.outputs.store).exists():
             said = (
                 f"the sources finished so far are in {spec.outputs.store}; run the same "

@@ -267,8 +267,10 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
     """
     from distributed import Client
 
+    from .interrupts import closing_uninterrupted
+
     echo = echo or (lambda message: print(message, file=sys.stderr))
-    with ExitStack() as stack:
+    with closing_uninterrupted() as hold, ExitStack() as stack:
         if isinstance(config, SchedulerConfig):
             client = stack.enter_context(_scheduler_client(config, echo))
         elif isinstance(config, (LocalConfig, LocalCUDAConfig)):
@@ -291,7 +293,10 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
         link = client.dashboard_link if wanted and _has_dashboard(client) else None
         if link:
             echo(f"dashboard: {link}")
-        yield client
+        try:
+            yield client
+        finally:
+            hold()  # what was started closes whole, however often Ctrl-C is pressed
 
 
 def _started_in(stack: ExitStack, config):

@@ -392,9 +392,11 @@ class Grid:
                 value = float(given)
             except (TypeError, ValueError):
                 raise InputError(f"{what} {dim}={given!r} is not a number") from None
+            if not np.isfinite(value):  # was "z=nan is outside the model"
+                raise InputError(f"{what} {dim}={value} is not a finite number")
             last = origin + h * (len(self.coords[dim]) - 1)
             tolerance = _SNAP_TOL * max(abs(h), abs(origin), abs(last))
-            if not np.isfinite(value) or value < origin - tolerance or value > last + tolerance:
+            if value < origin - tolerance or value > last + tolerance:
                 raise InputError(
                     # 10 digits: with 6, x=400.0001 "is outside [0, 400]".
                     f"{what} {dim}={value:.10g} is outside the model: {dim} spans "

@@ -7,15 +7,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing import resource_tracker
+from typing import Any
 
 from distributed import WorkerPlugin
 
 __all__ = [
     "IgnoreInterrupts", "interrupts_held", "interrupts_kept", "check_interrupts",
-    "quiet_abandoned_gathers",
+    "quiet_abandoned_gathers", "closing_uninterrupted",
 ]  # fmt: skip
 
 #: Ctrl-C's taken by :func:`interrupts_kept`'s handler while its block runs.
@@ -96,6 +97,29 @@ def interrupts_kept() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
         _kept.clear()
+
+
+@contextmanager
+def closing_uninterrupted() -> Iterator[Callable[[], None]]:
+    """Yield ``hold``: called as the block starts closing what it started (a cluster), it
+    makes Ctrl-C ignored until the block has ended, then the handler is restored.
+
+    Ctrl-C pressed again while a cluster closed broke the close midway: the rest was left
+    to Dask's exit hook, which took 10 s more on timeouts and printed a traceback when a
+    third Ctrl-C broke it too. The first Ctrl-C has done its work by then; the close takes
+    a second. A no-op off the main thread.
+    """
+    previous: list[Any] = []
+
+    def hold() -> None:
+        if threading.current_thread() is threading.main_thread() and not previous:
+            previous.append(signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+    try:
+        yield hold
+    finally:
+        if previous:
+            signal.signal(signal.SIGINT, previous[0])
 
 
 def check_interrupts() -> None:

@@ -130,7 +130,15 @@ def traveltime_at(
     """
     if isinstance(field, xr.Dataset):
         if "traveltime" not in field:
-            raise InputError("traveltime_at needs a traveltime field (no 'traveltime' in it)")
+            stored = (
+                ": a survey store written with outputs.fields: false keeps its receivers' "
+                "times only (receiver_traveltime)"
+                if "receiver_traveltime" in field
+                else ""
+            )
+            raise InputError(
+                f"traveltime_at needs a traveltime field (no 'traveltime' in it){stored}"
+            )
         if velocity is None and "velocity" in field:
             velocity = field["velocity"]
         attrs = {**field.attrs, **field["traveltime"].attrs}

@@ -291,7 +291,12 @@ def _differences(stored: dict | None, now: dict | None) -> list[str]:
         return []
     keys = [k for k in FINGERPRINT_PARTS if k in stored or k in now]
     keys += sorted((set(stored) | set(now)) - set(FINGERPRINT_PARTS))
-    return [FINGERPRINT_PARTS.get(k, k) for k in keys if stored.get(k) != now.get(k)]
+    differ = [k for k in keys if stored.get(k) != now.get(k)]
+    # A part on one side only follows from another that differs (the tiles count only
+    # when rays are stored: switching rays would blame unchanged tiles); named alone, it
+    # is what changed (a rule of a newer version, such as direct_reach).
+    both = [k for k in differ if k in stored and k in now]
+    return [FINGERPRINT_PARTS.get(k, k) for k in (both or differ)]
 
 
 def _tiled(workflow: str | None) -> bool | None:

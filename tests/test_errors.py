@@ -141,7 +141,8 @@ def test_inconsistent_units(velocity):
         ({"z": 0.0, "x": 200.0001}, r"x=200.0001 is outside the model: x spans \[0, 200\] m"),
         ({"z": 0.0}, "missing: \\['x'\\]"),
         ({"z": 0.0, "x": 1.0, "y": 2.0}, "unknown: \\['y'\\]"),
-        ({"z": float("nan"), "x": 1.0}, "outside the model"),
+        ({"z": float("nan"), "x": 1.0}, "^source z=nan is not a finite number$"),  # "outside"
+        ({"z": 0.0, "x": -float("inf")}, "^source x=-inf is not a finite number$"),
         ({"z": "deep", "x": 1.0}, "is not a number"),
         ({"z": "50", "x": 1.0}, "source z='50' is not a number"),  # was taken as 50
         ({"z": True, "x": 1.0}, "source z=True is not a number"),  # was taken as 1

@@ -17,7 +17,12 @@ import psutil
 import pytest
 import yaml
 
-from raygrid.pipeline.interrupts import check_interrupts, interrupts_held, interrupts_kept
+from raygrid.pipeline.interrupts import (
+    check_interrupts,
+    closing_uninterrupted,
+    interrupts_held,
+    interrupts_kept,
+)
 
 from clusters import LOCAL_CLUSTER_FILE
 
@@ -167,6 +172,49 @@ def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
     while any(child.is_running() for child in spawned) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(child.is_running() for child in spawned)
+
+
+def test_a_close_under_way_ignores_ctrl_c_until_it_ends():
+    before = signal.getsignal(signal.SIGINT)
+    with closing_uninterrupted() as hold:
+        assert signal.getsignal(signal.SIGINT) is before  # untouched until closing starts
+        hold()
+        signal.raise_signal(signal.SIGINT)  # ignored: nothing raised
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+@linux_only
+def test_ctrl_c_pressed_again_while_a_run_stops_prints_no_traceback(tmp_path):
+    # Pressed three times mid-run, Ctrl-C broke Dask's close of the cluster at exit:
+    # "Exception ignored in atexit callback: close_clusters" and a 25-line traceback.
+    survey = {**SURVEY, "sources": [{"z": 0.0, "x": 10.0 * i} for i in range(60)]}
+    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(survey))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
+    process = subprocess.Popen(
+        [exe, "run", "survey.yaml", "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        records = tmp_path / "out" / "survey.zarr" / "source_done" / "c"
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            if records.exists() and any(records.iterdir()):  # a source is done: mid-run
+                break
+            time.sleep(0.05)
+        while process.poll() is None and time.monotonic() < deadline:
+            os.killpg(process.pid, signal.SIGINT)  # again and again until it has stopped
+            time.sleep(0.1)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 130, stdout + stderr
+    assert "interrupted: the sources finished so far are in out/survey.zarr" in stderr
+    for noise in ("Traceback", "Exception ignored", "KeyboardInterrupt"):
+        assert noise not in stdout + stderr, stdout + stderr
 
 
 def test_workers_drop_only_the_closing_cancel_warning_and_heartbeat_error(caplog):

@@ -90,6 +90,12 @@ def test_bad_lookups_are_clear(model, tables):
         traveltime_at(one.drop_attrs(), {"z": 6.5, "y": 3.3, "x": 7.1}, velocity=model, radius=3)
     with pytest.raises(InputError, match="points table has no column"):
         traveltime_at(tables, {"z": [0.0], "x": [1.0]})
+    # A store kept without fields (outputs.fields: false) is named as such.
+    receivers_only = tables.drop_vars("traveltime").assign(
+        receiver_traveltime=(("source", "receiver"), np.zeros((tables.sizes["source"], 1)))
+    )
+    with pytest.raises(InputError, match=r"written with outputs.fields: false keeps its receiv"):
+        traveltime_at(receivers_only, STATIONS)
 
 
 def test_a_field_is_read_only_on_the_grid_it_was_solved_on(model, tables):

@@ -212,6 +212,27 @@ def test_fingerprint_follows_the_rule_for_receivers_near_a_source(tmp_path, monk
     ]
 
 
+def test_switching_rays_in_a_tiled_workflow_does_not_blame_the_tiles(tmp_path):
+    # The tiles are part of the fingerprint only when rays are stored: switching rays off
+    # used to name "the tiles" as changed too.
+    from raygrid.pipeline.store import _differences
+
+    tiled = SMALL + "compute:\n  tiles: {z: 12, x: 12}\n"
+    with_rays = prepare_workflow(read_workflow(write(tmp_path, tiled)))
+    assert "tiles" in with_rays.fingerprint_parts
+    without = tiled.replace("outputs:\n", "outputs:\n  rays: false\n")
+    no_rays = prepare_workflow(read_workflow(write(tmp_path, without)))
+    assert _differences(with_rays.fingerprint_parts, no_rays.fingerprint_parts) == [
+        "what is stored (fields, receiver_table, rays)"
+    ]
+    # A part one side lacks, and nothing else differing, is what changed (an older store).
+    older = {k: v for k, v in no_rays.fingerprint_parts.items() if k != "direct_reach"}
+    assert _differences(older, no_rays.fingerprint_parts) == [
+        "how far a receiver near an off-node source is joined to it straight (a rule of "
+        "raygrid's version)"
+    ]
+
+
 def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
     # A tiled workflow reads its model lazily (never loaded whole); an edit of one value
     # of the file in place, in any chunk, must still change the fingerprint.
