@@ -88,6 +88,17 @@ def _plain_input_warnings() -> None:
     warnings.showwarning = shown
 
 
+def _finished(store: str | Path) -> str:
+    """How many sources a store holds done, for the message of an interrupted run."""
+    from .store import done_sources
+
+    try:
+        done = done_sources(store)
+    except Exception:  # a store stopped while it was made: zarr raises several kinds
+        return "the sources finished so far"
+    return f"the {int(done.sum())} of {done.size} sources finished so far"
+
+
 @main.command()
 @click.argument("workflow", type=click.Path(path_type=Path))
 @click.option(
@@ -126,7 +137,7 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if spec is not None and Path(spec.outputs.store).exists():
             said = (
-                f"the sources finished so far are in {spec.outputs.store}; run the same "
+                f"{_finished(spec.outputs.store)} are in {spec.outputs.store}; run the same "
                 "command again (without --overwrite) to resume"
             )
             if overwrite:  # stopped before the old store was replaced, it is still there

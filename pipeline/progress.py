@@ -49,6 +49,7 @@ class Progress:
         self.first = done
         self.every, self.tick = every, tick
         self.last = -np.inf
+        self.shown = -1  # the count last drawn
         self._lock = threading.Lock()  # the ticking thread and update() both draw
 
     @contextmanager
@@ -78,6 +79,11 @@ class Progress:
                 # Cut short (Ctrl-C, a failed task): end the bar's line, so that what is
                 # said next starts a line of its own.
                 print(file=self.stream, flush=True)
+            elif self.enabled and self.shown != self.done:
+                # Off a terminal, lines come every few seconds: a run cut short between two
+                # would leave its log saying fewer sources done than are.
+                with self._lock:
+                    self._draw()
 
     def update(self, n: int) -> None:
         """Count ``n`` more sources done."""
@@ -91,6 +97,7 @@ class Progress:
         if not self.enabled:
             return
         now = self.last = time.perf_counter()
+        self.shown = self.done
         elapsed = now - self.start
         solved = self.done - self.first
         rate = solved / elapsed if elapsed > 0 else 0.0

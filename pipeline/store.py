@@ -488,6 +488,24 @@ class SourceWriter:
             self._arrays[name] = zarr.open_array(store=self.store, path=name, mode="r+")
         return self._arrays[name]
 
+    def _ray_part_kept(self, i: int) -> bool:
+        """Whether source ``i``'s ray part is whole on disk already, or read no more.
+
+        A task can run twice: Dask recomputes a finished task whose worker died while the
+        client still held its future, possibly while the run finishes. Its chunks are
+        rewritten with the same bytes, each by an atomic rename; a ray part is an array of
+        its own, replaced by deleting it first, which the assembly of the rays could meet
+        half done (a KeyError), and a part written after the assembly would be left in the
+        finished store. Kept, it is the same bytes.
+        """
+        if zarr.open_group(self.store, mode="r").attrs.get("rays_assembled", False):
+            return True
+        try:
+            part = zarr.open_array(store=self.store, path=f"{RAY_PARTS}/{ray_part(i)}", mode="r")
+        except FileNotFoundError:  # zarr's ArrayNotFoundError is one
+            return False
+        return part.nchunks_initialized == part.nchunks
+
     def write(self, result: SourceResult) -> None:
         """Write one source's results, then its completion record."""
         i = result.index
@@ -495,7 +513,7 @@ class SourceWriter:
             self._array("traveltime")[i] = result.field
         if result.receiver_times is not None:
             self._array("receiver_traveltime")[i] = result.receiver_times
-        if result.ray_points is not None:
+        if result.ray_points is not None and not self._ray_part_kept(i):
             points = np.asarray(result.ray_points, dtype=np.float64)
             zarr.create_array(
                 self.store,

@@ -358,6 +358,43 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
     return InputError(document.problem(location, str(error)))
 
 
+#: Compute options a tiled solve does not read: it solves a survey's sources one after
+#: another, each over every worker (:mod:`.tiled`).
+UNTILED_OPTIONS = ("batch", "cuda_batch", "precompute", "threads")
+
+
+def _notes(workflow: Workflow, indices: dict[str, np.ndarray]) -> None:
+    """Warn, at their line, about what a workflow asks for that will not happen as it may
+    expect: options the solve does not read, outputs with nothing to hold, sources solved
+    twice. Not errors: the run is what was asked, minus what cannot apply."""
+    notes = []
+    repeated = repeated_sources(indices["sources"])
+    if repeated is not None:
+        notes.append((("sources",), repeated))
+    compute = workflow.compute
+    if compute.tiles is not None:
+        for key in sorted(set(UNTILED_OPTIONS) & compute.model_fields_set):
+            notes.append((
+                ("compute", key),
+                f"compute.{key} does not apply to a tiled solve (compute.tiles), which solves "
+                "the sources one after another, each over every worker: it is not used",
+            ))  # fmt: skip
+    outputs = workflow.outputs
+    if not len(indices["receivers"]):
+        # Asked for in the file, not by default (a run of fields only need not say so).
+        asked = outputs.model_fields_set
+        kept = [key for key in ("receiver_table", "rays") if key in asked and getattr(outputs, key)]
+        if kept:
+            notes.append((
+                ("receivers",),
+                f"no receivers: {' and '.join(kept)} will hold nothing (the store keeps "
+                "the fields only)",
+            ))  # fmt: skip
+    for location, message in notes:
+        located = str(_located(workflow, location, InputError(message)))
+        warnings.warn(located, InputWarning, stacklevel=3)  # the caller of prepare_workflow
+
+
 def workflow_cluster(workflow: Workflow, cluster: str | Path | None = None) -> AnyConfig:
     """The cluster a run of ``workflow`` uses: the file ``cluster`` (a command line's
     ``--cluster``), else the workflow's ``compute.cluster``, else a LocalCluster.
@@ -456,10 +493,7 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
-    repeated = repeated_sources(indices["sources"])
-    if repeated is not None:
-        message = str(_located(workflow, ("sources",), InputError(repeated)))
-        warnings.warn(message, InputWarning, stacklevel=2)
+    _notes(workflow, indices)
     options = options.for_sources(min(compute.batch, len(points["sources"])))  # in one task
     if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
         try:

@@ -412,9 +412,10 @@ def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the client and its workers
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
-    assert "interrupted: the sources finished so far are in out/survey.zarr" in stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     done = np.flatnonzero(done_sources(store))
+    said = f"interrupted: the {done.size} of 96 sources finished so far are in out/survey.zarr"
+    assert said in stderr, stderr
     assert done.size < 96, "interrupted too late to test anything"
     # The sources done so far can be drawn: by default the first, middle and last of them.
     plot = raygrid("plot", "out/survey.zarr", "--out", "partial", cwd=tmp_path)

@@ -1,6 +1,7 @@
 """Completion records whose data is gone: every chunk of a source counts, and its ray part
 while the rays are not assembled; zarr v3 and v2 chunk keys (a survey end to end is in
-test_survey.py)."""
+test_survey.py). And a task run twice (Dask recomputes one whose worker died) never takes
+a ray part away."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import zarr
 
 from raygrid.pipeline.integrity import forget_sources, listed_sources, lost_sources
+from raygrid.pipeline.store import SourceResult, SourceWriter
 from raygrid.pipeline.storenames import RAY_PARTS, ray_part
 
 DONE = np.array([True, True, True, False])
@@ -74,3 +76,26 @@ def test_forgetting_sources_clears_their_records_and_the_complete_mark(tmp_path)
 def test_listed_sources_shows_ten():
     assert listed_sources((1, 3)) == "1, 3"
     assert listed_sources(np.arange(12)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9 ..."
+
+
+def test_a_task_run_twice_leaves_a_whole_ray_part_alone(tmp_path):
+    # A second run of a finished task deleted the part and wrote it again: the run's last
+    # step, assembling the rays meanwhile, stopped with KeyError '0000000' (seen in CI
+    # after a worker was killed mid-run).
+    store = tmp_path / "s.zarr"
+    survey_like(store, rays=False)
+    part = store / RAY_PARTS / ray_part(3)
+    rays = np.arange(6.0).reshape(2, 3)
+    result = SourceResult(3, None, None, ray_points=rays, ray_counts=[1, 1])
+    SourceWriter(store).write(result)
+    first = {p: p.stat().st_ino for p in part.rglob("*") if p.is_file()}
+    assert len(first) == 2  # its metadata and its one chunk
+    SourceWriter(store).write(result)
+    assert {p: p.stat().st_ino for p in part.rglob("*") if p.is_file()} == first  # untouched
+    (part / "c" / "0" / "0").unlink()  # a part cut short is written again
+    SourceWriter(store).write(result)
+    np.testing.assert_array_equal(zarr.open_array(part, mode="r")[:], rays)
+    # Once the rays are assembled, a late run adds no part to the finished store.
+    zarr.open_group(store, mode="r+").attrs["rays_assembled"] = True
+    SourceWriter(store).write(SourceResult(2, None, None, ray_points=rays, ray_counts=[1, 1]))
+    assert not (store / RAY_PARTS / ray_part(2)).exists()

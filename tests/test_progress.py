@@ -64,6 +64,23 @@ def test_off_a_terminal_lines_are_written_at_the_start_and_at_the_end():
     assert "1/4 sources" in lines[0] and "4/4 sources" in lines[1]
 
 
+def test_off_a_terminal_a_run_cut_short_writes_how_far_it_got():
+    # Stopped between two lines, a log said "0/20" where 6 sources were done.
+    stream = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        with Progress(total=4, done=0, enabled=True, stream=stream, every=60.0).ticking() as bar:
+            bar.update(2)
+            raise KeyboardInterrupt
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "0/4 sources" in lines[0] and "2/4 sources" in lines[1]
+    # Nothing more to say when the last line already says it.
+    stream = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        with Progress(total=4, done=1, enabled=True, stream=stream, every=60.0).ticking():
+            raise KeyboardInterrupt
+    assert len(stream.getvalue().splitlines()) == 1
+
+
 def test_a_disabled_bar_writes_nothing():
     stream = Terminal()
     with Progress(total=2, done=0, enabled=False, stream=stream, tick=0.01).ticking() as bar:

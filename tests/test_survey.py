@@ -66,6 +66,8 @@ def workflow_file(directory: Path, spec: dict | None = None, **changes) -> Path:
         else:
             spec[section] = value
     spec["outputs"]["store"] = str(directory / Path(spec["outputs"]["store"]).name)
+    if spec.get("compute", {}).get("tiles"):
+        spec["compute"].pop("batch", None)  # a tiled solve does not read it (and warns)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "workflow.yaml"
     path.write_text(yaml.safe_dump(spec))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -212,6 +213,28 @@ def test_fingerprint_follows_the_rule_for_receivers_near_a_source(tmp_path, monk
     ]
 
 
+def test_options_a_run_will_not_use_are_warned_at_their_line(tmp_path):
+    tiled = SMALL + "compute:\n  tiles: {z: 12, x: 12}\n  batch: 8\n  precompute: true\n"
+    with pytest.warns(InputWarning) as record:
+        prepare_workflow(read_workflow(write(tmp_path, tiled)))
+    said = [str(r.message) for r in record]
+    assert len(said) == 2, said
+    assert said[0].endswith(
+        "wf.yaml:15: compute.batch: compute.batch does not apply to a tiled solve "
+        "(compute.tiles), which solves the sources one after another, each over every worker: "
+        "it is not used"
+    )
+    assert "wf.yaml:16: compute.precompute: compute.precompute does not apply" in said[1]
+    # Receivers' outputs asked for with no receivers; by default (not asked) nothing is said.
+    none = SMALL.split("receivers:")[0] + "receivers: []\noutputs:\n  store: o.zarr\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_workflow(read_workflow(write(tmp_path, none)))
+    asked = none + "  rays: true\n"
+    with pytest.warns(InputWarning, match=r"receivers: no receivers: rays will hold nothing"):
+        prepare_workflow(read_workflow(write(tmp_path, asked)))
+
+
 def test_switching_rays_in_a_tiled_workflow_does_not_blame_the_tiles(tmp_path):
     # The tiles are part of the fingerprint only when rays are stored: switching rays off
     # used to name "the tiles" as changed too.
@@ -303,6 +326,7 @@ def test_tiles_are_validated(tmp_path):
         prepare_workflow(read_workflow(write(tmp_path, near_far)), here=False, values=False)
 
 
+@pytest.mark.filterwarnings("ignore:.*does not apply to a tiled solve")  # batch + tiles
 def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path):
     # Found on a worker, once the survey was under way, as a traceback (ValueError). Tiles
     # shrink to fit a batch (down to a warp of threads); 64 float64 time tiles fit none. A
