@@ -60,7 +60,7 @@ def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
     origin = {d: 0.0 for d in shape}
     warm(small, origin, radius, backend)
     client.run(warm, small, origin, radius, backend)
-    workers = len(client.scheduler_info()["workers"])
+    workers = len(client.nthreads())
 
     start = time.perf_counter()
     single = rg.traveltime(velocity, source, radius=radius, backend=backend)

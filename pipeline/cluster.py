@@ -308,6 +308,17 @@ def _started_in(stack: ExitStack, config):
         return stack.enter_context(_start(config))
 
 
+def worker_info(client: Any) -> dict[str, dict]:
+    """The scheduler's record of each worker (memory limit, threads, metrics), by address.
+
+    Asked of the scheduler, not read from ``client.scheduler_info()``: that returns the
+    client's cache, which its periodic refresh replaces with one holding no workers, and
+    could between the fetch and the read (seen in CI: a cluster of two workers read as
+    none).
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def _has_dashboard(client) -> bool:
     try:
         return bool(client.scheduler_info().get("services", {}).get("dashboard"))

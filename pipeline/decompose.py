@@ -29,6 +29,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from ..kernels import Star, dijkstra
+from .errors import RunFailed
 from .tiles import Box, Index, TileGrid
 
 __all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled"]
@@ -265,7 +266,11 @@ def solve_tiled(
     that tile's state over. That costs a move, never a float (merging is ``minimum``);
     the cluster raygrid starts itself runs without stealing.
     """
-    workers = sorted(client.scheduler_info()["workers"])
+    # Asked of the scheduler, not read from client.scheduler_info(), whose cache can hold
+    # no workers (cluster.worker_info; CI: a ZeroDivisionError in _owners below).
+    workers = sorted(client.nthreads())
+    if not workers:
+        raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
     owner = _owners(geometry, workers)
     states = {}
     for index in geometry:

@@ -31,7 +31,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import LocalConfig, connect
+from .cluster import LocalConfig, connect, worker_info
 from .errors import InputError, RunFailed
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
@@ -383,7 +383,7 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     sources = min(compute.batch, spec.n_sources)  # in one task
     task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
     fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
-    for address, worker in client.scheduler_info(n_workers=-1)["workers"].items():
+    for address, worker in worker_info(client).items():
         limit = worker.get("memory_limit") or 0
         if not limit:
             continue

@@ -170,7 +170,7 @@ def test_local_cluster_prints_its_dashboard_and_closes():
     config = LocalConfig(cluster="local", n_workers=1, dashboard_address=":0")
     with connect(config, echo=lines.append) as client:
         assert client.submit(lambda x: x + 1, 1).result() == 2
-        assert len(client.scheduler_info()["workers"]) == 1
+        assert len(client.nthreads()) == 1
         # raygrid's scheduler settings: no work stealing, no replica dropping.
         extensions = client.run_on_scheduler(
             lambda dask_scheduler: {

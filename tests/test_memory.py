@@ -16,6 +16,7 @@ from dask.utils import format_bytes
 import raygrid.pipeline as rg
 import raygrid.pipeline.solve as solve_module
 from raygrid.kernels import forward_star
+from raygrid.pipeline.cluster import worker_info
 from raygrid.pipeline.errors import InputError
 from raygrid.pipeline.grid import grid_from_velocity
 from raygrid.pipeline.memory import footprint
@@ -148,7 +149,7 @@ def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):
         ) as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
-        held = next(iter(client.scheduler_info()["workers"].values()))["metrics"]["memory"]
+        held = next(iter(worker_info(client).values()))["metrics"]["memory"]
         assert held < WORKER_BYTES / 2  # what the check used to count
         message = r"holds .* already \(a worker that has run a task holds at least 250.00 MiB"
         with pytest.raises(InputError, match=message):

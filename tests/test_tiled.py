@@ -194,7 +194,7 @@ def test_tile_tasks_stay_on_their_owner(model_2d):
         tiles, source = {"z": 8, "x": 8}, {"z": 10.0, "x": 20.0}
         owner = _owners(
             tile_grid(tiles, ("z", "x"), (25, 1, 31), (3, 0, 3)),
-            sorted(own.scheduler_info()["workers"]),
+            sorted(own.nthreads()),
         )
         with get_task_stream(own) as stream:
             tiled = rg.traveltime(model_2d, source, radius=3, tiles=tiles, client=own)
@@ -284,7 +284,7 @@ def test_worker_killed_mid_solve(client, tmp_path):
     )
     source = {"z": 0.0, "x": 450.0}
     expected = rg.traveltime(velocity, source, radius=3)
-    victim = sorted(client.scheduler_info()["workers"])[1]  # owns the tiles far from the source
+    victim = sorted(client.nthreads())[1]  # owns the tiles far from the source
     record = tmp_path / "killed"
     client.register_plugin(KillOnLateTileState(victim, str(record)))
     outcome = {}
@@ -313,7 +313,7 @@ def test_worker_killed_mid_solve(client, tmp_path):
     assert record.exists(), "the victim never held a tile state from round 2 or later"
     killed_in = int(re.fullmatch(r"raygrid-tile-state-r(\d+)-.*", record.read_text())[1])
     assert 2 <= killed_in < outcome["rounds"] - 1  # mid-solve: more rounds followed the kill
-    assert victim not in client.scheduler_info()["workers"]  # that process is gone
+    assert victim not in client.nthreads()  # that process is gone
     np.testing.assert_array_equal(outcome["values"], expected.values)
 
 
