@@ -29,10 +29,9 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
-from pydantic_core import PydanticCustomError
 
 from .errors import InputError, InputWarning, missing_file
-from .yamlfile import FilePath, Strict
+from .yamlfile import FilePath, Strict, schema_error
 
 __all__ = ["Points", "Point", "resolve_points", "warn_ignored_columns"]
 
@@ -66,8 +65,7 @@ def _dim_keys(value: Any, listed: bool = False) -> Any:
                 "station's name or elevation has no place here (a CSV file may carry them, "
                 "and they are ignored)"
             )
-        # A custom error, not a ValueError: its message is shown without "Value error, ".
-        raise PydanticCustomError("point_key", "{message}", {"message": message})
+        raise schema_error("point_key", message)
     return value
 
 
@@ -93,11 +91,8 @@ class LineSpec(Strict):
     def _one_point_is_one_place(self) -> LineSpec:
         # One point of a segment is ambiguous (its start? its middle?): refused, not guessed.
         if self.count == 1 and self.start != self.stop:
-            raise PydanticCustomError(
-                "line_count",
-                "{message}",
-                {"message": "count 1 with start and stop apart: give count >= 2, or one point"},
-            )
+            message = "count 1 with start and stop apart: give count >= 2, or one point"
+            raise schema_error("line_count", message)
         return self
 
 

@@ -35,7 +35,6 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from ..kernels import Star, forward_star
 from .cluster import AnyConfig, read_cluster
@@ -67,6 +66,7 @@ from .yamlfile import (
     YamlDocument,
     format_problems,
     load_yaml,
+    schema_error,
     validate_yaml,
 )
 
@@ -111,7 +111,7 @@ class SyntheticModel(Strict):
         # Said as such: "model.path: unknown key" left the user to guess which one was read.
         if isinstance(data, dict) and "path" in data:
             message = "a model is synthetic or read from a file (path), not both: drop one"
-            raise PydanticCustomError("model_kind", "{message}", {"message": message})
+            raise schema_error("model_kind", message)
         return data
 
     # Field validators run only for keys given (not for defaults), after ``synthetic``
@@ -129,8 +129,7 @@ class SyntheticModel(Strict):
             f"{key} does not apply to a {kind} model ({key} is for {owner} models); a {kind} "
             f"model takes {', '.join(first)} and {last}"
         )
-        # A custom error, not a ValueError: its message is shown without "Value error, ".
-        raise PydanticCustomError("synthetic_key", "{message}", {"message": message})
+        raise schema_error("synthetic_key", message)
 
     @model_validator(mode="after")
     def _layers(self) -> SyntheticModel:
@@ -142,7 +141,7 @@ class SyntheticModel(Strict):
         message = layers_problem(self.interfaces, self.velocities)
         if message is None:
             return self
-        raise PydanticCustomError("layered_model", "{message}", {"message": message})
+        raise schema_error("layered_model", message)
 
     @model_serializer(mode="wrap")
     def _dump_used_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -17,18 +17,25 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError
 
 from .errors import InputError, missing_file
 
 __all__ = [
     "YamlDocument", "load_yaml", "validate_yaml", "Strict", "PositiveInt", "PositiveFloat",
-    "FilePath",
+    "FilePath", "schema_error",
 ]  # fmt: skip
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 #: A path given as text (strict types take only ``Path`` objects).
 FilePath = Annotated[Path, Field(strict=False)]
+
+
+def schema_error(kind: str, message: str) -> PydanticCustomError:
+    """An error for a validator of a YAML section to raise: shown as ``message`` at the
+    key's line, without the "Value error, " a ``ValueError`` would get."""
+    return PydanticCustomError(kind, "{message}", {"message": message})
 
 
 class Strict(BaseModel):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -122,21 +123,34 @@ SURVEY = {
 CLUSTER = LOCAL_CLUSTER_FILE
 
 
+@contextmanager
+def raygrid_run(directory: Path, survey: dict, *options: str, env: dict | None = None):
+    """A ``raygrid run`` of ``survey`` on a local cluster, in a session of its own (so that
+    the test can send Ctrl-C to it and its workers as a terminal does); killed with them
+    if it is still running when the block ends."""
+    (directory / "survey.yaml").write_text(yaml.safe_dump(survey))
+    (directory / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
+    process = subprocess.Popen(
+        [exe, "run", "survey.yaml", *options], cwd=directory, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True, env=env,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+
+
 @linux_only
 def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
-    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(SURVEY))
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
     # Workers that take 3 s more to start (a preload that sleeps), so that the Ctrl-C below
     # lands while the cluster starts whatever the machine's speed.
     slow_start = tmp_path / "slow_start.py"
     slow_start.write_text("import time\n\ntime.sleep(3)\n")
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{slow_start}"]'}
-    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
-    process = subprocess.Popen(
-        [exe, "run", "survey.yaml"], cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True, env=env,
-    )  # fmt: skip
-    try:
+    with raygrid_run(tmp_path, SURVEY, env=env) as process:
         client = psutil.Process(process.pid)
         spawned = []
         deadline = time.monotonic() + 120
@@ -156,10 +170,6 @@ def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
         time.sleep(0.5)
         os.killpg(process.pid, signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
     assert process.returncode == 130, stdout + stderr
     assert "stopping once the workers have started" in stderr
     assert "interrupted: nothing was written" in stderr
@@ -189,14 +199,7 @@ def test_ctrl_c_pressed_again_while_a_run_stops_prints_no_traceback(tmp_path):
     # Pressed three times mid-run, Ctrl-C broke Dask's close of the cluster at exit:
     # "Exception ignored in atexit callback: close_clusters" and a 25-line traceback.
     survey = {**SURVEY, "sources": [{"z": 0.0, "x": 10.0 * i} for i in range(60)]}
-    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(survey))
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
-    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
-    process = subprocess.Popen(
-        [exe, "run", "survey.yaml", "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
+    with raygrid_run(tmp_path, survey, "--no-progress") as process:
         records = tmp_path / "out" / "survey.zarr" / "source_done" / "c"
         deadline = time.monotonic() + 120
         while process.poll() is None and time.monotonic() < deadline:
@@ -207,10 +210,6 @@ def test_ctrl_c_pressed_again_while_a_run_stops_prints_no_traceback(tmp_path):
             os.killpg(process.pid, signal.SIGINT)  # again and again until it has stopped
             time.sleep(0.1)
         stdout, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
     assert process.returncode == 130, stdout + stderr
     assert " of 60 sources finished so far are in out/survey.zarr" in stderr
     for noise in ("Traceback", "Exception ignored", "KeyboardInterrupt"):
