@@ -442,18 +442,13 @@ def _solve_pending(
     shared = client.scatter(task, broadcast=True, hash=False)
     run = uuid.uuid4().hex[:8]
     batches = [pending[k : k + compute.batch] for k in range(0, len(pending), compute.batch)]
-    futures = [
-        client.submit(
-            solve_batch,
-            shared,
-            [int(i) for i in batch],
-            key=f"raygrid-sources-{int(batch[0])}-{int(batch[-1])}-{run}",
-            pure=False,
-        )
-        for batch in batches
-    ]
+    tasks = {}
+    for sources in batches:
+        batch = [int(i) for i in sources]
+        key = f"raygrid-sources-{batch[0]}-{batch[-1]}-{run}"
+        tasks[key] = (client.submit(solve_batch, shared, batch, key=key, pure=False), batch)
     with bar.ticking():
-        _collect(client, futures, bar, [[int(i) for i in batch] for batch in batches])
+        _collect(client, tasks, bar)
 
 
 def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.0) -> None:
@@ -475,25 +470,33 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
         echo(f"compiled in {seconds:.1f} s")
 
 
-def _collect(client, futures, bar: Progress, batches: list[list[int]]) -> None:
-    """Wait for the survey's tasks, counting their sources; the first that fails stops the
-    run (the others are cancelled) with an :class:`InputError` it raised, else a
-    :class:`RunFailed` saying which sources, why, and that a rerun resumes."""
+def _collect(client, tasks: dict[str, tuple], bar: Progress) -> None:
+    """Wait for the survey's tasks (``{key: (future, sources)}``), counting their sources;
+    the first that fails stops the run (the others are cancelled) with an
+    :class:`InputError` it raised, else a :class:`RunFailed` saying which sources, why, and
+    that a rerun resumes.
+
+    ``tasks`` is emptied as their results are read: a future the client still holds is one
+    the scheduler recomputes when the worker holding its result dies, so a survey would
+    solve again every finished source that worker had run (their chunks are already in the
+    store, so that is only time lost).
+    """
     from concurrent.futures import CancelledError
 
     from distributed import as_completed
 
-    sources_of = {future.key: batch for future, batch in zip(futures, batches, strict=True)}
+    running = as_completed([future for future, _ in tasks.values()], loop=client.loop)
     try:
-        for future in as_completed(futures):
+        for future in running:
             check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
+            _, sources = tasks.pop(future.key)
             if future.status == "finished":
                 try:
                     bar.update(len(future.result()["sources"]))
                     continue
                 except CancelledError:  # its worker died between finishing and this read
                     pass
-            which = f"source(s) {', '.join(map(str, sources_of[future.key]))}"
+            which = f"source(s) {', '.join(map(str, sources))}"
             resume = "finished sources are kept in the store: run again to resume"
             if future.status != "error":  # cancelled by the scheduler: its data was lost
                 raise RunFailed(
@@ -512,7 +515,8 @@ def _collect(client, futures, bar: Progress, batches: list[list[int]]) -> None:
                 f"the {resume}"
             ) from error
     finally:
-        client.cancel([f for f in futures if not f.done()])
+        client.cancel([future for future, _ in tasks.values() if not future.done()])
+        tasks.clear()
 
 
 def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, bar) -> None:

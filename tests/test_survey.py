@@ -734,6 +734,30 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for later tests
 
 
+def test_a_finished_task_is_let_go_once_its_sources_are_counted(tmp_path, client, monkeypatch):
+    # A future the client still holds is recomputed when the worker holding its result dies:
+    # with every future held to the end, a lost worker made the survey solve again each
+    # finished source it had run. The client now holds only the tasks not yet read.
+    from raygrid.pipeline import survey
+
+    held = []
+
+    class Counting(survey.Progress):
+        def update(self, count: int) -> None:
+            held.append(sum(key.startswith("raygrid-sources") for key in client.futures))
+            super().update(count)
+
+    monkeypatch.setattr(survey, "Progress", Counting)
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["compute"]["batch"] = 1
+    dataset = run_workflow(read_workflow(workflow_file(tmp_path, spec)), client=client)
+    assert dataset["source_done"].values.all()
+    assert len(held) == 5
+    # The n-th count is read with its own task still in hand: the n - 1 before it are gone.
+    assert all(count <= 6 - n for n, count in enumerate(held, start=1)), held
+    assert not any(key.startswith("raygrid-sources") for key in client.futures)
+
+
 def test_losing_the_only_worker_is_a_clear_error_and_a_rerun_resumes(tmp_path, client):
     # The model was scattered to that worker alone: the scheduler cannot recover it and
     # cancels the tasks ("already forgotten"), which used to end in a raw traceback.
