@@ -11,7 +11,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from .errors import InputError
-from .integrity import listed_sources, lost_sources
+from .integrity import damaged_message, listed_sources, lost_arrays, lost_sources
 from .store import open_store
 
 __all__ = ["describe", "open_survey", "plot_directory"]
@@ -52,10 +52,13 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     state = open_store(path)
     dataset = open_survey(path)
     attrs = dataset.attrs
+    damaged = lost_arrays(path)
     lost = np.flatnonzero(lost_sources(path, state.done))
     done = int(state.done.sum()) - lost.size
     total = state.done.size
-    if lost.size:
+    if damaged:
+        status = damaged_message(path, damaged).removeprefix(f"{path} is ")
+    elif lost.size:
         status = (
             f"damaged: {lost.size} source(s) marked done have chunks missing on disk "
             f"({listed_sources(lost)}), read as NaN: rerun the workflow to solve them again"

@@ -12,6 +12,7 @@ solves them again, and ``raygrid info`` names them.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import zarr
 
 from .storenames import PER_SOURCE, RAY_PARTS, ray_part
 
-__all__ = ["forget_sources", "listed_sources", "lost_sources"]
+__all__ = ["damaged_message", "forget_sources", "listed_sources", "lost_arrays", "lost_sources"]
 
 
 def _files(folder: Path) -> set[str]:
@@ -51,11 +52,23 @@ def _lost_chunks(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
     return lost
 
 
+def _rays_kept(group: zarr.Group) -> bool:
+    """Whether the store keeps rays: its workflow asked for them and it has receivers."""
+    try:
+        asked = json.loads(group.attrs["workflow"])["outputs"]["rays"]
+    except (KeyError, TypeError, ValueError):  # not a survey's workflow: nothing to say
+        return False
+    receivers = [group[name] for name in group.array_keys() if name.startswith("receiver_")]
+    return bool(asked) and any(array.shape[-1] for array in receivers)
+
+
 def _lost_rays(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
     """Done sources whose ray part is missing, while the parts are not assembled yet."""
     lost = np.zeros(done.shape, dtype=bool)
-    if RAY_PARTS not in group or group.attrs.get("rays_assembled", False):
+    if group.attrs.get("rays_assembled", False):
         return lost
+    if RAY_PARTS not in group:  # the whole group lost, or no rays kept
+        return done.copy() if _rays_kept(group) else lost
     present = _files(path / RAY_PARTS)
     parts = group[RAY_PARTS]
     chunk = None  # the key of a part's one chunk, from any part there (zarr's default)
@@ -95,11 +108,54 @@ def lost_sources(path: str | Path, done: np.ndarray) -> np.ndarray:
     return _lost_chunks(group, path, done) | _lost_rays(group, path, done)
 
 
+def lost_arrays(path: str | Path) -> tuple[str, ...]:
+    """The store's arrays written once, not per source, that miss a chunk on disk.
+
+    The model, its coordinates, the source and receiver positions (written when the store
+    was made) and, once assembled, the rays: no completion record vouches for them, and
+    no rerun writes them again. Their fill value (NaN for floats) is no value they hold, so
+    zarr wrote every chunk of them; ``ray_count`` (0 fill) counts at least one point.
+
+    Parameters
+    ----------
+    path : str or Path
+        A survey store.
+
+    Returns
+    -------
+    tuple of str
+        The names of the arrays with chunks missing, sorted.
+    """
+    group = zarr.open_group(Path(path), mode="r")
+    assembled = group.attrs.get("rays_assembled", False)
+    lost = []
+    for name, array in group.arrays():
+        if name in PER_SOURCE or (name.startswith("ray_") and not assembled):
+            continue  # records vouch for them; or an assembly cut short, redone
+        written = name == "ray_count" or (array.dtype.kind == "f" and np.isnan(array.fill_value))
+        if written and array.nchunks_initialized < array.nchunks:
+            lost.append(name)
+    return tuple(sorted(lost))
+
+
+def damaged_message(path: str | Path, arrays: tuple[str, ...]) -> str:
+    """What a run and ``raygrid info`` say of a store whose :func:`lost_arrays` are
+    ``arrays``: a rerun cannot mend it, ``--overwrite`` makes it again."""
+    return (
+        f"{path} is damaged: chunks of {', '.join(arrays)} are missing on disk (read as NaN "
+        "or 0; written once, when the store was made or its rays assembled, so no rerun "
+        "writes them again): rerun its workflow with --overwrite to make it again"
+    )
+
+
 def forget_sources(path: str | Path, sources: np.ndarray) -> None:
     """Remove the completion records of ``sources`` (indices) and the store's ``complete``
     mark, so that a run solves them again and finishes the store anew."""
     group = zarr.open_group(Path(path), mode="r+")
     group.attrs["complete"] = False
+    if not group.attrs.get("rays_assembled", False) and RAY_PARTS not in group:
+        if _rays_kept(group):  # lost whole: made again for the sources' parts
+            group.create_group(RAY_PARTS)
     records = group["source_done"]
     for source in sources:
         records[int(source)] = 0

@@ -49,7 +49,7 @@ from zarr.codecs import BloscCodec
 
 from .errors import InputError
 from .fingerprint import FINGERPRINT_PARTS
-from .integrity import forget_sources, lost_sources
+from .integrity import damaged_message, forget_sources, lost_arrays, lost_sources
 from .storenames import RAY_PARTS, ray_part
 from .version import __version__
 
@@ -70,6 +70,8 @@ __all__ = [
 
 #: Bytes of one traveltime chunk above which a field is cut along the model dims too.
 CHUNK_BYTES = 64 * 2**20
+#: Points per chunk of the assembled ray arrays (8 MiB of float64 coordinates).
+RAY_CHUNK = 2**20
 
 
 def field_compressors() -> tuple:
@@ -105,12 +107,6 @@ def _sweep_stale_siblings(path: Path) -> None:
         pid = sibling.name.rsplit("-", 2)[-2]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(sibling, ignore_errors=True) if sibling.is_dir() else sibling.unlink()
-
-
-def _replace(partial: Path, path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)
-    partial.rename(path)
 
 
 def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int] | None,
@@ -232,7 +228,9 @@ def create_store(
                 check_copy(xr.open_zarr(partial, consolidated=False)["velocity"])
         if spec.rays and m:
             zarr.open_group(partial, mode="r+").create_group(RAY_PARTS)
-        _replace(partial, spec.path)
+        # Made whole, then put in place at once. Nothing is there: prepare_store moved any
+        # old store aside under the store's lock.
+        os.replace(partial, spec.path)
     finally:
         # Cut short (Ctrl-C), zarr's own thread may still be writing into it: what it
         # leaves is removed by the next run (_sweep_stale_siblings). An error here would
@@ -373,6 +371,9 @@ def check_store(
         )
     if state.done.size != spec.n_sources:
         raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
+    damaged = lost_arrays(path)
+    if damaged:
+        raise InputError(damaged_message(path, damaged))
     lost = lost_sources(path, state.done)
     if lost.any():
         state = replace(
@@ -565,18 +566,26 @@ def finish_store(spec: StoreSpec) -> None:
 
 
 def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
-    parts = group[RAY_PARTS]
+    """Concatenate the sources' ray parts, in source order, into the ragged ray arrays.
+
+    The points stream through chunks of :data:`RAY_CHUNK` (Dask, on this process's
+    threads): a survey's rays can outgrow the client's memory, which they only needed at
+    once in the run's last step. Arrays an assembly cut short left are replaced: xarray
+    would refuse to write them again with their encoding, and no rerun could finish.
+    """
+    import dask
+
+    parts = [group[f"{RAY_PARTS}/{ray_part(i)}"] for i in range(spec.n_sources)]
     n, m = spec.n_sources, spec.n_receivers
-    counts = np.zeros((n, m), dtype=np.int64)
-    pieces = []
-    for i in range(n):
-        part = parts[ray_part(i)]
-        counts[i] = part.attrs["counts"]
-        pieces.append(np.asarray(part[:]))
-    points = np.concatenate(pieces) if pieces else np.zeros((0, 1 + len(spec.dims)))
+    counts = np.array([part.attrs["counts"] for part in parts], dtype=np.int64).reshape(n, m)
     starts = np.concatenate([[0], np.cumsum(counts.reshape(-1))[:-1]]).reshape(n, m)
-    unit = dict(group["velocity"].attrs).get("units")  # the model's coords share one unit
-    length_unit = dict(group[spec.dims[0]].attrs).get("units", unit)
+    # Named, not tokenized: hashing thousands of zarr arrays costs more than reading them.
+    points = da.concatenate(
+        [da.from_zarr(part, name=f"raygrid-ray-part-{i}") for i, part in enumerate(parts)]
+    )
+    size = max(min(RAY_CHUNK, points.shape[0]), 1)
+    points = points.rechunk((size, -1))
+    unit = dict(group[spec.dims[0]].attrs).get("units")  # the model's coords share one unit
     rays = xr.Dataset(
         {
             "ray_start": (
@@ -593,15 +602,19 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
         }
     )
     for k, d in enumerate(spec.dims, start=1):
-        rays[f"ray_{d}"] = ("ray_point", points[:, k], {"units": length_unit})
-    encoding = {name: {"chunks": rays[name].shape} for name in rays.data_vars}
-    if points.shape[0] == 0:
-        encoding = {name: {"chunks": (1,) * rays[name].ndim} for name in rays.data_vars}
+        rays[f"ray_{d}"] = ("ray_point", points[:, k], {"units": unit} if unit else {})
+    encoding = {name: {"chunks": (size,)} for name in rays.data_vars}
+    for name in ("ray_start", "ray_count"):
+        encoding[name] = {"chunks": tuple(max(k, 1) for k in rays[name].shape)}
+    for name in rays.data_vars:
+        if name in group:
+            del group[name]
     # Appending a Dataset rewrites the store's attributes with the Dataset's before its
     # arrays: given the store's own, an interruption anywhere in between leaves them whole
     # (with none, the fingerprint was gone and the finished survey could not be resumed).
     rays.attrs = dict(group.attrs)
-    rays.to_zarr(spec.path, mode="a", zarr_format=3, consolidated=False, encoding=encoding)
+    with dask.config.set(scheduler="threads"):  # not the cluster: the parts are here
+        rays.to_zarr(spec.path, mode="a", zarr_format=3, consolidated=False, encoding=encoding)
 
 
 def version_attrs() -> dict:

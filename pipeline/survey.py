@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import partial
@@ -410,6 +411,9 @@ def _solve_pending(
     compile_here: bool = False,
 ) -> None:  # fmt: skip
     compute = prepared.workflow.compute
+    # Workers open the store by this path, each from its own working directory (a scheduler
+    # file's workers started elsewhere): a relative path would write their chunks there.
+    spec = replace(spec, path=spec.path.resolve())
     bar = Progress(spec.n_sources, spec.n_sources - len(pending), progress)
     if compute.tiles is not None:
         with bar.ticking():
@@ -430,7 +434,7 @@ def _solve_pending(
         sources=prepared.sources,
         receivers=prepared.receivers,
         receiver_index=prepared.receiver_index,
-        store=replace(spec, path=spec.path.resolve()),
+        store=spec,
         threads=compute.threads,
         attrs=solver_attrs(grid, prepared.star, options),
         targets=None
@@ -481,8 +485,6 @@ def _collect(client, tasks: dict[str, tuple], bar: Progress) -> None:
     solve again every finished source that worker had run (their chunks are already in the
     store, so that is only time lost).
     """
-    from concurrent.futures import CancelledError
-
     from distributed import as_completed
 
     running = as_completed([future for future, _ in tasks.values()], loop=client.loop)
@@ -497,33 +499,38 @@ def _collect(client, tasks: dict[str, tuple], bar: Progress) -> None:
                 except CancelledError:  # its worker died between finishing and this read
                     pass
             which = f"source(s) {', '.join(map(str, sources))}"
-            resume = "finished sources are kept in the store: run again to resume"
-            if future.status != "error":  # cancelled by the scheduler: its data was lost
-                raise RunFailed(
-                    f"the cluster lost the task solving {which}: a worker died (killed for "
-                    "memory? see the workers' logs) holding data it needed; the "
-                    f"{resume}, with more memory per worker if that was the cause"
-                )
-            error = future.exception()
-            if isinstance(error, InputError):
-                raise error from error
-            hint = ""
-            if type(error).__name__ == "KilledWorker":
-                hint = " (every worker that ran it died: too little memory per worker?)"
-            raise RunFailed(
-                f"the task solving {which} failed: {type(error).__name__}: {error}{hint}; "
-                f"the {resume}"
-            ) from error
+            # Not an error: cancelled by the scheduler, its data lost.
+            error = future.exception() if future.status == "error" else None
+            raise _failure(which, error) from error
     finally:
         client.cancel([future for future, _ in tasks.values() if not future.done()])
         tasks.clear()
 
 
+def _failure(which: str, error: BaseException | None) -> Exception:
+    """What a run stops with when the task solving ``which`` (``"source(s) 3, 4"``) failed
+    with ``error``, or was lost with its worker (``error`` None): an :class:`InputError` or
+    :class:`RunFailed` as raised, else a :class:`RunFailed` saying which sources, why, and
+    that a rerun resumes. One wording for plain and tiled surveys."""
+    if isinstance(error, InputError | RunFailed):
+        return error
+    resume = "finished sources are kept in the store: run again to resume"
+    if error is None or isinstance(error, CancelledError):
+        return RunFailed(
+            f"the cluster lost the task solving {which}: a worker died (killed for memory? "
+            f"see the workers' logs) holding data it needed; the {resume}, with more memory "
+            "per worker if that was the cause"
+        )
+    hint = ""
+    if type(error).__name__ == "KilledWorker":
+        hint = " (every worker that ran it died: too little memory per worker?)"
+    return RunFailed(
+        f"the task solving {which} failed: {type(error).__name__}: {error}{hint}; the {resume}"
+    )
+
+
 def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, bar) -> None:
     """Sources one after another, each by domain decomposition over the cluster's workers."""
-    from .tiled import traveltime_tiled
-
-    workflow = prepared.workflow
     # The model the store was made with, copied into it once (chunk by chunk): not the
     # workflow's model file, which workers would read again for each source (and the
     # receivers' legs here), so that a file edited during the run mixed two models in one
@@ -540,22 +547,38 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     for i in pending:
         check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
         i = int(i)
-        need_rays = spec.rays and spec.n_receivers
-        # The grid checked once above: not the whole model again per source.
-        result = traveltime_tiled(
-            velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,
-            radius=workflow.grid.radius, options=prepared.options,
-            predecessors=bool(need_rays), grid=grid,
-        )  # fmt: skip
-        field = result["traveltime"] if need_rays else result
-        if spec.fields:
-            write_field(spec.path, i, field.transpose(*grid.dims), client)
-        times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
-        table = partial(
-            receiver_times, grid, prepared.star, times, prepared.receiver_index, spec.dtype,
-            slowness, prepared.source_index[i],
-        )  # fmt: skip
-        rays = partial(_ray_table, result, prepared.receivers, grid, slowness, client, times)
-        # The completion record last, after the field's chunks.
-        write_source(spec.path, _source_result(spec, i, table, rays))
+        try:
+            _solve_tiled_source(client, prepared, spec, i, velocity, grid, slowness)
+        # On a worker (a CUDA error, KilledWorker, a lost worker's data: CancelledError, no
+        # Exception) or here (a full disk): said as a plain survey's task failure is.
+        except (Exception, CancelledError) as error:
+            raise _failure(f"source {i}", error) from error
         bar.update(1)
+
+
+def _solve_tiled_source(
+    client, prepared: PreparedWorkflow, spec: StoreSpec, i: int, velocity: xr.DataArray,
+    grid: Grid, slowness,
+) -> None:  # fmt: skip
+    """Source ``i`` of a tiled survey, written into the store with its completion record."""
+    from .tiled import traveltime_tiled
+
+    workflow = prepared.workflow
+    need_rays = spec.rays and spec.n_receivers
+    # The grid checked once above: not the whole model again per source.
+    result = traveltime_tiled(
+        velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,
+        radius=workflow.grid.radius, options=prepared.options,
+        predecessors=bool(need_rays), grid=grid,
+    )  # fmt: skip
+    field = result["traveltime"] if need_rays else result
+    if spec.fields:
+        write_field(spec.path, i, field.transpose(*grid.dims), client)
+    times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
+    table = partial(
+        receiver_times, grid, prepared.star, times, prepared.receiver_index, spec.dtype,
+        slowness, prepared.source_index[i],
+    )  # fmt: skip
+    rays = partial(_ray_table, result, prepared.receivers, grid, slowness, client, times)
+    # The completion record last, after the field's chunks.
+    write_source(spec.path, _source_result(spec, i, table, rays))

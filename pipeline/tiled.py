@@ -121,8 +121,10 @@ def traveltime_tiled(
         )  # fmt: skip
         if len(grid.dims) == 2:
             times, predecessor = times[:, 0, :], predecessor[:, 0, :]
-        if owned:  # the cluster closes with this block: bring the result home first
+        if owned and predecessors:  # the cluster closes with this block: results home
             times, predecessor = active.compute([times, predecessor], sync=True)
+        elif owned:  # not the predecessors, as large again, for nothing
+            times = active.compute(times, sync=True)
 
     attrs = solver_attrs(grid, star, options)
     attrs.update({f"source_{d}": float(source[d]) for d in grid.dims})

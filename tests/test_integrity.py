@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import zarr
 
-from raygrid.pipeline.integrity import forget_sources, listed_sources, lost_sources
+from raygrid.pipeline.integrity import forget_sources, listed_sources, lost_arrays, lost_sources
 from raygrid.pipeline.store import SourceResult, SourceWriter
 from raygrid.pipeline.storenames import RAY_PARTS, ray_part
 
@@ -99,3 +99,22 @@ def test_a_task_run_twice_leaves_a_whole_ray_part_alone(tmp_path):
     zarr.open_group(store, mode="r+").attrs["rays_assembled"] = True
     SourceWriter(store).write(SourceResult(2, None, None, ray_points=rays, ray_counts=[1, 1]))
     assert not (store / RAY_PARTS / ray_part(2)).exists()
+
+
+def test_arrays_written_once_count_every_chunk_but_fill_valued_records_and_rays_in_making(
+    tmp_path,
+):
+    store = tmp_path / "s.zarr"
+    group = survey_like(store, rays=False)
+    # NaN fill, as xarray writes floats: a float array with fill 0 may hold all-0 chunks.
+    nan = {"dtype": "f8", "fill_value": np.nan}
+    velocity = group.create_array("velocity", shape=(4, 6), chunks=(2, 3), **nan)
+    velocity[:] = 1500.0
+    group.create_array("x", shape=(6,), chunks=(6,), dtype="f8")  # 0 fill: 0 is a value
+    ray_x = group.create_array("ray_x", shape=(10,), chunks=(5,), **nan)
+    assert lost_arrays(store) == ()  # source_done's 0 chunks, ray_x before the assembly
+    group.attrs["rays_assembled"] = True
+    assert lost_arrays(store) == ("ray_x",)
+    ray_x[:] = 1.0
+    (store / "velocity" / velocity.metadata.encode_chunk_key((1, 1))).unlink()
+    assert lost_arrays(store) == ("velocity",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -222,6 +223,60 @@ def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, mon
     assert gathered and max(gathered) < 2 * tile_bytes < 64 * 80 * 8 / 4, max(gathered)
 
 
+@pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 21}], ids=["plain", "tiled"])
+def test_a_task_that_fails_on_a_worker_stops_the_run_with_its_sources_named(tmp_path, tiles):
+    # A worker's error (a CUDA error, KilledWorker) in a plain survey was a RunFailed naming
+    # the sources; in a tiled one it was the worker's own exception, a traceback.
+    from raygrid.pipeline import decompose, survey
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("out of device memory")
+
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["compute"] = {"tiles": tiles} if tiles else {"batch": 1}
+    path = workflow_file(tmp_path, spec)
+    with in_process_client() as client, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decompose, "solve_tile", failing)
+        patch.setattr(survey, "solve_batch", failing)
+        with pytest.raises(rg.RunFailed) as failed:
+            run_workflow(read_workflow(path), client=client)
+    message = str(failed.value)
+    assert "the task solving source" in message
+    assert message.endswith(
+        "failed: RuntimeError: out of device memory; the finished sources are kept in the "
+        "store: run again to resume"
+    )
+    assert isinstance(failed.value.__cause__, RuntimeError)
+
+
+def test_a_tiled_survey_writes_where_the_run_is_not_where_its_workers_started(
+    tmp_path, monkeypatch
+):
+    # A relative store path reached the workers as it was: each wrote its chunks under its
+    # own working directory (a scheduler file's workers started elsewhere), and the store
+    # the run finished held NaN.
+    from distributed import Client, LocalCluster
+
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["compute"] = {"tiles": {"z": 16, "x": 21}}
+    path = workflow_file(tmp_path / "run", spec)
+    spec["outputs"]["store"] = "survey.zarr"
+    path.write_text(yaml.safe_dump(spec))  # relative to where the run is
+    (tmp_path / "workers").mkdir()
+    monkeypatch.chdir(tmp_path / "workers")
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                     host="127.0.0.1") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        monkeypatch.chdir(tmp_path / "run")
+        dataset = run_workflow(read_workflow(path), client=client).load()
+    assert list((tmp_path / "workers").iterdir()) == []
+    assert dataset["source_done"].values.all()
+    result, _ = expected(spec)
+    np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+
+
 def test_a_tiled_survey_of_a_netcdf_model_equals_the_plain_survey(tmp_path, client):
     # A NetCDF model is read tile by tile (chunked by the tiles), into the store and solved.
     rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_netcdf(
@@ -349,29 +404,98 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client):
     assert "status: complete" in describe(store)
 
 
-def test_an_interruption_while_the_rays_are_assembled_loses_nothing(tmp_path, client):
+@pytest.mark.parametrize("lost", ["ray_x/c/0", "ray_count/c/0/0", "velocity/c/0/0", "x/c/0"])
+def test_arrays_written_once_and_lost_since_make_the_store_damaged(tmp_path, client, lost):
+    # The model, its coordinates and the assembled rays have no completion records: a copy
+    # of the store cut short read as NaN there (ray_count as 0) and was called complete.
+    from raygrid.pipeline.inspect import describe
+
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = tmp_path / "survey.zarr"
+    (store / lost).unlink()
+    name = lost.split("/")[0]
+    said = describe(store)
+    assert f"status: damaged: chunks of {name} are missing on disk" in said
+    with pytest.raises(InputError, match=f"is damaged: chunks of {name} are missing on disk "
+                       r".* rerun its workflow with --overwrite to make it again"):  # fmt: skip
+        run_workflow(read_workflow(path), client=client)
+    again = run_workflow(read_workflow(path), client=client, overwrite=True).load()
+    xr.testing.assert_identical(again, first)
+    assert "status: complete" in describe(store)
+
+
+def test_a_ray_parts_folder_lost_whole_before_the_end_is_solved_again(tmp_path, client):
+    # Every source done, the run stopped before its last step, and the folder of ray parts
+    # gone (a copy cut short): no part was found missing, and the rerun's last step stopped
+    # with a KeyError, for ever.
+    from raygrid.pipeline import survey
+    from raygrid.pipeline.inspect import describe
+
+    path = workflow_file(tmp_path)
+    store = tmp_path / "survey.zarr"
+
+    def stopped(spec):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(survey, "finish_store", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            run_workflow(read_workflow(path), client=client)
+    shutil.rmtree(store / "ray_parts")
+    assert "status: damaged: 5 source(s) marked done have chunks missing" in describe(store)
+    lines = []
+    again = run_workflow(read_workflow(path), client=client, echo=lines.append).load()
+    assert any("5 source(s) marked done have chunks missing on disk" in line for line in lines)
+    uninterrupted = run_workflow(read_workflow(workflow_file(tmp_path / "again")), client=client)
+    xr.testing.assert_equal(again, uninterrupted.load())
+    assert "status: complete" in describe(store)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_interruption_while_the_rays_are_assembled_loses_nothing(
+    tmp_path, client, monkeypatch, when
+):
     # The last step of a run writes the ray arrays; stopped there (Ctrl-C, a crash, a full
     # disk), the store must keep what says which workflow it holds, and a rerun finish it.
+    # Stopped once they were written (before the mark that says so), the rerun could not
+    # write them again: xarray refuses an existing array given an encoding.
     import xarray.backends.zarr as xarray_zarr
+
+    from raygrid.pipeline import store as store_module
 
     path = workflow_file(tmp_path)
     store = tmp_path / "survey.zarr"
     write_variables = xarray_zarr.ZarrStore.set_variables
+    assemble = store_module._assemble_rays
 
     def interrupted(self, variables, *args, **kwargs):
         if "ray_time" in variables:
             raise KeyboardInterrupt
         return write_variables(self, variables, *args, **kwargs)
 
+    def assembled_then_interrupted(*args):
+        assemble(*args)
+        raise KeyboardInterrupt
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(xarray_zarr.ZarrStore, "set_variables", interrupted)
+        if when == "before":
+            patch.setattr(xarray_zarr.ZarrStore, "set_variables", interrupted)
+        else:
+            patch.setattr(store_module, "_assemble_rays", assembled_then_interrupted)
         with pytest.raises(KeyboardInterrupt):
             run_workflow(read_workflow(path), client=client)
     attrs = zarr.open_group(store, mode="r").attrs
     assert attrs["workflow_sha256"] and not attrs.get("complete") and "workflow" in attrs
+    assert ("ray_time" in zarr.open_group(store, mode="r")) == (when == "after")
+    # Streamed through chunks smaller than one source's rays, on the rerun only.
+    monkeypatch.setattr(store_module, "RAY_CHUNK", 7)
     finished = run_workflow(read_workflow(path), client=client).load()
+    monkeypatch.undo()
     uninterrupted = run_workflow(read_workflow(workflow_file(tmp_path / "again")), client=client)
     assert finished.attrs["complete"] is True
+    assert finished["ray_x"].encoding["chunks"] == (7,)
+    assert finished["ray_x"].size > 4 * 7
     xr.testing.assert_equal(finished, uninterrupted.load())  # attrs: the store paths differ
 
 

@@ -331,12 +331,21 @@ def test_raygrid_starts_its_own_cluster_when_none_is_given(tmp_path):
                 super().__init__(*args, **kwargs)
                 Spy.stealing.append("stealing" in self.scheduler.extensions)
 
+        computed = []
+        compute = distributed.Client.compute
+
+        def counted(self, collections, *args, **kwargs):
+            computed.append(len(collections) if isinstance(collections, list) else 1)
+            return compute(self, collections, *args, **kwargs)
+
         if __name__ == "__main__":
             distributed.LocalCluster = Spy
+            distributed.Client.compute = counted
             v = rg.gradient_model({"z": 12, "x": 14}, 10.0, 1000.0, 2000.0)
             t = rg.traveltime(v, {"z": 0.0, "x": 50.0}, radius=2, tiles={"z": 6, "x": 7})
             assert isinstance(t.data, np.ndarray)
             assert Spy.stealing == [False], Spy.stealing  # tile tasks stay on their owners
+            assert computed[-1] == 1, computed  # the field, not its predecessors as well
             single = rg.traveltime(v, {"z": 0.0, "x": 50.0}, radius=2)
             np.testing.assert_array_equal(t.values, single.values)
             print("ok")
