@@ -413,6 +413,9 @@ def _new_cluster(config):
             processes=config.processes,
             memory_limit=config.memory_limit,
             host=config.host,
+            # Workers in this process talk in memory (inproc), which has no host: one given
+            # failed to start ("not enough values to unpack"); TCP serves it.
+            **({"protocol": "tcp://"} if config.host and not config.processes else {}),
             **_dashboard(config.dashboard_address, config.host),
         ) as cluster:  # fmt: skip
             yield cluster

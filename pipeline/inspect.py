@@ -12,7 +12,7 @@ from dask.utils import format_bytes
 
 from .errors import InputError
 from .integrity import damaged_message, listed_sources, lost_arrays, lost_sources
-from .store import open_store
+from .store import check_writable, open_store
 
 __all__ = ["describe", "open_survey", "plot_directory"]
 
@@ -124,8 +124,12 @@ def plot_directory(
     path = Path(path)
     dataset = open_survey(path)
     state = open_store(path)
+    damaged = lost_arrays(path)
+    if damaged:  # a model, its coordinates or rays read as NaN: no picture to trust
+        raise InputError(damaged_message(path, damaged))
+    lost = lost_sources(path, state.done)  # drawn as if nothing had reached them
     n = dataset.sizes["source"]
-    done = np.flatnonzero(state.done)
+    done = np.flatnonzero(state.done & ~lost)
     if not sources:
         if not done.size:
             raise InputError(f"no source is done yet in {path}: nothing to plot")
@@ -134,13 +138,19 @@ def plot_directory(
     bad = [s for s in sources if not 0 <= s < n]
     if bad:
         raise InputError(f"source index {bad} out of range: {path} has {n} sources (0..{n - 1})")
+    missing = [s for s in sources if lost[s]]
+    if missing:
+        raise InputError(
+            f"sources {missing} have chunks missing on disk in {path} (it is damaged): "
+            "rerun the workflow to solve them again, or pick others with --source"
+        )
     not_done = [s for s in sources if not state.done[s]]
     if not_done:
         raise InputError(
             f"sources {not_done} are not done yet in {path} ({done.size} of {n} are): "
             "rerun the workflow, or pick done ones with --source"
         )
-    if not state.done.all() and echo is not None:
+    if done.size < n and echo is not None:
         echo(
             f"note: {path} is not complete ({done.size} of {n} sources): rays and the "
             "receiver gathers are drawn once the run has finished"
@@ -149,8 +159,9 @@ def plot_directory(
     if out.exists() and not out.is_dir():
         raise InputError(f"cannot write pictures into {out}: it is a file, not a folder")
     stem = path.name.removesuffix(".zarr")
+    check_writable(out / f"{stem}-source{sources[0]}.png", "picture")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]
     # Gathers plot time against source position: with one source there is nothing to draw.
-    if "receiver_traveltime" in dataset and state.done.all() and n > 1:
+    if "receiver_traveltime" in dataset and done.size == n and n > 1:
         written.append(plot_gathers(dataset, out / f"{stem}-gathers.png"))
     return written

@@ -383,24 +383,25 @@ def check_store(
     return state
 
 
-def check_writable(path: Path) -> None:
-    """Raise :class:`InputError` if a store cannot be created at ``path``: its nearest
-    existing ancestor must be a folder this process may write in (checked before any
-    cluster starts; a write can still fail later, e.g. on a full disk)."""
+def check_writable(path: Path, what: str = "store") -> None:
+    """Raise :class:`InputError` if ``what`` (a store, a picture) cannot be created at
+    ``path``: its nearest existing ancestor must be a folder this process may write in
+    (checked before any cluster starts; a write can still fail later, e.g. on a full
+    disk)."""
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"cannot create store {path}: {parent} is a file, not a folder")
+        raise InputError(f"cannot create {what} {path}: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"cannot create store {path}: {parent} is not writable")
+        raise InputError(f"cannot create {what} {path}: {parent} is not writable")
     # Permission bits do not tell everything (root, read-only mounts, /proc): make and
     # remove an empty folder there, as the store's first write would.
     try:
         tempfile.TemporaryDirectory(dir=parent, prefix=".raygrid-probe-").cleanup()
     except OSError as error:
         raise InputError(
-            f"cannot create store {path}: {parent} is not writable ({error.strerror or error})"
+            f"cannot create {what} {path}: {parent} is not writable ({error.strerror or error})"
         ) from None
 
 

@@ -58,6 +58,7 @@ from .solve import (
     locate_points,
     repeated_sources,
 )
+from .store import check_writable
 from .yamlfile import (
     FilePath,
     PositiveFloat,
@@ -412,6 +413,22 @@ def workflow_cluster(workflow: Workflow, cluster: str | Path | None = None) -> A
         raise _located(workflow, ("compute", "cluster"), error) from None
 
 
+def _check_picture(plot: Path, store: Path, writable: bool) -> None:
+    """Refuse a picture path that is (or is in) the store or, if ``writable`` is asked
+    (the run is on this machine), one that cannot be written."""
+    picture, kept = plot.resolve(), store.resolve()
+    if picture == kept or kept in picture.parents:
+        where = "the store's own path" if picture == kept else "inside the store"
+        raise InputError(
+            f"cannot create picture {plot}: it is {where} ({store}); put it beside the store"
+        )
+    if not writable:
+        return
+    if picture.is_dir():
+        raise InputError(f"cannot create picture {plot}: it is a folder; name a file")
+    check_writable(plot, "picture")
+
+
 def prepare_workflow(
     workflow: Workflow, *, here: bool = True, values: bool = True
 ) -> PreparedWorkflow:
@@ -511,6 +528,11 @@ def prepare_workflow(
             f"{len(points['sources'])} sources (numbered from 0)"
         )
         raise _located(workflow, ("outputs", "plot_source"), InputError(message))
+    if outputs.plot is not None:  # not found out once every source is solved
+        try:
+            _check_picture(outputs.plot, outputs.store, writable=here)
+        except InputError as error:
+            raise _located(workflow, ("outputs", "plot"), error) from None
     if compute.tiles is not None:
         from .tiled import tiled_geometry  # Dask's tiled solve only for tiled workflows
 

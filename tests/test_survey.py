@@ -390,6 +390,16 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client):
         "NaN: rerun the workflow to solve them again"
     ) in said
     assert "sources done: 3 / 5" in said
+    from raygrid.pipeline.inspect import plot_directory
+
+    with pytest.raises(InputError, match=r"sources \[1\] have chunks missing on disk in .*"
+                       "rerun the workflow to solve them again"):  # fmt: skip
+        plot_directory(store, tmp_path / "pictures", [0, 1])
+    drawn = plot_directory(store, tmp_path / "pictures", [])  # done, and whole: 0, 2, 4
+    assert [p.name for p in drawn] == [f"survey-source{i}.png" for i in (0, 2, 4)]
+    (tmp_path / "afile").write_text("")  # --out under a file: said before drawing
+    with pytest.raises(InputError, match="cannot create picture .*: .*afile is a file, not a"):
+        plot_directory(store, tmp_path / "afile" / "sub", [0])
     before = _chunk_files(store)
     lines = []
     time.sleep(0.01)
@@ -417,6 +427,10 @@ def test_arrays_written_once_and_lost_since_make_the_store_damaged(tmp_path, cli
     name = lost.split("/")[0]
     said = describe(store)
     assert f"status: damaged: chunks of {name} are missing on disk" in said
+    from raygrid.pipeline.inspect import plot_directory
+
+    with pytest.raises(InputError, match=f"is damaged: chunks of {name} are missing"):
+        plot_directory(store, tmp_path / "pictures", [])
     with pytest.raises(InputError, match=f"is damaged: chunks of {name} are missing on disk "
                        r".* rerun its workflow with --overwrite to make it again"):  # fmt: skip
         run_workflow(read_workflow(path), client=client)

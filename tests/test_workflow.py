@@ -483,3 +483,26 @@ def test_a_model_too_large_to_read_whole_is_refused_before_it_is_read(tmp_path, 
     prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 8, x: 8}\n")))
     monkeypatch.setattr(workflow_module, "available_memory", lambda: 16 * 21 * 31)
     prepare_workflow(read_workflow(path))
+
+
+@pytest.mark.parametrize(
+    ("store", "plot", "here", "said"),
+    [
+        ("out/small.png", "out/small.png", False, "it is the store's own path (out/small.png)"),
+        ("out/small.zarr", "out/small.zarr/x.png", False, "it is inside the store (out/smal"),
+        ("out/small.zarr", "afile/small.png", True, "afile is a file, not a folder"),
+        ("out/small.zarr", "folder.png", True, "it is a folder; name a file"),
+    ],
+)
+def test_a_picture_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path, monkeypatch, store, plot, here, said
+):
+    # Found out once every source was solved, as a bare "[Errno 17] File exists".
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "folder.png").mkdir()
+    text = SMALL.replace("out/small.zarr", store) + f"  plot: {plot}\n"
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as error:
+        prepare_workflow(read_workflow(path), here=here)
+    assert f"{path}:13: outputs.plot: cannot create picture {plot}: {said}" in str(error.value)
