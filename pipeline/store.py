@@ -267,7 +267,12 @@ def open_store(path: str | Path) -> StoreState:
         raise InputError(f"store {path} does not exist")
     try:
         group = zarr.open_group(path, mode="r")
-    except Exception as error:  # zarr raises several kinds for "not a store"
+    except FileNotFoundError:  # zarr's GroupNotFoundError is one: no group metadata there
+        kind = "folder" if path.is_dir() else "file"
+        raise InputError(
+            f"{path} is not a Zarr store (a {kind} without Zarr's group metadata, zarr.json)"
+        ) from None
+    except Exception as error:  # metadata that does not read (cut short, not JSON)
         raise InputError(f"{path} is not a Zarr store ({type(error).__name__}: {error})") from None
     attrs = dict(group.attrs)
     if "source_done" not in group:

@@ -234,6 +234,19 @@ class Outputs(Strict):
     plot: FilePath | None = None  # a PNG of one source's field with its rays (and a gather)
     plot_source: Annotated[int, Field(ge=0)] = 0
 
+    @field_validator("store")
+    @classmethod
+    def _a_folder_of_its_own(cls, store: Path) -> Path:
+        # Refused here, not at the run as "not a Zarr store" ('' and '.' are this folder).
+        here = Path.cwd().resolve()
+        if store.resolve() == here or store.resolve() in here.parents:
+            raise schema_error(
+                "store_here",
+                f"{str(store) if str(store) != '.' else 'an empty path'} is the working "
+                "directory or holds it: name a folder for the store, e.g. out/survey.zarr",
+            )
+        return store
+
     @field_validator("plot")
     @classmethod
     def _picture_type(cls, plot: Path | None) -> Path | None:
@@ -247,9 +260,10 @@ class Outputs(Strict):
 
         kinds = FigureCanvasBase.get_supported_filetypes()
         if plot.suffix[1:].lower() not in kinds:
-            raise ValueError(
+            raise schema_error(
+                "picture_type",
                 f"matplotlib cannot write {plot.suffix!r} pictures; use one of "
-                + ", ".join(sorted(kinds))
+                + ", ".join(sorted(kinds)),
             )
         return plot
 

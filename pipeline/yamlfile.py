@@ -200,7 +200,19 @@ def validate_yaml(document: YamlDocument, model: Any, what: str) -> Any:
     try:
         return TypeAdapter(model).validate_python(document.data)
     except ValidationError as error:
-        problems = [(e["loc"], _message(e)) for e in error.errors(include_url=False)]
+        errors = error.errors(include_url=False)
+        where = [document.locate(e["loc"]) for e in errors]
+        # A union's alternatives at one key: where the value was of a kind one of them takes
+        # (radius: 0 is an integer, not too small a mapping; radius: {z: 0} a mapping), the
+        # others' "should be a valid dictionary" (or integer) is noise.
+        fitted = [at[0] for e, at in zip(errors, where) if not e["type"].endswith("_type")]
+
+        def noise(error: dict, key: str) -> bool:
+            return error["type"].endswith("_type") and any(
+                path == key or path.startswith(f"{key}.") for path in fitted
+            )
+
+        problems = [(e["loc"], _message(e)) for e, at in zip(errors, where) if not noise(e, at[0])]
         raise InputError(
             f"{document.path}: invalid {what}\n{format_problems(document, problems)}"
         ) from None

@@ -510,3 +510,13 @@ def test_a_run_that_failed_part_way_is_one_line_and_status_1(capsys):
     assert capsys.readouterr().err == (
         "error: the cluster lost the task solving sources 3 to 4: run again\n"
     )
+
+
+def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
+    # It said "(GroupNotFoundError: No group found in store PosixPath(...))".
+    (tmp_path / "notastore").mkdir()
+    run = raygrid("info", "notastore", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == (
+        "error: notastore is not a Zarr store (a folder without Zarr's group metadata, zarr.json)\n"
+    )

@@ -170,7 +170,7 @@ def test_nothing_to_store_with_receivers_is_an_error(tmp_path):
         read_workflow(write(tmp_path, text))
 
 
-@pytest.mark.parametrize("store", ["m.zarr", "."])
+@pytest.mark.parametrize("store", ["m.zarr", "./m.zarr"])  # "." is the working directory
 def test_a_store_that_would_hold_the_model_file_is_refused(tmp_path, store, monkeypatch):
     # --overwrite replaces the store: the model file must not go with it.
     monkeypatch.chdir(tmp_path)
@@ -506,3 +506,31 @@ def test_a_picture_that_cannot_be_written_is_refused_before_the_run(
     with pytest.raises(InputError) as error:
         prepare_workflow(read_workflow(path), here=here)
     assert f"{path}:13: outputs.plot: cannot create picture {plot}: {said}" in str(error.value)
+
+
+@pytest.mark.parametrize(("store", "named"), [("''", "an empty path"), ("..", "..")])
+def test_a_store_that_is_the_working_directory_is_refused_when_read(
+    tmp_path, monkeypatch, store, named
+):
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, SMALL.replace("out/small.zarr", store))
+    with pytest.raises(InputError, match=f"outputs.store: {named} is the working directory or "
+                       "holds it: name a folder for the store"):  # fmt: skip
+        read_workflow(path)
+
+
+@pytest.mark.parametrize(
+    ("radius", "said"),
+    [
+        ("0", "grid.radius: Input should be greater than or equal to 1"),
+        ("{z: 0, x: 2}", "grid.radius.z: Input should be greater than or equal to 1"),
+        ("abc", "grid.radius: Input should be a valid integer; or Input should be a valid "
+         "dictionary"),
+    ],
+)  # fmt: skip
+def test_a_union_names_only_the_alternative_the_value_was_meant_for(tmp_path, radius, said):
+    # radius: 0 said "... greater than or equal to 1; or Input should be a valid dictionary".
+    path = write(tmp_path, SMALL.replace("radius: 2", f"radius: {radius}"))
+    with pytest.raises(InputError) as error:
+        read_workflow(path)
+    assert str(error.value).splitlines()[1:] == [f"  {path}:5: {said}"]
