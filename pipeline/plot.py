@@ -79,11 +79,12 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         field = _section(dataset, "traveltime", source).load()
         top = float(np.nanmax(field.values)) if np.isfinite(field.values).any() else 0.0
         if top > 0:
-            levels = np.linspace(0, top, 16)[1:]
+            levels, decimals = _round_levels(top)
             contours = ax.contour(
                 field["x"], field["z"], field, levels=levels, colors="white", linewidths=0.8
             )
-            ax.clabel(contours, fmt="%.2f s", fontsize=7)
+            # Every other level labelled: neighbours' labels ran into each other.
+            ax.clabel(contours, levels[1::2], fmt=f"%.{decimals}f s", fontsize=7)
     rays = _rays_of(dataset, source)
     for ray_x, ray_z in rays:
         ax.plot(ray_x, ray_z, color="red", lw=1.2)
@@ -137,11 +138,55 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         )
     # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
     # than these lines, and an axes title centred on it would run off the figure.
+    unfinished = "source_done" in dataset and not dataset.attrs.get("complete", False)
+    if not rays and "receiver_x" in dataset and unfinished:
+        done = int(dataset["source_done"].sum())
+        lines.append(
+            f"store not complete ({done} of {n_sources} sources done): rays are drawn once "
+            "the run has finished"
+        )
+    aspect, stretched = _aspect(velocity)
+    if stretched:
+        lines.append(stretched)
+    # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
+    # than these lines, and an axes title centred on it would run off the figure.
     fig.suptitle("\n".join(lines), fontsize="medium")
     ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})")
     ax.invert_yaxis()  # z is positive down
-    ax.set_aspect("equal")
+    ax.set_aspect(aspect)
     return _save(fig, path)
+
+
+#: The most a model's picture is wider than high, or higher than wide, before it is
+#: stretched (and the title says by how much): a 3 x 200 node model drawn to scale is a
+#: sliver with a colour bar too short to read.
+MOST_ELONGATED = 5.0
+
+
+def _aspect(velocity: xr.DataArray) -> tuple[float, str]:
+    """The axes' aspect (1: to scale) and, when a model is too elongated to draw to scale,
+    the title's line saying which way it is stretched, as geologists' sections say it."""
+    width = float(np.ptp(velocity["x"].values)) or 1.0
+    height = float(np.ptp(velocity["z"].values)) or 1.0
+    if width / height > MOST_ELONGATED:
+        factor = width / height / MOST_ELONGATED
+        return factor, f"vertical exaggeration x{factor:.3g}"
+    if height / width > MOST_ELONGATED:
+        factor = height / width / MOST_ELONGATED
+        return 1 / factor, f"horizontal exaggeration x{factor:.3g}"
+    return 1.0, ""
+
+
+def _round_levels(top: float) -> tuple[np.ndarray, int]:
+    """Contour levels at round times (0.05, 0.1, 0.15 s ...) up to ``top``, about 15 of
+    them, and the decimals that print them exactly."""
+    ticks = matplotlib.ticker.MaxNLocator(nbins=15, steps=[1, 2, 2.5, 5, 10]).tick_values(0, top)
+    levels = ticks[(ticks > 0) & (ticks <= top)]
+    step = float(ticks[1] - ticks[0])
+    decimals = max(0, int(np.ceil(-np.log10(step) - 1e-9)))
+    while round(step, decimals) != round(step, decimals + 3):  # 0.025: three decimals
+        decimals += 1
+    return levels, decimals
 
 
 def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int] = ()) -> Path:
@@ -163,9 +208,11 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
 
     Notes
     -----
-    Sources along one line (a 2D line, or sources at one ``y`` in 3D) are plotted against
-    their position on it, joined in order. Sources spread over an area (a ``y``-``x`` grid)
-    are plotted against their horizontal offset from the receiver, as unjoined points.
+    Sources whose horizontal position varies along one coordinate only (``x`` in 2D, ``x``
+    or ``y`` in 3D; ``z`` for sources down a borehole) are plotted against it, joined in
+    order where no two share a position. Sources spread over the horizontal plane (a
+    ``y``-``x`` grid, or a diagonal line in 3D) are plotted against their horizontal
+    offset from the receiver, as unjoined points.
     """
     table = dataset["receiver_traveltime"].load()
     n_receivers = table.sizes["receiver"]
@@ -180,7 +227,10 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
         if along:
             position = dataset[f"source_{along}"].values
             order = np.argsort(position, kind="stable")
-            left.plot(position[order], times[order], ".-", ms=3, label=label)
+            # Joined only if no two sources share a position: a segment standing up between
+            # two of them (up a slope, say) would look like a jump in time.
+            style = ".-" if np.unique(position).size == position.size else "."
+            left.plot(position[order], times[order], style, ms=3, label=label)
         else:
             # Offset, not source number: numbers follow the grid row by row, a sawtooth that
             # looks like structure. Against offset a laterally uniform model gives one
@@ -202,11 +252,12 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
 
 def plot_store(dataset: xr.Dataset, path: str | Path, source: int = 0) -> list[Path]:
     """The workflow's plots: ``path`` (one source's field and rays) and, for a survey with a
-    receiver table and several sources, ``<path stem>-gathers.png``."""
+    receiver table and several sources, ``<path stem>-gathers<path suffix>``."""
     path = Path(path)
     written = [plot_field(dataset, path, source)]
     if "receiver_traveltime" in dataset and dataset.sizes["source"] > 1:
-        written.append(plot_gathers(dataset, path.with_name(f"{path.stem}-gathers.png")))
+        gathers = path.with_name(f"{path.stem}-gathers{path.suffix}")  # as the field's kind
+        written.append(plot_gathers(dataset, gathers))
     return written
 
 

@@ -208,3 +208,48 @@ def test_a_sources_rays_are_its_stretch_of_the_ray_table():
     assert [list(x) for x, _ in rays] == [[5.0], [6.0, 7.0, 8.0, 9.0]]
     assert [list(z) for _, z in rays] == [[-5.0], [-6.0, -7.0, -8.0, -9.0]]
     assert [list(x) for x, _ in plot._rays_of(dataset, 0)] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
+
+
+def test_2d_sources_sharing_an_x_are_not_joined(tmp_path, figures):
+    # Sources at (0, 1200) and (400, 1200) were joined by a segment standing up at x = 1200.
+    sources = [{"z": 0.0, "x": 0.0}, {"z": 400.0, "x": 1200.0}, {"z": 0.0, "x": 1200.0}]
+    receivers = [{"z": 1000.0, "x": 600.0}]
+    plot.plot_gathers(store(sources, receivers, {"z": 11, "x": 13}), tmp_path / "gathers.png")
+    (line,) = figures[0].axes[0].get_lines()
+    assert line.get_linestyle() == "None" and line.get_marker() == "."
+
+
+def test_contours_are_at_round_times_labelled_exactly(tmp_path, figures):
+    sources = [{"z": 0.0, "x": 0.0}]
+    plot.plot_field(store(sources, [], {"z": 11, "x": 13}), tmp_path / "field.png")
+    ax = figures[0].axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    # Top time: hypot(1000, 1200) / 2000 = 0.78 s; levels every 0.05 s, every other labelled.
+    assert labels and len(set(labels)) == len(labels)
+    assert set(labels) <= {f"{0.1 * k:.1f} s" for k in range(1, 8)}, labels
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [({"z": 3, "x": 201}, "vertical exaggeration x20"), ({"z": 201, "x": 4}, "horizontal")],
+)
+def test_a_model_too_elongated_to_draw_to_scale_is_stretched_and_says_so(
+    tmp_path, figures, shape, said
+):
+    sources = [{"z": 0.0, "x": 0.0}]
+    plot.plot_field(store(sources, [], shape), tmp_path / "field.png")
+    fig = figures[0]
+    ax = fig.axes[0]
+    box = ax.get_position()
+    width, height = box.width * fig.get_figwidth(), box.height * fig.get_figheight()
+    assert max(width / height, height / width) <= plot.MOST_ELONGATED * 1.01
+    assert said in fig.get_suptitle()
+
+
+def test_an_unfinished_store_says_why_no_rays_are_drawn(tmp_path, figures):
+    dataset = store([{"z": 0.0, "x": 0.0}], [{"z": 1000.0, "x": 600.0}], {"z": 11, "x": 13})
+    dataset["source_done"] = ("source", [0])
+    plot.plot_field(dataset, tmp_path / "field.png")
+    assert "store not complete (0 of 1 sources done): rays are drawn once the run has" in (
+        figures[0].get_suptitle()
+    )
