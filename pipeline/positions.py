@@ -33,7 +33,7 @@ from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, mode
 from .errors import InputError, InputWarning, missing_file
 from .yamlfile import FilePath, Strict, schema_error
 
-__all__ = ["Points", "Point", "resolve_points", "warn_ignored_columns"]
+__all__ = ["CsvPoints", "Points", "Point", "csv_row_line", "resolve_points", "warn_ignored_columns"]
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False)]
 _DIM_ORDER = ("z", "y", "x")
@@ -320,6 +320,13 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
             raise InputError(f"{where}:{number}: non-finite coordinate")
         points.append(point)
     return points
+
+
+def csv_row_line(path: Path, row: int) -> int:
+    """The line of a CSV points file on which its row ``row`` (from 0, after the header)
+    starts, counting comments and blank lines as :func:`_read_csv`'s errors do."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        return _records(handle.readlines(), str(path))[1 + row][0]
 
 
 def resolve_points(spec: Any, what: Literal["source", "receiver"]) -> list[dict[str, float]]:

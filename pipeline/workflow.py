@@ -44,7 +44,7 @@ from .grid import Grid, grid_from_velocity
 from .io import load_velocity
 from .memory import available_memory, check_fits
 from .models import constant_model, gradient_model, layered_model, layers_problem
-from .positions import Points, resolve_points
+from .positions import CsvPoints, Points, csv_row_line, resolve_points
 from .solve import (
     ALGORITHMS,
     Algorithm,
@@ -519,7 +519,11 @@ def prepare_workflow(
         try:
             indices[key] = locate_points(grid, points[key], what)
         except PointError as error:
-            listed = isinstance(getattr(workflow, key), list)  # not a CSV file or a line
+            spec = getattr(workflow, key)
+            if isinstance(spec, CsvPoints):  # its row's line, as a malformed row's is named
+                where = f"{what} CSV file {spec.csv}:{csv_row_line(spec.csv, error.index)}"
+                error = PointError(f"{where}: {error}", index=error.index)
+            listed = isinstance(spec, list)  # not a CSV file or a line
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))

@@ -466,3 +466,16 @@ def test_a_model_both_synthetic_and_from_a_file_is_named_as_such(tmp_path):
     assert "wf.yaml:1: model: a model is synthetic or read from a file (path), not both" in (
         workflow_error(tmp_path, text)
     )
+
+
+def test_a_csv_point_outside_the_model_is_named_by_its_line(tmp_path):
+    # It was named "receiver 1 (numbered from 0)" only: a file's rows are found by line.
+    (tmp_path / "receivers.csv").write_text("# stations\nz,x\n\n0,10\n0,99999\n")
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL + f"receivers: {{csv: {tmp_path}/receivers.csv}}\n")
+    with pytest.raises(InputError) as error:
+        prepare_workflow(read_workflow(path))
+    assert (
+        f"receivers: receiver CSV file {tmp_path}/receivers.csv:5: receiver 1 (numbered from "
+        "0): receiver x=99999 is outside the model"
+    ) in str(error.value)
