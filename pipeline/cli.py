@@ -162,7 +162,7 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
     "--check-model/--no-check-model",
     default=True,
     help="Also check the model (without holding its values in memory) and every source and "
-    "receiver against it.",
+    "receiver against it (the default); --no-check-model checks the files' schema only.",
 )
 @_input_errors
 def validate(files: tuple[Path, ...], check_model: bool) -> None:

@@ -67,8 +67,32 @@ def _sizeof_tile_state(state: TileState) -> int:
     return sum(a.nbytes for a in arrays)
 
 
-def start_tile(index: Index, slowness: np.ndarray, dtype, predecessor_dtype) -> TileState:
-    """A tile with no times yet (all ``inf``)."""
+def start_tile(
+    index: Index,
+    slowness: np.ndarray,
+    dtype: np.dtype | type,
+    predecessor_dtype: np.dtype | type,
+) -> TileState:
+    """A tile with no times yet (all ``inf``).
+
+    Parameters
+    ----------
+    index : tuple of int
+        The tile's position ``(iz, iy, ix)`` in the tile grid.
+    slowness : numpy.ndarray
+        The tile with its halo (:meth:`TileGrid.extended`), 3D ``(nz, ny, nx)``, s/m; kept
+        as a C-contiguous float64 array (copied only if it is not one already).
+    dtype : numpy.dtype or type
+        Precision of the times, ``numpy.float32`` or ``numpy.float64``.
+    predecessor_dtype : numpy.dtype or type
+        Integer type of the predecessors (:attr:`Star.predecessor_dtype`).
+
+    Returns
+    -------
+    TileState
+        The tile's first state: times ``inf`` and predecessors ``-1`` (none) over the
+        extended tile, and no strip sent yet.
+    """
     slowness = np.ascontiguousarray(slowness, dtype=np.float64)
     return TileState(
         index=index,

@@ -150,7 +150,21 @@ def damaged_message(path: str | Path, arrays: tuple[str, ...]) -> str:
 
 def forget_sources(path: str | Path, sources: np.ndarray) -> None:
     """Remove the completion records of ``sources`` (indices) and the store's ``complete``
-    mark, so that a run solves them again and finishes the store anew."""
+    mark, so that a run solves them again and finishes the store anew.
+
+    Parameters
+    ----------
+    path : str or Path
+        A survey store.
+    sources : numpy.ndarray
+        The sources' numbers (integers: rows of ``source_done``).
+
+    Returns
+    -------
+    None
+        Once their records are 0 and ``complete`` is false; a ``ray_parts`` group lost
+        whole is made again (empty) when the store keeps rays not yet assembled.
+    """
     group = zarr.open_group(Path(path), mode="r+")
     group.attrs["complete"] = False
     if not group.attrs.get("rays_assembled", False) and RAY_PARTS not in group:

@@ -115,6 +115,24 @@ def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int]
 
     With tiles, chunks follow them (a tiled solve's pieces map to whole chunks); otherwise the
     field is one chunk, halved along ``z`` until a chunk holds at most :data:`CHUNK_BYTES`.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The model's shape, in the order of ``dims``.
+    itemsize : int
+        Bytes per traveltime value (4 for float32, 8 for float64).
+    tiles : mapping of str to int or None
+        Tile size in nodes per dim of a tiled survey (``compute.tiles``); dims left out are
+        whole. ``None`` (or empty) for an untiled survey.
+    dims : tuple of str
+        The model's dims, ``("z", "x")`` or ``("z", "y", "x")``.
+
+    Returns
+    -------
+    tuple of int
+        ``(1, *chunk)``: one source, then the chunk's size along each of ``dims`` (tile
+        sizes clipped to the model). :func:`create_store` chunks the model by ``chunk`` too.
     """
     if tiles:
         return (1, *(min(int(tiles.get(d, n)), n) for d, n in zip(dims, shape)))
@@ -153,6 +171,35 @@ def create_store(
     metadata lands; the tasks fill the chunks. A lazy model is copied chunk by chunk, and
     ``check_copy`` is then called with the copy (opened lazily from the unfinished store):
     what it raises leaves no store behind.
+
+    Parameters
+    ----------
+    spec : StoreSpec
+        What the store holds: its path, numbers of sources and receivers, dims, the outputs
+        kept (fields, receiver table, rays) and the traveltimes' dtype.
+    velocity : xarray.DataArray
+        The model, with the dims of ``spec.dims`` in any order (stored in that order); in
+        memory, or dask-backed (a lazy model, copied chunk by chunk).
+    sources, receivers : list of dict
+        Positions, ``{dim: coordinate}`` in the model's length unit, stored as float64
+        ``source_<dim>`` and ``receiver_<dim>`` with the coordinates' units; ``receivers``
+        may be empty (no receiver arrays, receiver table or ray parts then).
+    attrs : dict
+        The root attributes: the workflow (JSON), its fingerprint and the parts' digests,
+        the package version, the solver settings, and ``complete`` false.
+    chunks : tuple of int
+        Chunks of ``traveltime`` (:func:`field_chunks`); the model is chunked like one
+        source's field (``chunks[1:]``).
+    check_copy : callable, optional
+        Called with the store's copy of a lazy model before the store is put in place; what
+        it raises propagates. Not called for a model in memory.
+
+    Returns
+    -------
+    None
+        The store is at ``spec.path`` once this returns: metadata, coordinates, positions,
+        the model, completion records all 0, and an empty ``ray_parts`` group when rays are
+        kept; the per-source chunks are left to the tasks.
     """
     dims = spec.dims
     n, m = spec.n_sources, spec.n_receivers
@@ -323,10 +370,40 @@ def check_store(
     sources, ...) when the store has them too, else by ``workflow`` (the workflow's JSON, as
     stored): the same workflow file whose inputs changed, or another workflow.
 
+    Parameters
+    ----------
+    spec : StoreSpec
+        The workflow's store: its path and number of sources.
+    fingerprint : str or None
+        The workflow's SHA-256 fingerprint, compared with the store's ``workflow_sha256``;
+        ``None`` when the workflow was prepared without the model's values (``raygrid
+        submit`` for a store that is not there yet or is to be overwritten).
+    overwrite : bool
+        An existing raygrid survey store will be replaced: ``None`` is returned for it
+        without comparing fingerprints.
+    workflow : str, optional
+        The workflow as JSON (as a store keeps it), to tell the same workflow file with
+        changed inputs from another workflow when the fingerprints differ.
+    parts : dict of str to str, optional
+        Short digests of the fingerprint's parts (:data:`FINGERPRINT_PARTS`), to name what
+        differs.
+
+    Returns
+    -------
+    StoreState or None
+        The existing store's state, to resume it: sources marked done whose chunks are
+        missing on disk are listed in ``lost`` and left out of ``done`` (their records are
+        still on disk: :func:`prepare_store` removes them). ``None`` when a fresh store will
+        be created.
+
     Raises
     ------
     InputError
         As :func:`prepare_store`, for a path that holds anything but this workflow's store.
+        Also, with or without ``overwrite``, for a store that cannot be created at that path
+        (:func:`check_writable`) or a path that holds the working directory; and, to be
+        resumed, for a store whose arrays written once miss chunks on disk
+        (:func:`~raygrid.pipeline.integrity.lost_arrays`).
     """
     path = spec.path
     check_writable(path)
@@ -422,6 +499,30 @@ def prepare_store(
     """Open the store to resume it, or create it; never silently replace another survey's.
 
     ``create()`` writes a fresh store (called when none exists, or with ``overwrite``).
+
+    Parameters
+    ----------
+    spec : StoreSpec
+        The workflow's store: its path and number of sources.
+    fingerprint : str
+        The workflow's SHA-256 fingerprint, compared with the store's (:func:`check_store`).
+    overwrite : bool
+        Replace an existing raygrid survey store instead of resuming it: the old one is
+        moved aside and deleted, then ``create()`` makes the new one.
+    create : callable
+        Called with no arguments to write a fresh store at ``spec.path`` (a survey's calls
+        :func:`create_store`).
+    workflow : str, optional
+        The workflow as JSON, as for :func:`check_store`.
+    parts : dict of str to str, optional
+        Short digests of the fingerprint's parts, as for :func:`check_store`.
+
+    Returns
+    -------
+    StoreState
+        The store as it now is: a resumed store's state, its ``lost`` sources' completion
+        records removed (:func:`~raygrid.pipeline.integrity.forget_sources`) and left out of
+        ``done``; or the fresh store's, with no source done.
 
     Raises
     ------
@@ -538,6 +639,23 @@ def write_field(path: str | Path, index: int, field: xr.DataArray, client: Any) 
     pieces are (a tiled solve's workers): it is never gathered to the client.
 
     Its completion record is not written: :func:`write_source` does, after this returns.
+
+    Parameters
+    ----------
+    path : str or Path
+        The survey store, as the workers can open it (they write the chunks).
+    index : int
+        The source's number: its row of ``traveltime``.
+    field : xarray.DataArray
+        The source's traveltimes (s) over the model, dask-backed, in the store's dim order;
+        cast to the store's dtype and rechunked to its chunks.
+    client : distributed.Client
+        The cluster whose workers hold the field's pieces: the writes run there.
+
+    Returns
+    -------
+    None
+        Once every chunk of the source's field is written.
     """
     target = zarr.open_array(store=str(path), path="traveltime", mode="r+")
     values = field.data.astype(target.dtype)[np.newaxis]
@@ -550,7 +668,22 @@ def write_field(path: str | Path, index: int, field: xr.DataArray, client: Any) 
 
 def write_source(path: str | Path, result: SourceResult) -> None:
     """Write one source's results into its own chunks, then its completion record
-    (:class:`SourceWriter` for one source)."""
+    (:class:`SourceWriter` for one source).
+
+    Parameters
+    ----------
+    path : str or Path
+        The survey store.
+    result : SourceResult
+        The source's number and what the store keeps of it: its field, its receivers'
+        times, its ray points and counts (``None`` for what is not kept, or is written
+        already, as a tiled solve's field is by :func:`write_field`).
+
+    Returns
+    -------
+    None
+        Once the results and then ``source_done[result.index] = 1`` are written.
+    """
     SourceWriter(path).write(result)
 
 

@@ -106,7 +106,23 @@ class SurveyTask:
 
 def receiver_nodes(grid: Grid, star: Star, receiver_index: np.ndarray) -> np.ndarray:
     """Flat indices of every node a receiver's time is read from (:func:`receiver_times`):
-    its node, or the forward-star box around the cell of one between nodes."""
+    its node, or the forward-star box around the cell of one between nodes.
+
+    Parameters
+    ----------
+    grid : Grid
+        The model's grid.
+    star : Star
+        The forward star; its radius sizes the box around a receiver between nodes.
+    receiver_index : numpy.ndarray
+        ``(m, 3)`` receiver positions in fractional node indices ``(iz, iy, ix)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted, unique flat indices (int64) into the kernel grid ``(nz, ny, nx)``; empty
+        when there are no receivers.
+    """
     nodes = [grid.flat(grid.reach_nodes(r, star.radius)) for r in receiver_index]
     return np.unique(np.concatenate(nodes)) if nodes else np.empty(0, dtype=np.int64)
 
@@ -165,6 +181,21 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     """Solve sources ``indices``, write their results and completion records (a Dask task).
 
     Returns a small summary: the sources written, the seconds spent and where.
+
+    Parameters
+    ----------
+    task : SurveyTask
+        The model, its graph, the solver settings, the sources, receivers and store, sent
+        once to every worker.
+    indices : list of int
+        The sources to solve: their numbers (indices into ``task.sources``, rows of the
+        store).
+
+    Returns
+    -------
+    dict
+        ``sources`` (the numbers written, as ints), ``seconds`` (the whole task, wall
+        clock), ``solve_seconds`` (the solve alone) and ``pid`` (the worker's process id).
     """
     start = time.perf_counter()
     grid, spec = task.grid, task.store
@@ -365,6 +396,31 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     ``terminate`` fraction) Dask's nanny kills it, which used to surface as a closed stream.
     Workers that have not joined yet (a batch system's) are not checked. Tiled surveys are
     not checked: tiles exist for models that do not fit.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The survey's cluster; the workers that have joined it are checked.
+    prepared : PreparedWorkflow
+        The checked workflow: its model, forward star, solver options and ``compute``
+        settings (``tiles``, ``batch``, ``threads``).
+    spec : StoreSpec
+        The survey's store: its number of sources, and whether rays (so predecessors) are
+        kept.
+
+    Returns
+    -------
+    None
+        When the CPU graph (CPU backend only) fits here and every joined worker with a
+        memory limit can hold the model and its tasks; at once for a tiled survey.
+
+    Raises
+    ------
+    InputError
+        If the CPU graph needs more memory than this machine has available, or a worker's
+        model and concurrent tasks need more than its ``memory_limit`` times Dask's
+        ``terminate`` fraction, less what it holds already (at least
+        :data:`WORKER_BYTES`); the message names the worker and what to change.
     """
     compute = prepared.workflow.compute
     if compute.tiles is not None:

@@ -52,6 +52,23 @@ def chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.Dat
     Chunked (nothing is read yet), validation runs as dask reductions and each worker reads
     only its tile with the halo: the slices of one tile fuse into reads of just those nodes.
     Models in memory or already dask-backed are returned as they are.
+
+    Parameters
+    ----------
+    velocity : xarray.DataArray
+        The velocity model as opened, dims ``("z", "x")`` or ``("z", "y", "x")``.
+    tiles : mapping of str to int
+        Tile size in nodes per dim, e.g. ``{"z": 256, "x": 256}``. A dim left out, or given
+        a size that is not a positive integer, is left one chunk (a bad size is reported
+        later by :func:`~raygrid.pipeline.tiles.tile_grid`); so is every dim when ``tiles``
+        is not a mapping.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``velocity`` chunked by ``tiles``, one chunk per tile interior, with nothing read;
+        or ``velocity`` itself when it is in memory, dask-backed already, or not a
+        DataArray (:func:`~raygrid.pipeline.grid.grid_from_velocity` reports that).
     """
     if not isinstance(velocity, xr.DataArray) or velocity.chunks is not None:
         return velocity
@@ -69,7 +86,36 @@ def chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.Dat
 def tiled_geometry(tiles: Mapping[str, int], grid: Grid, star: Star, options: Options) -> TileGrid:
     """The tiles of a tiled solve, or an :class:`InputError` for tiles or options it cannot
     take (a tile smaller than the halo, Near-Far, a radius the CUDA pull solver cannot
-    launch); a workflow is checked with this before anything runs."""
+    launch); a workflow is checked with this before anything runs.
+
+    Parameters
+    ----------
+    tiles : mapping of str to int
+        Tile size in nodes per dim, e.g. ``{"z": 256, "x": 256}``; dims left out are not
+        cut.
+    grid : Grid
+        The model's grid; a lazy one (``load=False``) will do: only its dims and shape are
+        read.
+    star : Star
+        The forward star; its radius ``(rz, ry, rx)`` is the halo width.
+    options : Options
+        The solver options; the algorithm, backend and precision decide what can run.
+
+    Returns
+    -------
+    TileGrid
+        The tiles over the kernel grid ``(nz, ny, nx)``, each with a halo of the star's
+        radius.
+
+    Raises
+    ------
+    InputError
+        For ``algorithm="near-far"``; a radius whose smallest CUDA pull tiles, one source at
+        a time in ``options``' precision, exceed a block's shared memory
+        (:func:`~raygrid.pipeline.solve.check_launchable`); or tiles that
+        :func:`~raygrid.pipeline.tiles.tile_grid` refuses (unknown dims, sizes that are not
+        positive integers, a tile smaller than the halo).
+    """
     if options.algorithm == "near-far":
         raise InputError(
             "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
