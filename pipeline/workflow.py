@@ -242,7 +242,7 @@ class Outputs(Strict):
         if store.resolve() == here or store.resolve() in here.parents:
             raise schema_error(
                 "store_here",
-                f"{str(store) if str(store) != '.' else 'an empty path'} is the working "
+                f"{str(store) if str(store) != '.' else '. (or an empty path)'} is the working "
                 "directory or holds it: name a folder for the store, e.g. out/survey.zarr",
             )
         return store
