@@ -156,9 +156,8 @@ def plot_directory(
             "receiver gathers are drawn once the run has finished"
         )
     out = Path(out) if out is not None else path.parent
-    if out.exists() and not out.is_dir():
-        raise InputError(f"cannot write pictures into {out}: it is a file, not a folder")
     stem = path.name.removesuffix(".zarr")
+    # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(out / f"{stem}-source{sources[0]}.png", "picture")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]
     # Gathers plot time against source position: with one source there is nothing to draw.

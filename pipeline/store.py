@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
@@ -712,8 +713,6 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
     once in the run's last step. Arrays an assembly cut short left are replaced: xarray
     would refuse to write them again with their encoding, and no rerun could finish.
     """
-    import dask
-
     parts = [group[f"{RAY_PARTS}/{ray_part(i)}"] for i in range(spec.n_sources)]
     n, m = spec.n_sources, spec.n_receivers
     counts = np.array([part.attrs["counts"] for part in parts], dtype=np.int64).reshape(n, m)
