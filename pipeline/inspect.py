@@ -156,6 +156,8 @@ def plot_directory(
             "receiver gathers are drawn once the run has finished"
         )
     out = Path(out) if out is not None else path.parent
+    if out.exists() and not out.is_dir():  # named as the --out given
+        raise InputError(f"cannot write pictures into {out}: it is a file, not a folder")
     stem = path.name.removesuffix(".zarr")
     # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(out / f"{stem}-source{sources[0]}.png", "picture")
