@@ -8,12 +8,54 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
 
 from .errors import InputError, missing_file
 from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity
 from .models import per_dim
 
-__all__ = ["load_velocity"]
+__all__ = ["load_velocity", "NpyArray"]
+
+
+class NpyArray(BackendArray):
+    """A ``.npy`` array read a box at a time through a memory map: xarray's lazily indexed
+    backend array (as a NetCDF file is opened), so a model too big for memory is checked
+    chunk by chunk and a tiled solve's workers each read only their tile.
+
+    Pickles as its path (made absolute, so that workers started in another folder find
+    it), never its values.
+
+    Parameters
+    ----------
+    path : Path
+        The ``.npy`` file.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a NumPy array that can be memory-mapped (pickled objects).
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+        array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        self.shape, self.dtype = array.shape, array.dtype
+        stat = self.path.stat()
+        self._stamp = (str(self.path), stat.st_size, stat.st_mtime_ns)
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.BASIC, self._read
+        )
+
+    def _read(self, key: tuple) -> np.ndarray:
+        # A copy: a view would keep the file mapped for as long as the values live.
+        return np.array(np.load(self.path, mmap_mode="r", allow_pickle=False)[key])
+
+    def __dask_tokenize__(self) -> tuple:
+        # dask names chunks by the file, its size and time: a file rewritten is new values.
+        return ("raygrid-npy", *self._stamp)
 
 
 def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray:
@@ -118,8 +160,9 @@ def load_velocity(
     Returns
     -------
     xarray.DataArray
-        The model, lazily backed by the file for Zarr (dask, in the store's chunks) and
-        NetCDF (lazily indexed), checked by the same rules as
+        The model, lazily backed by the file: for Zarr by dask in the store's chunks, for
+        NetCDF and ``.npy`` (through a memory map, :class:`NpyArray`) lazily indexed;
+        checked by the same rules as
         :func:`raygrid.pipeline.traveltime`; the values are checked chunk by chunk, never
         loaded whole.
 
@@ -156,7 +199,7 @@ def load_velocity(
         velocity = _pick(dataset, variable, path)
     elif suffix == ".npy":
         try:
-            values = np.load(path, allow_pickle=False)
+            values = NpyArray(path)
         except (OSError, ValueError) as error:
             raise InputError(f"{path}: cannot read it as a NumPy array ({error})") from None
         if values.ndim not in (2, 3):
@@ -179,14 +222,15 @@ def load_velocity(
             )
             for d, n in zip(dims, values.shape)
         }
-        velocity = xr.DataArray(values, dims=dims, coords=coords, name="velocity")
+        lazy = xr.Variable(dims, indexing.LazilyIndexedArray(values))
+        velocity = xr.DataArray(lazy, coords=coords, name="velocity")
     else:
         raise InputError(f"{path}: unknown model format {suffix!r} (use .zarr, .nc or .npy)")
     velocity = _given_units(velocity, path, units, None if suffix == ".npy" else length_unit)
     # Checked now, naming the file, rather than at solve time: a file-backed model by dask
     # reductions that stream its chunks (a lazily indexed one through a chunked view), never
     # loaded whole.
-    checked = velocity if suffix == ".npy" or velocity.chunks else velocity.chunk("auto")
+    checked = velocity if velocity.chunks else velocity.chunk("auto")
     try:
         grid_from_velocity(checked, load=False)
     except InputError as error:

@@ -195,8 +195,8 @@ class FileModel(Strict):
 
     def build(self, *, values: bool = True) -> xr.DataArray:
         """The model, checked as :func:`load_velocity` checks it (chunk by chunk): lazily
-        backed by the file for Zarr and NetCDF, whatever ``values`` says; a ``.npy`` array
-        is read whole."""
+        backed by the file (Zarr, NetCDF, or a memory-mapped ``.npy`` array), whatever
+        ``values`` says."""
         return load_velocity(
             self.path, self.variable, units=self.units, spacing=self.spacing,
             origin=self.origin, length_unit=self.length_unit,

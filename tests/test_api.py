@@ -153,8 +153,12 @@ def test_load_velocity_checks_files_chunk_by_chunk(tmp_path, model):
     chunked.to_dataset(name="vp").to_zarr(tmp_path / "m.zarr", zarr_format=3, consolidated=False)
     model.to_dataset(name="vp").to_netcdf(tmp_path / "m.nc")
     assert isinstance(rg.load_velocity(tmp_path / "m.zarr", "vp").data, da.Array)
-    # NetCDF stays lazily indexed (a tiled solve chunks it by its tiles): not in memory.
+    # NetCDF and .npy (memory-mapped) stay lazily indexed (a tiled solve chunks them by its
+    # tiles): not in memory.
     assert not rg.load_velocity(tmp_path / "m.nc", "vp").variable._in_memory
+    np.save(tmp_path / "m.npy", model.values)
+    npy = {"units": "m/s", "spacing": 10.0}
+    assert not rg.load_velocity(tmp_path / "m.npy", **npy).variable._in_memory
     bad = model.copy()
     bad[10, 20] = np.nan
     z, x = float(bad["z"][10]), float(bad["x"][20])
@@ -162,9 +166,28 @@ def test_load_velocity_checks_files_chunk_by_chunk(tmp_path, model):
         tmp_path / "bad.zarr", zarr_format=3, consolidated=False
     )
     bad.to_dataset(name="vp").to_netcdf(tmp_path / "bad.nc")
-    for path in (tmp_path / "bad.zarr", tmp_path / "bad.nc"):
+    np.save(tmp_path / "bad.npy", bad.values)
+    for path in (tmp_path / "bad.zarr", tmp_path / "bad.nc", tmp_path / "bad.npy"):
         with pytest.raises(rg.InputError, match=f"1 bad value.*z={z:g}, x={x:g}"):
-            rg.load_velocity(path, "vp")
+            rg.load_velocity(path, **npy) if path.suffix == ".npy" else rg.load_velocity(path, "vp")
+
+
+def test_a_npy_model_is_checked_a_box_at_a_time_never_read_whole(tmp_path, model, monkeypatch):
+    # np.load read the whole array into memory: a cube larger than memory failed there.
+    import dask
+
+    from raygrid.pipeline.io import NpyArray
+
+    np.save(tmp_path / "m.npy", model.values)
+    reads = []
+    original = NpyArray._read
+    monkeypatch.setattr(NpyArray, "_read", lambda self, key: reads.append(key) or original(self, key))
+    with dask.config.set({"array.chunk-size": "1KiB"}):  # 128 values a chunk
+        loaded = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0)
+    sizes = [np.empty(model.shape)[key].size for key in reads]
+    assert len(sizes) > 4 and max(sizes) <= 128, sizes
+    assert sum(sizes) >= model.size  # every value was checked
+    np.testing.assert_array_equal(loaded.values, model.values)  # read on demand, all of it
 
 
 def test_a_bad_value_is_located_without_shuffling_the_model(tmp_path, model, caplog):

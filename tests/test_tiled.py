@@ -105,15 +105,22 @@ def _backend_reads(action: str):
     return current.reads
 
 
-@pytest.mark.parametrize("opened", ["zarr", "zarr-unchunked", "netcdf"])
+@pytest.mark.parametrize("opened", ["zarr", "zarr-unchunked", "netcdf", "npy"])
 def test_model_on_file_is_never_gathered(client, model_2d, tmp_path, monkeypatch, opened):
-    # "zarr" is dask-backed; "zarr-unchunked" (open_zarr(chunks=None)) and "netcdf" are lazily
-    # indexed arrays that .data would read whole on the client unless chunked by tiles first.
+    # "zarr" is dask-backed; "zarr-unchunked" (open_zarr(chunks=None)), "netcdf" and "npy" (a
+    # memory map) are lazily indexed arrays that .data would read whole on the client unless
+    # chunked by tiles first.
     dataset = model_2d.to_dataset(name="vp")
     if opened == "netcdf":
         path = tmp_path / "model.nc"
         dataset.to_netcdf(path)
         lazy = rg.load_velocity(path)
+    elif opened == "npy":
+        path = tmp_path / "model.npy"
+        np.save(path, model_2d.values)
+        spacing = float(model_2d["x"][1] - model_2d["x"][0])
+        lazy = rg.load_velocity(path, units="m/s", spacing=spacing)
+        xr.testing.assert_equal(lazy.reset_coords(drop=True), model_2d.reset_coords(drop=True))
     else:
         path = tmp_path / "model.zarr"
         dataset.chunk({"z": 8, "x": 8}).to_zarr(path, zarr_format=3, consolidated=False)
