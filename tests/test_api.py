@@ -181,7 +181,12 @@ def test_a_npy_model_is_checked_a_box_at_a_time_never_read_whole(tmp_path, model
     np.save(tmp_path / "m.npy", model.values)
     reads = []
     original = NpyArray._read
-    monkeypatch.setattr(NpyArray, "_read", lambda self, key: reads.append(key) or original(self, key))
+
+    def recorded(self, key):
+        reads.append(key)
+        return original(self, key)
+
+    monkeypatch.setattr(NpyArray, "_read", recorded)
     with dask.config.set({"array.chunk-size": "1KiB"}):  # 128 values a chunk
         loaded = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0)
     sizes = [np.empty(model.shape)[key].size for key in reads]
