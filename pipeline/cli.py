@@ -5,7 +5,6 @@ from __future__ import annotations
 import select
 import signal
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from functools import wraps
@@ -126,9 +125,8 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
 
         spec = read_workflow(workflow)
         click.echo(f"raygrid {__version__}: running {workflow}")
-        start = time.perf_counter()
         with interrupts_kept():  # not one lost where Python drops exceptions
-            dataset = run_workflow(
+            run_workflow(
                 spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
             )
     except KeyboardInterrupt:
@@ -146,14 +144,6 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
             said = "nothing was written"
         click.echo(f"interrupted: {said}", err=True)
         sys.exit(130)  # the shell's status for a command ended by SIGINT
-    elapsed = time.perf_counter() - start
-    shape = " x ".join(str(n) for n in dataset["velocity"].shape)
-    click.echo(
-        f"done: {dataset.sizes['source']} source(s) on {shape} nodes (radius "
-        f"{spec.grid.radius}, {dataset.attrs['star_offsets']} star offsets); this run took "
-        f"{elapsed:.2f} s"  # a resumed run solved only the sources left
-    )
-    click.echo(f"store: {spec.outputs.store}")
 
 
 @main.command()

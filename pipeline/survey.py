@@ -302,6 +302,7 @@ def run_survey(
         ``outputs.store`` that belongs to another workflow.
     """
     echo = echo or (lambda message: None)
+    start = time.perf_counter()
     prepared = prepare_workflow(workflow)
     compute = workflow.compute
     config = workflow_cluster(workflow, cluster)
@@ -352,6 +353,14 @@ def run_survey(
                 _solve_pending(client, prepared, spec, pending, progress, echo, compile_here)
         finish_store(spec)
     dataset = xr.open_zarr(spec.path, consolidated=False)
+    # Said before the pictures are drawn: the store is complete whatever plotting does.
+    shape = " x ".join(str(n) for n in dataset["velocity"].shape)
+    echo(
+        f"done: {dataset.sizes['source']} source(s) on {shape} nodes (radius "
+        f"{workflow.grid.radius}, {dataset.attrs['star_offsets']} star offsets); this run "
+        f"took {time.perf_counter() - start:.2f} s"  # a resumed run solved only those left
+    )
+    echo(f"store: {workflow.outputs.store}")
     if workflow.outputs.plot is not None:
         from .plot import plot_store  # matplotlib only when a plot is asked for
 

@@ -40,6 +40,9 @@ def test_quickstart_writes_store_and_png(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "done: 1 source(s)" in run.stdout
     assert "dashboard: http://" in run.stdout
+    # The store is reported complete before the pictures are drawn, not after.
+    lines = [line.split(":")[0] for line in run.stdout.splitlines()]
+    assert lines.index("done") < lines.index("store") < lines.index("plot"), run.stdout
     store = tmp_path / "quickstart-output" / "quickstart.zarr"
     png = tmp_path / "quickstart-output" / "quickstart.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
