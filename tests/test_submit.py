@@ -105,13 +105,38 @@ def test_pbs_script(tmp_path):
     job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
     assert job.submit_command.startswith("qsub ")
     text = job.script.read_text()
-    assert "#PBS -l select=2:ncpus=2:mpiprocs=2:mem=1907mb:ngpus=4" in text
+    # Two workers' 1 GB (1907 MiB), and what the scheduler and the client hold on the first
+    # node (the 41 x 61 model is a few kB of it).
+    assert "#PBS -l select=2:ncpus=2:mpiprocs=2:mem=2931mb:ngpus=4" in text
     assert "#PBS -q gpu" in text and "#PBS -l walltime=00:10:00" in text
     assert f"pbsdsh -u -- bash {job.directory}/node.sh" in text
     node = (job.directory / "node.sh").read_text()
     assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(seq -s," in node
     for script in (job.script, job.directory / "node.sh"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_a_job_asks_for_its_scheduler_and_client_on_top_of_its_workers(tmp_path):
+    # The batch system counts every process of the job: asked for the workers' memory
+    # alone, the first node (scheduler, and a client that holds an untiled model and
+    # builds its graph) went over it.
+    from raygrid.pipeline.submit import DRIVER_BYTES, driver_bytes
+    from raygrid.pipeline.workflow import prepare_workflow, read_workflow
+
+    big = WORKFLOW | {"model": WORKFLOW["model"] | {"shape": {"z": 801, "x": 1601}}}
+    workflow, cluster = setup(tmp_path)
+    workflow.write_text(yaml.safe_dump(big))
+    prepared = prepare_workflow(read_workflow(workflow), here=False, values=False)
+    graph = rg.memory.footprint(prepared.grid.shape3, prepared.star, np.float64).model
+    driver = driver_bytes(prepared)
+    assert driver == DRIVER_BYTES + 801 * 1601 * 16 + graph
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    mib = (2 * 10**9 + driver) // 2**20
+    assert f"#SBATCH --mem={mib}M" in job.script.read_text()
+    # A tiled survey's client holds no model: the scheduler and the client alone.
+    tiled = big | {"compute": {"tiles": {"z": 256, "x": 256}}}
+    workflow.write_text(yaml.safe_dump(tiled))
+    assert driver_bytes(prepare_workflow(read_workflow(workflow), here=False)) == DRIVER_BYTES
 
 
 def test_submit_needs_a_batch_cluster_file(tmp_path):
