@@ -240,8 +240,13 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
     xlabel = f"source {along} ({unit})" if along else f"horizontal source-receiver offset ({unit})"
     left.set(xlabel=xlabel, ylabel="traveltime (s)", title="receiver gathers")
     left.invert_yaxis()  # seismic convention: time grows downwards
-    shown = "" if len(receivers) == n_receivers else f"{len(receivers)} of {n_receivers}"
-    left.legend(fontsize=7, title=f"receivers: {shown}" if shown else None, title_fontsize=7)
+    # What the labels leave out: how many are drawn, and the coordinates all receivers share
+    # (their depth on a surface spread), which still place them.
+    said = [f"{len(receivers)} of {n_receivers}"] if len(receivers) < n_receivers else []
+    if common := _common_position(dataset, unit):
+        said.append(f"all at {common}")
+    title = f"receivers: {', '.join(said)}" if said else None
+    left.legend(fontsize=7, title=title, title_fontsize=7)
     image = right.imshow(table.values, aspect="auto", cmap="magma_r", interpolation="nearest")
     fig.colorbar(image, ax=right, label="traveltime (s)")
     right.set(xlabel="receiver", ylabel="source", title="receiver_traveltime(source, receiver)")
@@ -302,6 +307,19 @@ def _offsets(dataset: xr.Dataset, receiver: int) -> np.ndarray:
             (dataset[f"source_{d}"].values - float(dataset[f"receiver_{d}"][receiver])) ** 2
             for d in horizontal
         )
+    )
+
+
+def _common_position(dataset: xr.Dataset, unit: str) -> str:
+    """``z=0 m``: the coordinates every receiver shares, when there are several receivers
+    (a lone receiver's label names all of its coordinates), x first; ``""`` if none."""
+    if dataset.sizes["receiver"] < 2:
+        return ""
+    varying = _varying(dataset, "receiver")
+    return ", ".join(
+        f"{d}={float(dataset[f'receiver_{d}'][0]):g} {unit}".rstrip()
+        for d in sorted(dataset["velocity"].dims, key=("x", "y", "z").index)
+        if d not in varying
     )
 
 

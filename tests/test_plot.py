@@ -113,8 +113,10 @@ def test_2d_line_gathers_stay_joined_along_x_with_receivers_named_in_metres(tmp_
     assert all(line.get_linestyle() == "-" for line in gathers.get_lines())
     np.testing.assert_array_equal(gathers.get_lines()[0].get_xdata(), [0, 400, 800, 1200])
     labels = [t.get_text() for t in gathers.get_legend().get_texts()]
-    # Only x differs between the receivers: their common depth is no help in telling them apart.
+    # Only x differs between the receivers: their common depth is no help in telling them apart,
+    # and is said once, in the legend's title.
     assert labels == ["receiver 0 (x=200 m)", "receiver 1 (x=1000 m)"]
+    assert gathers.get_legend().get_title().get_text() == "receivers: all at z=1000 m"
 
 
 def test_3d_legend_names_every_coordinate_that_varies_with_its_unit(tmp_path, figures):
@@ -125,6 +127,13 @@ def test_3d_legend_names_every_coordinate_that_varies_with_its_unit(tmp_path, fi
         "receiver 0 (x=0 m, y=700 m, z=1500 m)",
         "receiver 1 (x=500 m, y=1200 m, z=1800 m)",
     ]
+    assert not figures[0].axes[0].get_legend().get_title().get_text()  # nothing shared
+    # A 3D surface spread: x and y tell receivers apart, their common depth is in the title.
+    spread = [{"z": 0.0, "y": 700.0, "x": 0.0}, {"z": 0.0, "y": 1200.0, "x": 500.0}]
+    plot.plot_gathers(store(GRID_3D, spread, SHAPE_3D), tmp_path / "spread.png")
+    legend = figures[1].axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()][0] == "receiver 0 (x=0 m, y=700 m)"
+    assert legend.get_title().get_text() == "receivers: all at z=0 m"
 
 
 @pytest.mark.parametrize("fields", [True, False])
