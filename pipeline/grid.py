@@ -97,12 +97,18 @@ class Grid:
             values = np.asarray(values)
         return 1.0 / (values.astype(np.float64) * self.speed_factor)
 
-    def slowness_of(self, values: np.ndarray) -> np.ndarray:
-        """Kernel slowness (s/m, 3D) of velocity values cut from this model."""
+    def slowness_of(self, values: np.ndarray | da.Array) -> np.ndarray | da.Array:
+        """Kernel slowness (s/m, 3D: a 2D model's gets ``ny == 1``) of velocity values cut
+        from this model, contiguous in memory, or lazy for a dask array (a tile's)."""
         slowness = self.slowness_at(values)
         if len(self.dims) == 2:
             slowness = slowness[:, np.newaxis, :]
-        return np.ascontiguousarray(slowness)
+        return slowness if isinstance(slowness, da.Array) else np.ascontiguousarray(slowness)
+
+    def model_box(self, box: tuple[slice, slice, slice]) -> tuple[slice, ...]:
+        """The model's own index of a box of the kernel grid ``(z, y, x)``: a 2D model has
+        no ``y``."""
+        return box if len(self.dims) == 3 else (box[0], box[2])
 
     def slowness_values(self, client: Any = None) -> NodeValues:
         """The slowness at nodes: in memory, or read from the lazy model block by block

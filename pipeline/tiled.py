@@ -151,12 +151,10 @@ def traveltime_tiled(
     data = grid.velocity.data
 
     def slowness_tiles(index):
-        box = geometry.extended(index)
-        values = data[box if len(grid.dims) == 3 else (box[0], box[2])]
+        values = data[grid.model_box(geometry.extended(index))]
         if not isinstance(values, da.Array):
             values = da.from_array(np.ascontiguousarray(values), chunks=-1)
-        slowness = grid.slowness_at(values)
-        return slowness if len(grid.dims) == 3 else slowness[:, np.newaxis, :]
+        return grid.slowness_of(values)
 
     stats: dict = {}
     with cluster_client(client) as (active, owned):
@@ -165,8 +163,7 @@ def traveltime_tiled(
             options.dtype, seed_nodes, seed_times.astype(options.dtype), stats=stats,
             backend=options.backend,
         )  # fmt: skip
-        if len(grid.dims) == 2:
-            times, predecessor = times[:, 0, :], predecessor[:, 0, :]
+        times, predecessor = times.reshape(grid.shape), predecessor.reshape(grid.shape)
         if owned and predecessors:  # the cluster closes with this block: results home
             times, predecessor = active.compute([times, predecessor], sync=True)
         elif owned:  # not the predecessors, as large again, for nothing
