@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 import dask
@@ -496,6 +497,7 @@ def prepare_store(
     create: Callable[[], None],
     workflow: str | None = None,
     parts: dict[str, str] | None = None,
+    checked: StoreState | EllipsisType | None = ...,
 ) -> StoreState:
     """Open the store to resume it, or create it; never silently replace another survey's.
 
@@ -517,6 +519,10 @@ def prepare_store(
         The workflow as JSON, as for :func:`check_store`.
     parts : dict of str to str, optional
         Short digests of the fingerprint's parts, as for :func:`check_store`.
+    checked : StoreState or None, optional
+        What :func:`check_store` returned for these arguments, with the store locked
+        (:func:`~raygrid.pipeline.lock.store_lock`) since: it is not checked again, which
+        would list every chunk file once more. By default the store is checked here.
 
     Returns
     -------
@@ -532,7 +538,9 @@ def prepare_store(
         differ), a store of a different shape, or anything that is not a raygrid store.
     """
     path = spec.path
-    state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow, parts=parts)
+    state = checked
+    if state is ...:
+        state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow, parts=parts)
     _sweep_stale_siblings(path)
     if state is not None:
         sweep_partials(path)

@@ -339,6 +339,7 @@ def run_survey(
             state = prepare_store(
                 spec, prepared.fingerprint, overwrite=overwrite, create=create,
                 workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
+                checked=found,  # under the lock since: not listed again
             )  # fmt: skip
             pending = np.flatnonzero(~state.done)
             n = spec.n_sources
