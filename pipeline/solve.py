@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -99,6 +99,8 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
     from ..kernels.cuda import cuda_usable, simulating  # numba.cuda only when asked for
 
     if backend == "auto":
+        if algorithm in ALGORITHMS["cpu"]:  # the algorithm runs on the CPU only
+            return "cpu"
         if not cuda_usable() and algorithm in ALGORITHMS["cuda"]:
             raise InputError(
                 f"backend='auto' found no usable NVIDIA GPU here, and algorithm={algorithm!r} "
@@ -112,6 +114,12 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
             "use backend='cpu', or 'auto' to use a GPU only when there is one"
         )
     return "cuda"
+
+
+def check_flag(name: str, value: Any) -> None:
+    """Refuse an on/off option that is not a bool: ``"no"`` would read as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name} must be True or False, got {value!r}")
 
 
 def check_options(
@@ -130,6 +138,7 @@ def check_options(
     ``pull`` on CUDA). ``here=False`` checks the options for another machine (a batch
     job's, from a login node): ``"cuda"`` is not refused for want of a GPU here, and
     ``"auto"`` resolves to CUDA only where the algorithm says so.
+    ``"auto"`` with a CPU-only algorithm (``dijkstra``) is the CPU on every machine.
     """
     if weights not in WEIGHT_RULES:
         raise InputError(f"weights must be one of {sorted(WEIGHT_RULES)}, got {weights!r}")
@@ -142,6 +151,7 @@ def check_options(
         raise InputError(f"algorithm must be one of {known}, got {algorithm!r}")
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
         raise InputError(f"batch must be a positive integer, got {batch!r}")
+    check_flag("precompute", precompute)
     resolved = _resolve_backend(backend, algorithm, here)
     if algorithm is None:
         algorithm = ALGORITHMS[resolved][0]
@@ -415,6 +425,18 @@ def as_table(points: Any) -> Any:
     return points
 
 
+def _numbers(column: np.ndarray) -> np.ndarray:
+    """A table's column as float64, if it holds real numbers: text (``"0"``) and booleans
+    are refused as a lone point's coordinates are, not converted (``True`` read as 1 m)."""
+    kind = column.dtype.kind
+    if kind == "O":
+        real = all(isinstance(v, Real) and not isinstance(v, (bool, np.bool_)) for v in column.flat)
+        kind = "f" if real else "O"
+    if kind not in "iuf":
+        raise ValueError(f"{column.dtype} values")
+    return column.astype(np.float64)
+
+
 def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> list[dict]:
     """Points (``what``: sources, ...) as a list of mappings, from a sequence of mappings or
     a table of columns named after ``dims`` (a dict of sequences, a pandas DataFrame, an
@@ -438,7 +460,7 @@ def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> li
         columns = {}
         for d in dims:
             try:
-                column = np.asarray(points[d], dtype=float)
+                column = _numbers(np.asarray(points[d]))
             except (TypeError, ValueError):
                 raise InputError(f"the {what} table's column {d!r} is not numbers") from None
             if column.ndim > 1:  # e.g. a Dataset variable on two dims
@@ -571,6 +593,8 @@ def traveltimes(
     raygrid.kernels.cuda.nearfar.solve_near_far : the solvers behind the backends.
     """
     options = check_options(weights, backend, precision, algorithm, batch, precompute)
+    check_flag("predecessors", predecessors)
+    check_flag("progress", progress)
     counted = isinstance(threads, Integral) and not isinstance(threads, bool)
     if threads is not None and not (counted and threads >= 1):
         raise InputError(
@@ -724,6 +748,7 @@ def traveltime(
     if tiles is not None:
         from .tiled import traveltime_tiled  # Dask only when asked for
 
+        check_flag("predecessors", predecessors)
         return traveltime_tiled(
             velocity, source, tiles=tiles, client=client, radius=radius,
             options=check_options(weights, backend, precision, algorithm),

@@ -270,6 +270,19 @@ def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):
         traveltime(velocity, SOURCE, backend="auto", algorithm="near-far", radius=2)
 
 
+def test_auto_with_the_cpu_dijkstra_is_the_cpu_where_there_is_a_gpu(velocity, monkeypatch):
+    # It was resolved to CUDA first, then refused: "dijkstra does not run on backend='cuda'",
+    # on the GPU node only (a login node, or validate for another machine, said cpu).
+    import raygrid.kernels.cuda as cuda_kernels
+    from raygrid.pipeline.solve import check_options
+
+    monkeypatch.setattr(cuda_kernels, "cuda_usable", lambda: True)
+    for here in (True, False):
+        options = check_options("exact", "auto", "float64", "dijkstra", here=here)
+        assert (options.backend, options.algorithm) == ("cpu", "dijkstra")
+    assert check_options("exact", "auto", "float64").backend == "cuda"  # no algorithm: a GPU
+
+
 def test_a_bad_point_error_survives_pickling(velocity):
     # Raised in a process pool or a Dask worker, it must come back whole.
     import pickle
@@ -308,6 +321,26 @@ def test_bad_sources_table(velocity):
         traveltimes(velocity, {"z": [0.0, 10.0], "x": [0.0]})
     with pytest.raises(InputError, match="source x=999 is outside"):
         traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 999.0}])
+    # Text and booleans are refused as a lone point's are, not read as numbers (True: 1 m).
+    for column in (["0"], [True], np.array(["5e1"], dtype=object)):
+        with pytest.raises(InputError, match="the sources table's column 'z' is not numbers"):
+            traveltimes(velocity, {"z": column, "x": [5.0]})
+    assert (
+        traveltimes(velocity, {"z": [0, 1.5], "x": np.array([3, 4], dtype=object)}).sizes["source"]
+        == 2
+    )  # integers, and numbers held as objects, are numbers
+
+
+@pytest.mark.parametrize("flag", ["precompute", "predecessors", "progress"])
+def test_an_on_off_option_must_be_a_bool(velocity, flag):
+    from raygrid.pipeline import traveltimes
+
+    # "no" is a true value in Python: it turned precompute and predecessors on.
+    with pytest.raises(InputError, match=f"{flag} must be True or False, got 'no'"):
+        traveltimes(velocity, [SOURCE], **{flag: "no"})
+    if flag == "predecessors":
+        with pytest.raises(InputError, match="predecessors must be True or False"):
+            traveltime(velocity, SOURCE, predecessors="no", tiles={"z": 8, "x": 8})
 
 
 def test_synthetic_models_refuse_velocities_that_are_not_positive():
