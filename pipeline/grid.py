@@ -21,7 +21,7 @@ from ..kernels.layout import flat_steps
 from .errors import InputError, InputWarning
 from .nodevalues import NodeValues
 
-__all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity"]
+__all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity", "solved_grid"]
 
 #: Accepted length units and their size in metres.
 LENGTH_UNITS = {"m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1e3}
@@ -63,6 +63,10 @@ class Grid:
         The model in canonical dim order, as given (possibly lazy).
     speed_factor : float
         m/s per unit of the velocity values.
+    rounding : tuple of float
+        Relative rounding of each dim's stored coordinates (a few units in the last place
+        of float32, 0 for float64 or integers): a point that far from a node, or from the
+        model's edge, is on it.
     """
 
     dims: tuple[str, ...]
@@ -74,6 +78,7 @@ class Grid:
     slowness: np.ndarray | None
     velocity: xr.DataArray
     speed_factor: float
+    rounding: tuple[float, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -388,7 +393,8 @@ class Grid:
                 f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
             )
         index = {}
-        for dim, origin, h in zip(self.dims, self.origin, self.spacing):
+        rounding = self.rounding or (0.0,) * len(self.dims)
+        for dim, origin, h, stored in zip(self.dims, self.origin, self.spacing, rounding):
             given = point[dim]
             try:
                 # Text and yes/no are not coordinates (float() took "50" and True), as in
@@ -401,7 +407,11 @@ class Grid:
             if not np.isfinite(value):  # was "z=nan is outside the model"
                 raise InputError(f"{what} {dim}={value} is not a finite number")
             last = origin + h * (len(self.coords[dim]) - 1)
-            tolerance = _SNAP_TOL * max(abs(h), abs(origin), abs(last))
+            # Within rounding of the stored coordinates (float32 in many NetCDF files: 0.3
+            # m at 500 km) a point is on the edge, or on a node: x=516.3 km was "outside
+            # [512.2999878, 516.2999878]", and the node at x=512.5 was 1e-4 nodes off it.
+            magnitude = max(abs(h), abs(origin), abs(last))
+            tolerance = max(_SNAP_TOL, stored) * magnitude
             if value < origin - tolerance or value > last + tolerance:
                 raise InputError(
                     # 10 digits: with 6, x=400.0001 "is outside [0, 400]".
@@ -412,7 +422,11 @@ class Grid:
             nearest = round(i)
             # Snap positions within rounding of a node onto it, so that a source written
             # as 1500.0 on a 10 m grid is exactly node 150.
-            index[dim] = float(nearest) if abs(i - nearest) <= _SNAP_TOL * max(1.0, abs(i)) else i
+            on_node = abs(i - nearest) <= _SNAP_TOL * max(1.0, abs(i)) or (
+                abs(value - self.coords[dim][min(max(nearest, 0), len(self.coords[dim]) - 1)])
+                <= stored * magnitude
+            )
+            index[dim] = float(nearest) if on_node else i
             index[dim] = min(max(index[dim], 0.0), len(self.coords[dim]) - 1.0)
         return np.array([index["z"], index.get("y", 0.0), index["x"]], dtype=np.float64)
 
@@ -430,10 +444,17 @@ class Grid:
         return flat_steps(node3, self.shape3)
 
 
-def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str]:
+def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str, float]:
+    """A dim's coordinates checked: values (float64), origin, spacing, unit, and the
+    relative rounding of the stored type (float32's, or 0)."""
     if dim not in velocity.coords:
         raise InputError(f"velocity has no coordinate for dim {dim!r}: give uniform coordinates")
     stored = np.asarray(velocity.coords[dim].values)
+    if stored.dtype.kind not in "iuf":
+        # Text ("0", "10") was read as numbers, and times as nanoseconds.
+        raise InputError(
+            f"coordinate {dim!r} must hold numbers (lengths), got dtype {stored.dtype}"
+        )
     values = stored.astype(np.float64)
     unit = velocity.coords[dim].attrs.get("units")
     if unit is None:
@@ -479,7 +500,7 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"coordinate {dim!r} is not uniform: step {steps[worst]:.9g} between "
             f"{values[worst]:.9g} and {values[worst + 1]:.9g}, mean step {h:.9g}"
         )
-    return values, float(values[0]), h, unit
+    return values, float(values[0]), h, unit, rounding
 
 
 #: Speeds (m/s) outside which a whole model is probably in the wrong unit: nothing that
@@ -605,8 +626,10 @@ def grid_from_velocity(
             + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
             + "; give every axis the same length unit"
         )
+    values = velocity.values if load else None  # read once: checked, then converted
     if check_values:
-        _check_values(velocity, axes, order, SPEED_UNITS[speed_unit])
+        checked = velocity if values is None else velocity.copy(data=values)
+        _check_values(checked, axes, order, SPEED_UNITS[speed_unit])
     unit = axes[order[0]][3]
     grid = Grid(
         dims=order,
@@ -618,7 +641,19 @@ def grid_from_velocity(
         slowness=None,
         velocity=velocity,
         speed_factor=SPEED_UNITS[speed_unit],
+        rounding=tuple(axes[d][4] for d in order),
     )
-    if load:
-        grid = replace(grid, slowness=grid.slowness_of(velocity.values))
+    if values is not None:
+        grid = replace(grid, slowness=grid.slowness_of(values))
     return grid
+
+
+def solved_grid(velocity: xr.DataArray) -> Grid:
+    """The grid of a model a field was solved on, for reading points and rays off it.
+
+    A lazy model (a tiled result's, a store opened lazily) is read only where the points'
+    legs are, and checked there (:meth:`Grid.slowness_values`), not loaded or scanned
+    whole; a model in memory is checked and converted as for a solve.
+    """
+    lazy = velocity.chunks is not None
+    return grid_from_velocity(velocity, load=not lazy, check_values=not lazy)

@@ -20,7 +20,7 @@ import xarray as xr
 
 from ..kernels import Star, forward_star
 from .errors import InputError, InputWarning
-from .grid import Grid, grid_from_velocity
+from .grid import Grid, solved_grid
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, source_list
 
@@ -149,10 +149,7 @@ def traveltime_at(
         raise InputError(
             "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
         )
-    # A lazy model (a store opened lazily) is read only where the points' legs are, and
-    # checked there (slowness_values), not scanned whole.
-    lazy = velocity.chunks is not None
-    grid = grid_from_velocity(velocity, load=not lazy, check_values=not lazy)
+    grid = solved_grid(velocity)
     slowness = grid.slowness_values()
     grid.check_field(field, attrs)
     if radius is None:

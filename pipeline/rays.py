@@ -16,7 +16,7 @@ from ..kernels import (
     segment_time_cpu,
 )
 from .errors import InputError
-from .grid import Grid, grid_from_velocity
+from .grid import Grid, solved_grid
 from .nodevalues import NodeValues
 
 __all__ = ["raypath"]
@@ -174,7 +174,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
         raise InputError("raypath needs the Dataset returned by traveltime(..., predecessors=True)")
     if "source" in result["traveltime"].dims:
         raise InputError("raypath takes one source: pass result.isel(source=i)")
-    grid = grid_from_velocity(result["velocity"])
+    grid = solved_grid(result["velocity"])  # a lazy model read only along the ray
     return trace_rays(ray_field(result, grid), [receiver], grid)[0]
 
 

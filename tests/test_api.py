@@ -193,6 +193,20 @@ def test_a_npy_model_is_checked_a_box_at_a_time_never_read_whole(tmp_path, model
     assert len(sizes) > 4 and max(sizes) <= 128, sizes
     assert sum(sizes) >= model.size  # every value was checked
     np.testing.assert_array_equal(loaded.values, model.values)  # read on demand, all of it
+    # A solve reads the file once (it was checked, then read again to be converted).
+    reads.clear()
+    source = {"z": 0.0, "x": 150.0}
+    result = rg.traveltime(loaded, source, radius=2, predecessors=True)
+    assert sum(np.empty(model.shape)[key].size for key in reads) == model.size
+    # A ray off a lazy model reads the blocks along it, not the whole model (twice).
+    from raygrid.pipeline import nodevalues
+
+    monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks of 8 nodes a side: several here
+    chunked = result.assign(velocity=loaded.chunk({"z": 7, "x": 8}))
+    reads.clear()
+    ray = rg.raypath(chunked, {"z": 200.0, "x": 140.0})
+    assert 0 < sum(np.empty(model.shape)[key].size for key in reads) < model.size
+    xr.testing.assert_identical(ray, rg.raypath(result, {"z": 200.0, "x": 140.0}))
 
 
 def test_a_bad_value_is_located_without_shuffling_the_model(tmp_path, model, caplog):

@@ -72,6 +72,36 @@ def test_float32_coordinates_are_uniform_to_their_rounding(tmp_path):
         traveltime(velocity.assign_coords(x=("x", uneven, {"units": "km"})), SOURCE)
 
 
+def test_points_on_float32_coordinates_are_on_their_nodes():
+    # Within float32 rounding of the stored coordinates (UTM-like km far from 0), the last
+    # node was "outside the model" and a node's own coordinate was 1e-4 nodes off it, its
+    # time 4e-6 s rather than 0.
+    x = (512.3 + 0.1 * np.arange(41)).astype(np.float32)
+    z = (0.1 * np.arange(21)).astype(np.float32)
+    velocity = xr.DataArray(
+        np.full((21, 41), 3.0), dims=("z", "x"), attrs={"units": "km/s"},
+        coords={"z": ("z", z, {"units": "km"}), "x": ("x", x, {"units": "km"})},
+    )  # fmt: skip
+    for node in (0, 2, 40):
+        field = traveltime(velocity, {"z": 0.0, "x": float(512.3 + 0.1 * node)}, radius=2)
+        assert field.values[0, node] == 0.0, node
+    with pytest.raises(InputError, match="source x=516.31 is outside the model"):
+        traveltime(velocity, {"z": 0.0, "x": 516.31}, radius=2)  # 10 m out is out
+
+
+@pytest.mark.parametrize("coords", [[str(10 * i) for i in range(9)], "datetime"])
+def test_coordinates_that_are_not_numbers_are_refused(coords):
+    # Text was read as numbers (np.float64("10")), and times as nanoseconds.
+    if coords == "datetime":
+        coords = np.datetime64("2026-01-01") + np.arange(9) * np.timedelta64(1, "D")
+    velocity = xr.DataArray(
+        np.full((9, 9), 2000.0), dims=("z", "x"), attrs={"units": "m/s"},
+        coords={"z": ("z", np.arange(9.0), {"units": "m"}), "x": ("x", coords, {"units": "m"})},
+    )  # fmt: skip
+    with pytest.raises(InputError, match="coordinate 'x' must hold numbers .*got dtype"):
+        traveltime(velocity, {"z": 0.0, "x": 0.0})
+
+
 def test_a_subnormal_speed_is_refused_as_zero(velocity):
     # Its slowness overflowed: inf times and NumPy's overflow warning, no error.
     values = velocity.values.copy()
