@@ -13,7 +13,7 @@ from xarray.core import indexing
 
 from .errors import InputError, missing_file
 from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity
-from .models import per_dim
+from .models import per_dim, real_number
 
 __all__ = ["load_velocity", "NpyArray"]
 
@@ -214,6 +214,9 @@ def load_velocity(
             raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")
         step = per_dim(spacing, dims, f"{path}: spacing")
         start = per_dim(origin or {}, dims, f"{path}: origin", default=0.0)
+        for d in dims:
+            real_number(step[d], f"{path}: spacing {d}", positive=True)
+            real_number(start[d], f"{path}: origin {d}")
         coords = {
             d: xr.DataArray(
                 float(start[d]) + float(step[d]) * np.arange(n),

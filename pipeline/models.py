@@ -40,6 +40,19 @@ def per_dim(
     return {d: value.get(d, default) for d in dims}
 
 
+def real_number(value: object, what: str, *, positive: bool = False) -> float:
+    """``value`` as a float if it is a finite real number (and positive if asked); text
+    and yes/no are refused, not converted (``"10"`` and ``True`` are no spacing)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    number = float(value) if ok else np.nan
+    if not np.isfinite(number) or (positive and number <= 0):
+        kind = "a finite positive number" if positive else "a finite number"
+        raise InputError(f"{what} must be {kind}, got {value!r}")
+    return number
+
+
 def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit: str) -> dict:
     if set(shape) not in ({"z", "x"}, {"z", "y", "x"}):
         raise InputError(f"shape must be keyed by z, x or z, y, x; got {tuple(shape)}")
@@ -47,10 +60,11 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
     step = per_dim(spacing, dims, "spacing")
     coords = {}
     for d in dims:
-        n, h = int(shape[d]), float(step[d])
-        if n < 2 or h <= 0:
-            raise InputError(f"{d}: need at least 2 nodes and a positive spacing, got {n}, {h}")
-        coords[d] = xr.DataArray(np.arange(n) * h, dims=d, attrs={"units": unit})
+        n = real_number(shape[d], f"shape {d}")
+        if n < 2 or not n.is_integer():  # 5.9 nodes was 5
+            raise InputError(f"shape {d}: need a whole number of nodes, at least 2, got {n:g}")
+        h = real_number(step[d], f"spacing {d}", positive=True)  # nan and inf were taken
+        coords[d] = xr.DataArray(np.arange(int(n)) * h, dims=d, attrs={"units": unit})
     return coords
 
 

@@ -82,17 +82,21 @@ class CsvPoints(Strict):
     csv: FilePath
 
 
+def _one_point_is_one_place(spec: LineSpec | RangeSpec, what: str) -> None:
+    # One point of a segment is ambiguous (its start? its middle?): refused, not guessed.
+    if spec.count == 1 and spec.start != spec.stop:
+        message = f"count 1 with start and stop apart: give count >= 2, or one {what}"
+        raise schema_error("line_count", message)
+
+
 class LineSpec(Strict):
     start: Point
     stop: Point
     count: Annotated[int, Field(ge=1)]
 
     @model_validator(mode="after")
-    def _one_point_is_one_place(self) -> LineSpec:
-        # One point of a segment is ambiguous (its start? its middle?): refused, not guessed.
-        if self.count == 1 and self.start != self.stop:
-            message = "count 1 with start and stop apart: give count >= 2, or one point"
-            raise schema_error("line_count", message)
+    def _one_point(self) -> LineSpec:
+        _one_point_is_one_place(self, "point")
         return self
 
 
@@ -106,6 +110,11 @@ class RangeSpec(Strict):
     start: Coordinate
     stop: Coordinate
     count: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _one_value(self) -> RangeSpec:  # was silently the start
+        _one_point_is_one_place(self, "value")
+        return self
 
     def values(self) -> np.ndarray:
         return np.linspace(self.start, self.stop, self.count)

@@ -383,6 +383,41 @@ def test_synthetic_models_refuse_velocities_that_are_not_positive():
 
 
 @pytest.mark.parametrize(
+    "shape, spacing, message",
+    [
+        ({"z": 11, "x": 21}, float("nan"), "spacing z must be a finite positive number, got nan"),
+        ({"z": 11, "x": 21}, float("inf"), "spacing z must be a finite positive number, got inf"),
+        ({"z": 11, "x": 21}, {"z": 10.0, "x": "10"}, "spacing x must be a finite positive"),
+        ({"z": 11, "x": 21}, 0.0, "spacing z must be a finite positive number, got 0.0"),
+        ({"z": 5.9, "x": 21}, 10.0, "shape z: need a whole number of nodes, at least 2, got 5.9"),
+        ({"z": 1, "x": 21}, 10.0, "shape z: need a whole number of nodes, at least 2, got 1"),
+    ],
+)
+def test_synthetic_grids_refuse_what_is_no_grid(shape, spacing, message):
+    # nan spacing built a model that failed only when solved; 5.9 nodes were 5.
+    with pytest.raises(InputError, match=message):
+        constant_model(shape, spacing)
+
+
+@pytest.mark.parametrize(
+    "spacing, origin, message",
+    [
+        (-10.0, None, "m.npy: spacing z must be a finite positive number, got -10.0"),
+        ("10", None, "m.npy: spacing z must be a finite positive number, got '10'"),
+        (True, None, "m.npy: spacing z must be a finite positive number, got True"),
+        (10.0, {"x": float("nan")}, "m.npy: origin x must be a finite number, got nan"),
+    ],
+)
+def test_a_npy_grid_is_checked_as_given(tmp_path, spacing, origin, message):
+    # -10 was told to negate its z (an elevation axis), "10" and True were taken.
+    from raygrid.pipeline import load_velocity
+
+    np.save(tmp_path / "m.npy", np.full((5, 6), 2000.0))
+    with pytest.raises(InputError, match=message):
+        load_velocity(tmp_path / "m.npy", units="m/s", spacing=spacing, origin=origin)
+
+
+@pytest.mark.parametrize(
     "values, units, word",
     [(2.0, "m/s", "slow"), (2000.0, "km/s", "fast")],
 )

@@ -329,6 +329,12 @@ def test_a_line_of_one_point_between_two_places_is_refused(tmp_path):
     path = tmp_path / "one.yaml"
     path.write_text(SMALL.replace("  - {z: 0.0, x: 100.0}", line.replace("x: 100}", "x: 0}")))
     assert resolve_points(read_workflow(path).sources, "source") == [{"z": 0.0, "x": 0.0}]
+    # A grid's range of one value between two places was silently its start.
+    ranged = "  grid: {z: 0.0, x: {start: 0, stop: 400, count: 1}}"
+    message = workflow_error(tmp_path, SMALL.replace("  - {z: 0.0, x: 100.0}", ranged))
+    assert "sources.grid.x: count 1 with start and stop apart: give count >= 2, or one value" in (
+        message
+    )
 
 
 def test_sources_at_one_place_are_solved_with_a_warning(tmp_path):
