@@ -295,8 +295,11 @@ def dijkstra(
         Stop as soon as all of these are settled; other nodes may then hold upper bounds
         (or ``inf``).
     times, predecessor : numpy.ndarray, optional
-        Flat output arrays to fill (``times`` starting at ``inf`` or at earlier upper
-        bounds); allocated when omitted.
+        Flat output arrays to fill; allocated when omitted. ``times`` may hold earlier
+        times (a tile's previous round): a node keeps its time unless the search reaches it
+        with a smaller one, and a seed is taken only where its time is below the node's
+        (clear a seed's node to ``inf`` to restart from it). Finite times of nodes that are
+        not seeds are bounds the search respects, not sources it spreads from.
     dtype : numpy dtype
         Precision of the times when ``times`` is not given.
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .bounds import reach_lengths, slowness_floor
 from .crossings import Crossings, star_crossings
-from .layout import PaddedLayout, flat_steps
+from .layout import PaddedLayout, checked_slowness, flat_steps
 from .rules import EXACT
 from .star import Star
 
@@ -95,13 +95,18 @@ def moser_graph(
         From :func:`raygrid.kernels.precompute_weights` for the same model, star and rule,
         in the solve's precision.
 
+    Raises
+    ------
+    ValueError
+        If a slowness is not finite and positive (:func:`~raygrid.kernels.layout.checked_slowness`).
+
     Returns
     -------
     MoserGraph
         About ``3 * 8`` bytes a node (padded slowness, floor, interior index), plus the
         weights and 8 bytes a node for their index when given.
     """
-    slowness = np.asarray(slowness, dtype=np.float64)
+    slowness = checked_slowness(slowness)
     shape = tuple(int(n) for n in slowness.shape)
     layout = PaddedLayout.unblocked(shape, star.radius)
     padded = layout.padded

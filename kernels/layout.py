@@ -10,7 +10,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PaddedLayout", "flat_steps"]
+__all__ = ["PaddedLayout", "checked_slowness", "flat_steps"]
+
+
+def checked_slowness(slowness: np.ndarray) -> np.ndarray:
+    """``slowness`` as a C-contiguous float64 ``(nz, ny, nx)`` array, every value finite and
+    positive, for every solver (CPU and CUDA) that pads it.
+
+    Infinite slowness is what marks the padding's dummy nodes, so a real node must not have
+    it; NaN compares as no edge at all, zero gives free edges, and a negative value negative
+    weights, under which Dijkstra's times are wrong.
+
+    Raises
+    ------
+    ValueError
+        If the array is not 3D, or holds a value that is not finite and positive.
+    """
+    slowness = np.ascontiguousarray(slowness, dtype=np.float64)
+    if slowness.ndim != 3:
+        raise ValueError(f"slowness must be 3D (nz, ny, nx), got shape {slowness.shape}")
+    if not np.all(np.isfinite(slowness) & (slowness > 0)):
+        raise ValueError("slowness must be finite and positive everywhere")
+    return slowness
 
 
 def flat_steps(vectors: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:

@@ -276,6 +276,17 @@ def test_bad_seeds_are_clear_errors_in_every_solver(solve, seeds, message):
         solve(slowness, np.ones(3), forward_star((1, 0, 1)), seeds)
 
 
+@pytest.mark.parametrize("solve", [_cpu, _pull, solve_near_far], ids=["cpu", "pull", "near-far"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 0.0, -1e-3])
+def test_a_bad_slowness_is_refused_by_every_solver(solve, bad):
+    # The CPU took them: NaN and inf as walls, 0 as free edges, a negative slowness as
+    # negative weights (a wrong time); only Near-Far refused them.
+    slowness = np.full((4, 1, 4), 1e-3)
+    slowness[2, 0, 2] = bad
+    with pytest.raises(ValueError, match="slowness must be finite and positive everywhere"):
+        solve(slowness, np.ones(3), forward_star((1, 0, 1)), [([0], [0.0])])
+
+
 def test_a_negative_target_is_refused():
     from raygrid.kernels import dijkstra
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, float64, int32, uint64
 
-from ..layout import PaddedLayout
+from ..layout import PaddedLayout, checked_slowness
 from ..rules import EXACT
 from ..seeds import checked_seeds
 from ..star import Star
@@ -384,11 +384,7 @@ class NearFarSolver:
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-        slowness = np.ascontiguousarray(slowness, dtype=np.float64)
-        if slowness.ndim != 3:
-            raise ValueError(f"slowness must be 3D (nz, ny, nx), got shape {slowness.shape}")
-        if not np.all(np.isfinite(slowness) & (slowness > 0)):
-            raise ValueError("slowness must be finite and positive everywhere")
+        slowness = checked_slowness(slowness)
         spacing = np.asarray(spacing, dtype=np.float64)
         if delta is None:
             delta = default_delta(slowness, spacing, star)

@@ -26,7 +26,7 @@ from numba import cuda
 
 from ..bounds import reach_lengths
 from ..crossings import star_crossings
-from ..layout import PaddedLayout
+from ..layout import PaddedLayout, checked_slowness
 from ..rules import EXACT
 from ..seeds import checked_seeds
 from ..star import Star
@@ -213,13 +213,14 @@ class PullSolver:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         dtype = np.dtype(dtype)
+        slowness = checked_slowness(slowness)
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
         self.schedule = schedule
         self._lock = threading.Lock()
 
-        slowness_padded = to_padded(layout, np.asarray(slowness, np.float64), np.inf)
+        slowness_padded = to_padded(layout, slowness, np.inf)
         # On-the-fly weights are the CPU's crossing-table sums over the shared tile; the
         # kernels hold the cells and fractions as constants, the lengths (and the bounds'
         # reach) depend on the spacing and come here.
