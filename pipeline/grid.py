@@ -123,13 +123,19 @@ class Grid:
             return NodeValues(self.slowness)
         return NodeValues(self.velocity.data, convert=self._checked_slowness, client=client)
 
-    def _checked_slowness(self, values: np.ndarray) -> np.ndarray:
-        """:meth:`slowness_at` of a block read for legs, refusing bad velocities in it."""
-        bad = int(np.count_nonzero(_bad_values(values)))
-        if bad:
+    def _checked_slowness(self, values: np.ndarray, start: tuple[int, int, int]) -> np.ndarray:
+        """:meth:`slowness_at` of a block read for legs (3D, its first node at kernel index
+        ``start``), refusing bad velocities in it by where the first is."""
+        bad = _bad_values(values)
+        count = int(np.count_nonzero(bad))
+        if count:
+            inside = np.unravel_index(int(bad.reshape(-1).argmax()), bad.shape)
+            node = dict(zip(("z", "y", "x"), (s + int(i) for s, i in zip(start, inside))))
+            where = ", ".join(f"{d}={self.coords[d][node[d]]:g}" for d in self.dims)
             raise InputError(
-                f"velocity must be finite and positive: {bad} bad value(s) (NaN, inf, zero, "
-                "negative or subnormal) in the part of the model read for a leg"
+                f"velocity must be finite and positive: {count} bad value(s) (NaN, inf, zero, "
+                "negative or subnormal) in the part of the model read for a leg; the first "
+                f"found is {float(values[inside])!r} at {where}"
             )
         return self.slowness_at(values)
 

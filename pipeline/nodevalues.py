@@ -39,8 +39,10 @@ class NodeValues:
         A NumPy array is read in place. A dask array is read in blocks of :data:`BLOCK`
         nodes a side, kept in a cache: never computed whole.
     convert : callable, optional
-        Applied to each block read (e.g. velocity to slowness). It must act value by value,
-        so that a box cut from converted blocks equals the converted box.
+        ``convert(values, start)``, applied to each block read (e.g. velocity to slowness),
+        ``start`` the kernel index ``(z, y, x)`` of its first node (to say where a bad value
+        is). It must act value by value, so that a box cut from converted blocks equals the
+        converted box.
     client : distributed.Client, optional
         Computes the blocks of a dask array (default: dask's current scheduler).
     cache_bytes : int, optional
@@ -63,7 +65,7 @@ class NodeValues:
         self,
         values: np.ndarray | da.Array,
         *,
-        convert: Callable[[np.ndarray], np.ndarray] | None = None,
+        convert: Callable[[np.ndarray, tuple[int, int, int]], np.ndarray] | None = None,
         client: Any = None,
         cache_bytes: int | None = None,
     ):
@@ -75,13 +77,13 @@ class NodeValues:
         if not self.lazy:
             values = np.asarray(values)
             if convert is not None:
-                values = convert(values)
+                values = convert(values, (0, 0, 0))
         self.values = values
         self.shape3 = tuple(int(n) for n in values.shape)
         # The values' type as read: converted blocks may differ from the array (float32
         # velocity, float64 slowness). A probe value, so nothing of the array is read.
         probe = np.ones((1, 1, 1), dtype=values.dtype)
-        self.dtype = (convert(probe) if self.lazy and convert is not None else probe).dtype
+        self.dtype = (convert(probe, (0, 0, 0)) if self.lazy and convert else probe).dtype
         self._convert = convert
         self._client = client
         self._cache_bytes = int(CACHE_BYTES if cache_bytes is None else cache_bytes)
@@ -208,7 +210,10 @@ class NodeValues:
             self.fetched += len(missing)
             for key, block in zip(missing, read):
                 block = np.asarray(block)
-                self._cache[key] = block if self._convert is None else self._convert(block)
+                if self._convert is not None:
+                    start = tuple(int(k * b) for k, b in zip(key, self._block))
+                    block = self._convert(block, start)
+                self._cache[key] = block
                 self._held += self._cache[key].nbytes
         found = []
         for key in keys:

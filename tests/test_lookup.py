@@ -168,6 +168,9 @@ def test_a_tiled_store_is_read_only_around_the_points(tmp_path, monkeypatch):
     assert sizes and max(sizes) <= 16 * 14 < 31 * 41
     store["velocity"][3, 5] = np.nan  # a bad value away from the points: not looked at
     np.testing.assert_array_equal(traveltime_at(store, receivers).values, found.values)
-    store["velocity"][24, 19] = np.nan  # where a leg reads: refused
-    with pytest.raises(InputError, match="velocity must be finite and positive"):
+    store["velocity"][24, 19] = np.nan  # where a leg reads: refused, and located
+    z, x = (float(store[d][i]) for d, i in (("z", 24), ("x", 19)))
+    with pytest.raises(
+        InputError, match=f"velocity must be finite .* the first found is nan at z={z:g}, x={x:g}"
+    ):
         traveltime_at(store, receivers)

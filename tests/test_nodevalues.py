@@ -51,7 +51,7 @@ def test_lazy_reads_equal_the_array(monkeypatch, shape, chunks, block):
 
 def test_blocks_are_read_once_together_and_converted_value_by_value(small_blocks):
     values = np.arange(1.0, 1.0 + 8 * 6 * 10).reshape(8, 6, 10)
-    lazy = NodeValues(da.from_array(values, chunks=(8, 6, 10)), convert=lambda v: 1.0 / v)
+    lazy = NodeValues(da.from_array(values, chunks=(8, 6, 10)), convert=lambda v, start: 1.0 / v)
     whole = 1.0 / values
     np.testing.assert_array_equal(lazy.box((0, 0, 0), (8, 6, 10)), whole)
     assert (lazy.fetched, lazy.computations) == (2 * 2 * 3, 1)  # every block, one trip
@@ -95,7 +95,9 @@ def test_converted_values_keep_the_converted_type(small_blocks):
     # A float32 velocity model read as float64 slowness: every read gives the converted
     # floats, not float32 roundings of them.
     values = np.random.default_rng(5).uniform(1000.0, 3000.0, (6, 5, 9)).astype(np.float32)
-    lazy = NodeValues(da.from_array(values, chunks=3), convert=lambda v: 1.0 / v.astype(float))
+    lazy = NodeValues(
+        da.from_array(values, chunks=3), convert=lambda v, start: 1.0 / v.astype(float)
+    )
     whole = 1.0 / values.astype(float)
     nodes = np.array([[0, 0, 0], [5, 4, 8], [3, 2, 6]])
     assert lazy.dtype == np.float64
