@@ -35,6 +35,10 @@ DIMS_3D = ("z", "y", "x")
 # above the rounding of coordinates written as decimals, far below any real offset.
 _UNIFORM_RTOL = 1e-6
 _SNAP_TOL = 1e-9
+#: Ratio of the forward star's longest to shortest reach (radius times spacing, per axis)
+#: from which a solve warns that times along the short axis come out late
+#: (:meth:`Grid.lopsided_star`).
+LOPSIDED_REACH = 2.0
 #: How far apart, in radii on every axis, the nearest nodes of an off-node source and an
 #: off-node point may be for the straight leg between them to count (:meth:`Grid.direct_leg`):
 #: the zone where their forward-star boxes overlap. Part of every store's fingerprint.
@@ -380,6 +384,34 @@ class Grid:
                     "the radius must be smaller than the model"
                 )
         return (int(per_dim["z"]), int(per_dim.get("y", 0)), int(per_dim["x"]))
+
+    def lopsided_star(self, radius3: tuple[int, int, int]) -> str | None:
+        """What to say when the star reaches much further along one axis than another (in
+        length, radius times spacing), or ``None``.
+
+        Such a star has few directions near the short axis, and times along it come out
+        late: measured on a constant 2D model at radius 4, the worst error (beyond 10
+        nodes) is 0.75 % at equal reach, 2.8 % at a ratio of 2, 8.2 % at 4 and 18 % at 8.
+        The cure is a radius per axis that evens the reach (or a model resampled to more
+        even spacing).
+        """
+        radii = dict(zip(("z", "y", "x"), radius3))
+        reach = {d: radii[d] * h for d, h in zip(self.dims, self.spacing)}
+        longest, shortest = max(reach, key=reach.get), min(reach, key=reach.get)
+        ratio = reach[longest] / reach[shortest]
+        if ratio < LOPSIDED_REACH:
+            return None
+        spacing = dict(zip(self.dims, self.spacing))
+        even = {d: max(1, int(np.ceil(reach[longest] / spacing[d] - 1e-9))) for d in self.dims}
+        suggested = ", ".join(f"{d}: {even[d]}" for d in self.dims)
+        unit = self.length_unit
+        return (
+            f"the forward star reaches {reach[longest]:g} {unit} along {longest} but only "
+            f"{reach[shortest]:g} {unit} along {shortest} (radius x spacing): it has few "
+            f"directions near {shortest}, and times there come out late (a constant model "
+            "at radius 4: 2.8 % at a ratio of 2, 8 % at 4, against 0.75 % at 1); give a "
+            f"radius per axis that evens the reach, e.g. radius: {{{suggested}}}"
+        )
 
     def to_index(self, point: Mapping[str, Any], what: str = "source") -> np.ndarray:
         """Position in fractional node-index units ``(iz, iy, ix)`` of a point in coordinates.

@@ -116,6 +116,14 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
     return "cuda"
 
 
+def warn_lopsided(grid: Grid, star: Star, stacklevel: int) -> None:
+    """An :class:`InputWarning` when the star is lopsided for the grid's spacing
+    (:meth:`Grid.lopsided_star`)."""
+    said = grid.lopsided_star(star.radius)
+    if said is not None:
+        warnings.warn(said, InputWarning, stacklevel=stacklevel + 1)
+
+
 def check_flag(name: str, value: Any) -> None:
     """Refuse an on/off option that is not a bool: ``"no"`` would read as true."""
     if not isinstance(value, (bool, np.bool_)):
@@ -602,6 +610,7 @@ def traveltimes(
         )
     grid = grid_from_velocity(velocity)
     star = forward_star(grid.radius3(radius))
+    warn_lopsided(grid, star, stacklevel=3)
     points = source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")

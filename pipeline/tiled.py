@@ -17,7 +17,14 @@ from .cluster import LocalConfig, connect
 from .decompose import solve_tiled
 from .errors import InputError
 from .grid import Grid, grid_from_velocity
-from .solve import Options, check_launchable, solver_attrs, source_seeds, with_predecessors
+from .solve import (
+    Options,
+    check_launchable,
+    solver_attrs,
+    source_seeds,
+    warn_lopsided,
+    with_predecessors,
+)
 from .tiles import TileGrid, tile_grid
 
 __all__ = ["traveltime_tiled", "tiled_geometry", "chunked_by_tiles", "cluster_client"]
@@ -146,6 +153,7 @@ def traveltime_tiled(
         velocity = chunked_by_tiles(velocity, tiles)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
+    warn_lopsided(grid, star, stacklevel=4)  # the caller of traveltime
     geometry = tiled_geometry(tiles, grid, star, options)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
     data = grid.velocity.data

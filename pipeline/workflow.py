@@ -377,11 +377,15 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
 UNTILED_OPTIONS = ("batch", "cuda_batch", "precompute", "threads")
 
 
-def _notes(workflow: Workflow, indices: dict[str, np.ndarray]) -> None:
+def _notes(workflow: Workflow, indices: dict[str, np.ndarray], grid: Grid, star: Star) -> None:
     """Warn, at their line, about what a workflow asks for that will not happen as it may
-    expect: options the solve does not read, outputs with nothing to hold, sources solved
-    twice. Not errors: the run is what was asked, minus what cannot apply."""
+    expect: a star too lopsided for the spacing, options the solve does not read, outputs
+    with nothing to hold, sources solved twice. Not errors: the run is what was asked,
+    minus what cannot apply."""
     notes = []
+    lopsided = grid.lopsided_star(star.radius)
+    if lopsided is not None:
+        notes.append((("grid", "radius"), lopsided))
     repeated = repeated_sources(indices["sources"])
     if repeated is not None:
         notes.append((("sources",), repeated))
@@ -527,7 +531,7 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
-    _notes(workflow, indices)
+    _notes(workflow, indices, grid, star)
     options = options.for_sources(min(compute.batch, len(points["sources"])))  # in one task
     if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
         try:

@@ -534,3 +534,19 @@ def test_a_union_names_only_the_alternative_the_value_was_meant_for(tmp_path, ra
     with pytest.raises(InputError) as error:
         read_workflow(path)
     assert str(error.value).splitlines()[1:] == [f"  {path}:5: {said}"]
+
+
+def test_a_star_lopsided_for_the_spacing_is_warned_about_at_the_radius(tmp_path):
+    # dz = 2 m, dx = 10 m at one radius: times along z came out 10 % late, silently.
+    text = SMALL.replace(
+        "  shape: {z: 21, x: 31}", "  shape: {z: 101, x: 31}\n  spacing: {z: 2.0, x: 10.0}"
+    )
+    with pytest.warns(InputWarning, match=r"wf.yaml:\d+: grid.radius: the forward star reaches "
+                      r"20 m along x but only 4 m along z .* radius: \{z: 10, x: 2\}"):  # fmt: skip
+        prepare_workflow(read_workflow(write(tmp_path, text)), here=False, values=False)
+    even = text.replace("  radius: 2", "  radius: {z: 10, x: 2}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_workflow(
+            read_workflow(write(tmp_path, even, "even.yaml")), here=False, values=False
+        )
