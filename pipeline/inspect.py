@@ -11,7 +11,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from .errors import InputError
-from .integrity import damaged_message, listed_sources, lost_arrays, lost_sources
+from .integrity import damage, listed_sources, lost_sources
 from .store import check_writable, open_store
 
 __all__ = ["describe", "open_survey", "plot_directory"]
@@ -28,6 +28,8 @@ def open_survey(path: str | Path) -> xr.Dataset:
     open_store(path)  # the clear errors
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata: normal
+        # A folder without its zarr.json (an array lost whole) is named by integrity.damage.
+        warnings.filterwarnings("ignore", "Object at .* is not recognized as a component")
         dataset = xr.open_zarr(path, consolidated=False)
     # What every store holds and everything that reads one uses: a store missing one (a
     # folder deleted by hand, a copy cut short) gave a KeyError traceback.
@@ -52,16 +54,22 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     state = open_store(path)
     dataset = open_survey(path)
     attrs = dataset.attrs
-    damaged = lost_arrays(path)
+    damaged = damage(path)
     lost = np.flatnonzero(lost_sources(path, state.done))
     done = int(state.done.sum()) - lost.size
     total = state.done.size
     if damaged:
-        status = damaged_message(path, damaged).removeprefix(f"{path} is ")
+        status = damaged.removeprefix(f"{path} is ")
     elif lost.size:
         status = (
             f"damaged: {lost.size} source(s) marked done have chunks missing on disk "
             f"({listed_sources(lost)}), read as NaN: rerun the workflow to solve them again"
+        )
+    elif state.complete and not state.done.all():  # a completion record's chunk lost
+        status = (
+            f"damaged: finished, but {total - int(state.done.sum())} source(s) have lost "
+            f"their completion record ({listed_sources(np.flatnonzero(~state.done))}): "
+            "rerun the workflow to solve them again"
         )
     elif state.complete:
         status = "complete"
@@ -124,9 +132,9 @@ def plot_directory(
     path = Path(path)
     dataset = open_survey(path)
     state = open_store(path)
-    damaged = lost_arrays(path)
+    damaged = damage(path)
     if damaged:  # a model, its coordinates or rays read as NaN: no picture to trust
-        raise InputError(damaged_message(path, damaged))
+        raise InputError(damaged)
     lost = lost_sources(path, state.done)  # drawn as if nothing had reached them
     n = dataset.sizes["source"]
     done = np.flatnonzero(state.done & ~lost)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,15 @@ import zarr
 
 from .storenames import PER_SOURCE, RAY_PARTS, ray_part
 
-__all__ = ["damaged_message", "forget_sources", "listed_sources", "lost_arrays", "lost_sources"]
+__all__ = [
+    "damage",
+    "damaged_message",
+    "forget_sources",
+    "listed_sources",
+    "lost_arrays",
+    "lost_sources",
+    "missing_arrays",
+]
 
 
 def _files(folder: Path) -> set[str]:
@@ -129,13 +139,77 @@ def lost_arrays(path: str | Path) -> tuple[str, ...]:
     group = zarr.open_group(Path(path), mode="r")
     assembled = group.attrs.get("rays_assembled", False)
     lost = []
-    for name, array in group.arrays():
+    with _listing():
+        arrays = list(group.arrays())
+    for name, array in arrays:
         if name in PER_SOURCE or (name.startswith("ray_") and not assembled):
             continue  # records vouch for them; or an assembly cut short, redone
         written = name == "ray_count" or (array.dtype.kind == "f" and np.isnan(array.fill_value))
         if written and array.nchunks_initialized < array.nchunks:
             lost.append(name)
     return tuple(sorted(lost))
+
+
+@contextmanager
+def _listing():
+    """Listing a store's arrays without zarr's warning for a folder that lost its
+    ``zarr.json``: such an array is what is being looked for, and is named."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Object at .* is not recognized as a component")
+        yield
+
+
+def missing_arrays(path: str | Path) -> tuple[str, ...]:
+    """The arrays a store was made with that are gone whole (their folder, or its
+    ``zarr.json``, deleted or never copied).
+
+    A store lists its arrays when it is made (``store_arrays``); for one made before that,
+    the arrays every store holds and the per-source arrays its workflow asked for.
+
+    Parameters
+    ----------
+    path : str or Path
+        A survey store.
+
+    Returns
+    -------
+    tuple of str
+        The missing arrays' names, sorted.
+    """
+    group = zarr.open_group(Path(path), mode="r")
+    expected = group.attrs.get("store_arrays")
+    if expected is None:
+        expected = ["velocity", "source_done"]
+        try:
+            outputs = json.loads(group.attrs["workflow"])["outputs"]
+        except (KeyError, TypeError, ValueError):
+            outputs = {}
+        if outputs.get("fields"):
+            expected.append("traveltime")
+        with _listing():
+            names = list(group.array_keys())
+        receivers = [group[n] for n in names if n.startswith("receiver_")]
+        if outputs.get("receiver_table") and any(a.shape[-1] for a in receivers):
+            expected.append("receiver_traveltime")
+    with _listing():
+        present = set(group.array_keys())
+    return tuple(sorted(set(expected) - present))
+
+
+def damage(path: str | Path) -> str | None:
+    """Why a store is damaged beyond what a rerun mends, or ``None``: arrays lost whole
+    (:func:`missing_arrays`), or chunks lost of arrays written once (:func:`lost_arrays`).
+    A run, ``raygrid info`` and ``raygrid plot`` say it alike; ``--overwrite`` is the way
+    out (a rerun that tried to write into a lost array failed the same way every time)."""
+    missing = missing_arrays(path)
+    if missing:
+        return (
+            f"{path} is damaged: it has no {', '.join(missing)} (lost whole: a copy cut "
+            "short, or a folder deleted; no rerun makes it again): rerun its workflow with "
+            "--overwrite to make it again"
+        )
+    lost = lost_arrays(path)
+    return damaged_message(path, lost) if lost else None
 
 
 def damaged_message(path: str | Path, arrays: tuple[str, ...]) -> str:

@@ -51,7 +51,7 @@ from zarr.codecs import BloscCodec
 
 from .errors import InputError
 from .fingerprint import FINGERPRINT_PARTS
-from .integrity import damaged_message, forget_sources, lost_arrays, lost_sources
+from .integrity import damage, forget_sources, lost_sources
 from .storenames import RAY_PARTS, ray_part
 from .version import __version__
 
@@ -257,6 +257,8 @@ def create_store(
         {"long_name": "completion record: 1 once the source's results are all written"},
     )
     encoding["source_done"] = {"chunks": (1,), "fill_value": 0}
+    # What it is made with, so that an array lost whole later is named (integrity).
+    template.attrs["store_arrays"] = sorted(str(name) for name in template.variables)
 
     spec.path.parent.mkdir(parents=True, exist_ok=True)
     partial = _partial_name(spec.path)
@@ -405,7 +407,7 @@ def check_store(
         Also, with or without ``overwrite``, for a store that cannot be created at that path
         (:func:`check_writable`) or a path that holds the working directory; and, to be
         resumed, for a store whose arrays written once miss chunks on disk
-        (:func:`~raygrid.pipeline.integrity.lost_arrays`).
+        or arrays lost whole (:func:`~raygrid.pipeline.integrity.damage`).
     """
     path = spec.path
     check_writable(path)
@@ -455,9 +457,9 @@ def check_store(
         )
     if state.done.size != spec.n_sources:
         raise InputError(f"{path} has {state.done.size} sources, the workflow {spec.n_sources}")
-    damaged = lost_arrays(path)
+    damaged = damage(path)
     if damaged:
-        raise InputError(damaged_message(path, damaged))
+        raise InputError(damaged)
     lost = lost_sources(path, state.done)
     if lost.any():
         state = replace(

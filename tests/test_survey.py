@@ -446,6 +446,48 @@ def test_arrays_written_once_and_lost_since_make_the_store_damaged(tmp_path, cli
     assert "status: complete" in describe(store)
 
 
+@pytest.mark.parametrize("old", [False, True], ids=["listed", "older-store"])
+@pytest.mark.parametrize("lost", ["traveltime", "traveltime/zarr.json"])
+def test_an_array_lost_whole_makes_the_store_damaged_not_a_rerun_loop(tmp_path, client, lost, old):
+    # A partial store without its traveltime array: info said "partial: rerun", and every
+    # rerun failed on a worker (ArrayNotFoundError) with "run again to resume".
+    from raygrid.pipeline.inspect import describe, plot_directory
+
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = tmp_path / "survey.zarr"
+    zarr.open_array(store=str(store), path="source_done", mode="r+")[2] = 0
+    group = zarr.open_group(store, mode="r+")
+    group.attrs["complete"] = False
+    if old:  # made before stores listed their arrays: found from the stored workflow
+        del group.attrs["store_arrays"]
+    target = store / lost
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    damaged = r"is damaged: it has no traveltime \(lost whole.*--overwrite to make it again"
+    assert "status: damaged: it has no traveltime (lost whole" in describe(store)
+    with pytest.raises(InputError, match=damaged):
+        run_workflow(read_workflow(path), client=client)
+    with pytest.raises(InputError, match=damaged):
+        plot_directory(store, tmp_path / "pictures", [])
+    again = run_workflow(read_workflow(path), client=client, overwrite=True).load()
+    xr.testing.assert_identical(again, first)
+
+
+def test_a_lost_completion_record_is_not_called_complete(tmp_path, client):
+    from raygrid.pipeline.inspect import describe
+
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = tmp_path / "survey.zarr"
+    (store / "source_done" / "c" / "3").unlink()  # a copy cut short: the record reads 0
+    said = describe(store)
+    assert "status: damaged: finished, but 1 source(s) have lost their completion record " in (said)
+    assert "sources done: 4 / 5" in said
+    again = run_workflow(read_workflow(path), client=client).load()  # solves it again
+    xr.testing.assert_identical(again, first)
+    assert "status: complete" in describe(store)
+
+
 def test_a_ray_parts_folder_lost_whole_before_the_end_is_solved_again(tmp_path, client):
     # Every source done, the run stopped before its last step, and the folder of ray parts
     # gone (a copy cut short): no part was found missing, and the rerun's last step stopped
