@@ -45,6 +45,43 @@ def _files(folder: Path) -> set[str]:
     return found
 
 
+def _cut_short(file: Path, blosc: bool) -> bool:
+    """Whether a chunk file is shorter than what was written: empty (zarr writes no chunk
+    of fill values only, so an empty file is no chunk), or, Blosc-compressed, not the
+    length its header gives (bytes 12-16: the compressed size, header included).
+
+    A crash leaves no such file (zarr writes each chunk under a temporary name and renames
+    it); a copy cut short (``cp -r`` interrupted) leaves its last file so.
+    """
+    try:
+        size = file.stat().st_size
+        if size == 0 or not blosc:
+            return size == 0
+        with open(file, "rb") as handle:
+            header = handle.read(16)
+    except OSError:  # gone since the listing, or unreadable: not a chunk to trust
+        return True
+    return len(header) < 16 or int.from_bytes(header[12:16], "little") != size
+
+
+def _intact_chunks(array: zarr.Array, folder: Path) -> set[str]:
+    """The chunk keys of ``array`` (at ``folder``) whose files are whole (:func:`_cut_short`),
+    from one listing of the folder: a chunk file cut short counts as missing. Costs a small
+    read per chunk file of a Blosc-compressed array (0.24 s for 32,000 files on a local
+    disk; more on a cluster's shared file system)."""
+    blosc = _blosc(array)
+    keys = _files(folder) - {"zarr.json", ".zarray", ".zattrs"}  # metadata, not chunks
+    return {key for key in keys if not _cut_short(folder / key, blosc)}
+
+
+def _blosc(array: zarr.Array) -> bool:
+    """Whether the array's chunks are Blosc frames (whose header gives their length)."""
+    metadata = array.metadata
+    if metadata.zarr_format == 2:
+        return type(metadata.compressor).__name__ == "Blosc"
+    return any(type(codec).__name__ == "BloscCodec" for codec in metadata.codecs)
+
+
 def _lost_chunks(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
     """Done sources missing a chunk of a :data:`PER_SOURCE` array (bool per source)."""
     lost = np.zeros(done.shape, dtype=bool)
@@ -55,7 +92,7 @@ def _lost_chunks(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
         grid = [range(-(-n // c)) for n, c in zip(array.shape[1:], array.chunks[1:])]
         pieces = list(itertools.product(*grid))  # a source's chunks, after its index
         key = array.metadata.encode_chunk_key
-        present = _files(path / name)
+        present = _intact_chunks(array, path / name)
         for source in np.flatnonzero(done & ~lost):
             index = int(source)
             lost[index] = not all(key((index, *piece)) in present for piece in pieces)
@@ -89,9 +126,11 @@ def _lost_rays(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
             continue
         if chunk is None:
             chunk = parts[name].metadata.encode_chunk_key((0, 0))
+            blosc = _blosc(parts[name])  # (parts of stores before 2026-11-24 are not)
         # A part of rays that are all one point at the origin with time 0 is all fill
         # value, which zarr does not write: counted lost, it is solved once more, no harm.
-        lost[source] = f"{name}/{chunk}" not in present
+        key = f"{name}/{chunk}"
+        lost[source] = key not in present or _cut_short(path / RAY_PARTS / key, blosc)
     return lost
 
 
@@ -145,7 +184,7 @@ def lost_arrays(path: str | Path) -> tuple[str, ...]:
         if name in PER_SOURCE or (name.startswith("ray_") and not assembled):
             continue  # records vouch for them; or an assembly cut short, redone
         written = name == "ray_count" or (array.dtype.kind == "f" and np.isnan(array.fill_value))
-        if written and array.nchunks_initialized < array.nchunks:
+        if written and len(_intact_chunks(array, Path(path) / name)) < array.nchunks:
             lost.append(name)
     return tuple(sorted(lost))
 

@@ -227,7 +227,10 @@ def create_store(
     # into a Zarr v3 store.
     for variable in template.variables.values():
         variable.encoding = {}
-    encoding = {"velocity": {"chunks": tuple(model_chunks.values())}}
+    # Blosc for every array, as for the fields: its header gives each chunk's length, so a
+    # chunk file cut short (a copy interrupted) is found (integrity._cut_short).
+    encoding = {name: {"compressors": field_compressors()} for name in template.variables}
+    encoding["velocity"]["chunks"] = tuple(model_chunks.values())
     if spec.fields:
         shape = (n, *velocity.shape)
         template["traveltime"] = (
@@ -256,7 +259,7 @@ def create_store(
         da.zeros(n, chunks=1, dtype=np.uint8),
         {"long_name": "completion record: 1 once the source's results are all written"},
     )
-    encoding["source_done"] = {"chunks": (1,), "fill_value": 0}
+    encoding["source_done"] = {"chunks": (1,), "fill_value": 0, "compressors": field_compressors()}
     # What it is made with, so that an array lost whole later is named (integrity).
     template.attrs["store_arrays"] = sorted(str(name) for name in template.variables)
 
@@ -639,6 +642,7 @@ class SourceWriter:
                 name=f"{RAY_PARTS}/{ray_part(i)}",
                 data=points,
                 chunks=(max(points.shape[0], 1), points.shape[1]),
+                compressors=field_compressors(),  # a part cut short is found (integrity)
                 attributes={"counts": [int(c) for c in result.ray_counts]},
                 overwrite=True,
             )
@@ -754,6 +758,8 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
     encoding = {name: {"chunks": (size,)} for name in rays.data_vars}
     for name in ("ray_start", "ray_count"):
         encoding[name] = {"chunks": tuple(max(k, 1) for k in rays[name].shape)}
+    for name in rays.data_vars:  # a chunk cut short is found (integrity)
+        encoding[name]["compressors"] = field_compressors()
     for name in rays.data_vars:
         if name in group:
             del group[name]

@@ -421,6 +421,28 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client, mo
     assert "status: complete" in describe(store)
 
 
+def test_chunk_files_cut_short_count_as_lost(tmp_path, client):
+    # What an interrupted `cp -r` leaves: its last file cut short. info said complete, a
+    # rerun found nothing to do, and reading the field failed in Blosc's decompression.
+    from raygrid.pipeline.inspect import describe
+
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = tmp_path / "survey.zarr"
+    chunk = store / "traveltime/c/3/0/0"
+    with open(chunk, "r+b") as handle:
+        handle.truncate(chunk.stat().st_size // 2)
+    (store / "receiver_traveltime/c/1/0").write_bytes(b"")
+    assert "status: damaged: 2 source(s) marked done have chunks missing on disk (1, 3)" in (
+        describe(store)
+    )
+    again = run_workflow(read_workflow(path), client=client).load()
+    xr.testing.assert_identical(again, first)
+    velocity = store / "velocity/c/0/0"  # written once: no rerun mends it
+    velocity.write_bytes(velocity.read_bytes()[:100])
+    assert "status: damaged: chunks of velocity are missing on disk" in describe(store)
+
+
 @pytest.mark.parametrize("lost", ["ray_x/c/0", "ray_count/c/0/0", "velocity/c/0/0", "x/c/0"])
 def test_arrays_written_once_and_lost_since_make_the_store_damaged(tmp_path, client, lost):
     # The model, its coordinates and the assembled rays have no completion records: a copy
