@@ -504,7 +504,10 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"coordinate {dim!r} has units {unit!r}; expected one of {sorted(LENGTH_UNITS)}"
         )
     if values.size < 2:
-        raise InputError(f"dim {dim!r} has {values.size} node(s); a model needs at least 2 per dim")
+        raise InputError(
+            f"dim {dim!r} has {values.size} node(s); a model needs at least 2 per dim"
+            + ("; a 2D model has dims ('z', 'x'): velocity.squeeze('y')" if dim == "y" else "")
+        )
     if not np.all(np.isfinite(values)):
         raise InputError(f"coordinate {dim!r} has non-finite values")
     steps = np.diff(values)
@@ -604,6 +607,25 @@ def _first_bad(bad: Any) -> tuple[int, ...]:
     return tuple(int(start + i) for start, i in zip(starts, inside))
 
 
+#: Names of depth and horizontal axes that are raygrid's z, y or x by another name.
+_DIM_NAMES = {"depth": "z", "easting": "x", "northing": "y", "lon": "x", "lat": "y"}
+
+
+def _dims_hint(velocity: xr.DataArray) -> str:
+    """How to make a model's dims raygrid's: a one-node axis dropped, an axis renamed."""
+    hints = []
+    single = [d for d in velocity.dims if velocity.sizes[d] == 1]
+    if single:
+        names = ", ".join(repr(d) for d in single)
+        hints.append(f"drop the one-node {names} with velocity.squeeze({names})")
+    renamed = {d: _DIM_NAMES[d.lower()] for d in velocity.dims if d.lower() in _DIM_NAMES}
+    renamed = {d: to for d, to in renamed.items() if to not in velocity.dims}
+    if renamed:
+        pairs = ", ".join(f"{d!r}: {to!r}" for d, to in renamed.items())
+        hints.append(f"rename axes with velocity.rename({{{pairs}}})")
+    return ": " + "; ".join(hints) if hints else ""
+
+
 def grid_from_velocity(
     velocity: xr.DataArray, *, load: bool = True, check_values: bool = True
 ) -> Grid:
@@ -640,6 +662,7 @@ def grid_from_velocity(
     else:
         raise InputError(
             f"velocity dims must be ('z', 'x') or ('z', 'y', 'x'), got {tuple(velocity.dims)}"
+            + _dims_hint(velocity)
         )
     if velocity.dtype.kind not in "iuf":
         # Complex values lost their imaginary part with only NumPy's warning; objects

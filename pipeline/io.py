@@ -105,8 +105,8 @@ def _given_units(
             "model.units in a workflow), m/s or km/s"
         )
     for d in velocity.dims:
-        if d not in velocity.coords:
-            continue  # grid_from_velocity names a dim without coordinates
+        if d not in velocity.coords or d not in ("z", "y", "x"):
+            continue  # grid_from_velocity names a dim without coordinates, or not a model's
         found = velocity[d].attrs.get("units")
         if found is None and length_unit is None:
             raise InputError(

@@ -137,6 +137,26 @@ def test_unknown_or_missing_dims(dims):
         traveltime(bad, SOURCE)
 
 
+def test_wrong_dims_say_how_to_make_them_right(tmp_path):
+    # An extra one-node axis (a time step) was first refused for its coordinate's units.
+    from raygrid.pipeline import load_velocity
+
+    coords = {"time": [0], "depth": ("depth", np.arange(5.0), {"units": "m"}),
+              "x": ("x", np.arange(6.0), {"units": "m"})}  # fmt: skip
+    model = xr.DataArray(np.full((1, 5, 6), 2000.0), dims=("time", "depth", "x"),
+                         coords=coords, attrs={"units": "m/s"})  # fmt: skip
+    model.to_dataset(name="vp").to_zarr(tmp_path / "t.zarr", zarr_format=3, consolidated=False)
+    with pytest.raises(InputError, match=r"got \('time', 'depth', 'x'\): drop the one-node "
+                       r"'time' with velocity.squeeze\('time'\); rename axes with "
+                       r"velocity.rename\(\{'depth': 'z'\}\)"):  # fmt: skip
+        load_velocity(tmp_path / "t.zarr")
+    flat = xr.DataArray(np.full((5, 1, 6), 2000.0), dims=("z", "y", "x"), attrs={"units": "m/s"},
+                        coords={d: (d, np.arange(n, dtype=float), {"units": "m"})
+                                for d, n in (("z", 5), ("y", 1), ("x", 6))})  # fmt: skip
+    with pytest.raises(InputError, match=r"dim 'y' has 1 node.*velocity.squeeze\('y'\)"):
+        traveltime(flat, SOURCE)
+
+
 def test_missing_coordinate(velocity):
     with pytest.raises(InputError, match="no coordinate for dim 'x'"):
         traveltime(velocity.drop_vars("x"), SOURCE)
