@@ -133,6 +133,10 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         # Ctrl-C pressed again while stopping would break the cluster's close at exit (Dask's
         # atexit hook), printing a traceback: the store is safe, so the rest is not stopped.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        from .interrupts import stopping_signal
+
+        stopped_by = stopping_signal()
         if spec is not None and Path(spec.outputs.store).exists():
             said = (
                 f"{_finished(spec.outputs.store)} are in {spec.outputs.store}; run the same "
@@ -142,8 +146,9 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
                 said += " (a store it refuses as another workflow's was not replaced yet)"
         else:
             said = "nothing was written"
-        click.echo(f"interrupted: {said}", err=True)
-        sys.exit(130)  # the shell's status for a command ended by SIGINT
+        how = "interrupted" if stopped_by == signal.SIGINT else "terminated (SIGTERM)"
+        click.echo(f"{how}: {said}", err=True)
+        sys.exit(128 + stopped_by)  # the shell's status for a command ended by that signal
 
 
 @main.command()

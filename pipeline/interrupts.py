@@ -16,11 +16,19 @@ from distributed import WorkerPlugin
 
 __all__ = [
     "IgnoreInterrupts", "interrupts_held", "interrupts_kept", "check_interrupts",
-    "quiet_abandoned_gathers", "closing_uninterrupted",
+    "quiet_abandoned_gathers", "closing_uninterrupted", "stopping_signal",
 ]  # fmt: skip
 
 #: Ctrl-C's taken by :func:`interrupts_kept`'s handler while its block runs.
 _kept: list[int] = []
+#: The signal that last stopped an :func:`interrupts_kept` block (SIGINT or SIGTERM).
+_stopped_by: list[int] = []
+
+
+def stopping_signal() -> int:
+    """The signal that stopped the last :func:`interrupts_kept` block: ``SIGTERM`` (a batch
+    system's time limit, ``kill``) or ``SIGINT`` (Ctrl-C, the default)."""
+    return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
 
 
 @contextmanager
@@ -73,7 +81,8 @@ def interrupts_held() -> Iterator[None]:
 
 @contextmanager
 def interrupts_kept() -> Iterator[None]:
-    """Ctrl-C raises ``KeyboardInterrupt`` as usual, and is kept, so that none is lost.
+    """Ctrl-C (and SIGTERM, which a batch system sends at its time limit) raises
+    ``KeyboardInterrupt`` as usual, and is kept, so that none is lost.
 
     Python raises a signal's exception in whatever the main thread runs next, and drops it
     where exceptions are ignored: a gc callback (Dask's GC diagnosis), a ``__del__``, a
@@ -88,14 +97,19 @@ def interrupts_kept() -> Iterator[None]:
 
     def keep(signum, frame) -> None:
         _kept.append(signum)
+        _stopped_by.append(signum)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, keep)
+    # SIGTERM ended the process at once (exit 143, a semaphore warning): the same stop as
+    # Ctrl-C instead, with its message and the cluster closed.
+    previous = {sig: signal.signal(sig, keep) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _stopped_by.clear()
     try:
         yield
         check_interrupts()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         _kept.clear()
 
 

@@ -260,3 +260,24 @@ def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
     finally:
         loop.close()
     assert reported == [other]
+
+
+@linux_only
+def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path):
+    # What a batch system sends at its time limit: the run ended at once (status 143, a
+    # semaphore warning), saying nothing of the store. Now it stops as Ctrl-C does.
+    survey = {**SURVEY, "sources": [{"z": 0.0, "x": 10.0 * i} for i in range(60)]}
+    with raygrid_run(tmp_path, survey, "--no-progress") as process:
+        records = tmp_path / "out" / "survey.zarr" / "source_done" / "c"
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            if records.exists() and any(records.iterdir()):  # a source is done: mid-run
+                break
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert "terminated (SIGTERM): the " in stderr
+    assert " of 60 sources finished so far are in out/survey.zarr; run the same command" in stderr
+    for noise in ("Traceback", "Exception ignored", "KeyboardInterrupt", "leaked"):
+        assert noise not in stdout + stderr, stdout + stderr
