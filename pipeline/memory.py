@@ -22,7 +22,8 @@ each source being solved      padded times, predecessors, settled flags and heap
                               index ``(itemsize + predecessor + 1 + 4) P``; the
                               real grid gathered out of them ``itemsize +
                               predecessor``
-each source's result          times and predecessors: ``itemsize + predecessor``
+each source's result          times ``itemsize``, and predecessors ``predecessor``
+                              when they are kept (rays)
 ============================  ======================================================
 """
 
@@ -90,8 +91,8 @@ def footprint(
     return Footprint(
         model=model,
         per_solve=(itemsize + predecessor + 1 + 4) * padded + (itemsize + predecessor) * nodes,
-        # The CPU keeps every predecessor (a time and its edge are written together).
-        per_result=nodes * (itemsize + predecessor),
+        # A solve writes predecessors with its times (per_solve); they are kept only if asked.
+        per_result=nodes * (itemsize + (predecessor if predecessors else 0)),
     )
 
 

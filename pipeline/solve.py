@@ -314,12 +314,18 @@ def solve_seeds(
     if graph is None:
         graph = cpu_graph(grid, star, options)
     times = np.full((len(seeds), graph.n_nodes), np.inf, dtype=options.dtype)
-    predecessor = np.full((len(seeds), graph.n_nodes), -1, dtype=star.predecessor_dtype)
+    # Not wanted, each solve's predecessors live only while it runs (the Dijkstra writes
+    # them with the times), not one array per source until the end.
+    predecessor = (
+        np.full((len(seeds), graph.n_nodes), -1, dtype=star.predecessor_dtype)
+        if predecessors
+        else None
+    )
 
     def solve_one(k: int) -> None:
         dijkstra_graph(
             graph, seeds[k][0], seeds[k][1], target_nodes=targets, times=times[k],
-            predecessor=predecessor[k],
+            predecessor=None if predecessor is None else predecessor[k],
         )  # fmt: skip
         solved(1)
 

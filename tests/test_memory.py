@@ -54,7 +54,7 @@ PEAK = textwrap.dedent(
     peak = status("VmHWM") - base
     grid = grid_from_velocity(model)
     star = forward_star(grid.radius3(radius))
-    estimate = footprint(grid.shape3, star, np.float64, precompute=precompute)
+    estimate = footprint(grid.shape3, star, np.float64, precompute=precompute, predecessors=False)
     print(peak / estimate.total(sources, 1))
     """
 )
@@ -86,7 +86,7 @@ def test_a_solve_too_large_is_refused_before_it_starts(monkeypatch):
     sources = [{"z": 0.0, "x": 100.0}, {"z": 0.0, "x": 300.0}]
     grid = grid_from_velocity(velocity)
     star = forward_star(grid.radius3(3))
-    need = footprint(grid.shape3, star, np.float64).total(2, 2)
+    need = footprint(grid.shape3, star, np.float64, predecessors=False).total(2, 2)
     monkeypatch.setattr(solve_module, "available_memory", lambda: need - 1)
 
     def never(*args, **kwargs):
