@@ -143,6 +143,22 @@ def raygrid_run(directory: Path, survey: dict, *options: str, env: dict | None =
             process.communicate()
 
 
+#: A survey long enough to be stopped mid-run.
+LONG_SURVEY = {**SURVEY, "sources": [{"z": 0.0, "x": 10.0 * i} for i in range(60)]}
+
+
+def mid_run(process: subprocess.Popen, directory: Path) -> float:
+    """Wait until the run in ``directory`` has a source done (mid-run, or ended); return
+    the deadline it waited up to, for more waiting."""
+    records = directory / "out" / "survey.zarr" / "source_done" / "c"
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if records.exists() and any(records.iterdir()):
+            break
+        time.sleep(0.05)
+    return deadline
+
+
 @linux_only
 def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path):
     # Workers that take 3 s more to start (a preload that sleeps), so that the Ctrl-C below
@@ -198,14 +214,8 @@ def test_a_close_under_way_ignores_ctrl_c_until_it_ends():
 def test_ctrl_c_pressed_again_while_a_run_stops_prints_no_traceback(tmp_path):
     # Pressed three times mid-run, Ctrl-C broke Dask's close of the cluster at exit:
     # "Exception ignored in atexit callback: close_clusters" and a 25-line traceback.
-    survey = {**SURVEY, "sources": [{"z": 0.0, "x": 10.0 * i} for i in range(60)]}
-    with raygrid_run(tmp_path, survey, "--no-progress") as process:
-        records = tmp_path / "out" / "survey.zarr" / "source_done" / "c"
-        deadline = time.monotonic() + 120
-        while process.poll() is None and time.monotonic() < deadline:
-            if records.exists() and any(records.iterdir()):  # a source is done: mid-run
-                break
-            time.sleep(0.05)
+    with raygrid_run(tmp_path, LONG_SURVEY, "--no-progress") as process:
+        deadline = mid_run(process, tmp_path)
         while process.poll() is None and time.monotonic() < deadline:
             os.killpg(process.pid, signal.SIGINT)  # again and again until it has stopped
             time.sleep(0.1)
@@ -266,14 +276,8 @@ def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
 def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path):
     # What a batch system sends at its time limit: the run ended at once (status 143, a
     # semaphore warning), saying nothing of the store. Now it stops as Ctrl-C does.
-    survey = {**SURVEY, "sources": [{"z": 0.0, "x": 10.0 * i} for i in range(60)]}
-    with raygrid_run(tmp_path, survey, "--no-progress") as process:
-        records = tmp_path / "out" / "survey.zarr" / "source_done" / "c"
-        deadline = time.monotonic() + 120
-        while process.poll() is None and time.monotonic() < deadline:
-            if records.exists() and any(records.iterdir()):  # a source is done: mid-run
-                break
-            time.sleep(0.05)
+    with raygrid_run(tmp_path, LONG_SURVEY, "--no-progress") as process:
+        mid_run(process, tmp_path)
         os.kill(process.pid, signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 128 + signal.SIGTERM, stdout + stderr
