@@ -760,6 +760,7 @@ def traveltime(
     --------
     traveltimes : many sources at once.
     """
+    source = as_table(source)  # a pandas Series names its dims by its index, as in traveltime_at
     if tiles is not None:
         from .tiled import traveltime_tiled  # Dask only when asked for
 

@@ -301,6 +301,15 @@ def test_bad_options(velocity, option, message):
         traveltime(velocity, SOURCE, **option)
 
 
+def test_a_pandas_series_is_a_source_as_it_is_a_point(velocity):
+    # traveltime_at took a Series; traveltime refused it as "not a mapping".
+    import pandas as pd
+
+    field = traveltime(velocity, pd.Series(SOURCE), radius=2)
+    np.testing.assert_array_equal(field.values, traveltime(velocity, SOURCE, radius=2).values)
+    assert field.attrs["source_x"] == SOURCE["x"]
+
+
 def test_not_a_dataarray():
     with pytest.raises(InputError, match="must be an xarray.DataArray"):
         traveltime(np.ones((4, 4)), SOURCE)
