@@ -216,6 +216,8 @@ def missing_arrays(path: str | Path) -> tuple[str, ...]:
         The missing arrays' names, sorted.
     """
     group = zarr.open_group(Path(path), mode="r")
+    with _listing():
+        present = set(group.array_keys())
     expected = group.attrs.get("store_arrays")
     if expected is None:
         expected = ["velocity", "source_done"]
@@ -225,13 +227,9 @@ def missing_arrays(path: str | Path) -> tuple[str, ...]:
             outputs = {}
         if outputs.get("fields"):
             expected.append("traveltime")
-        with _listing():
-            names = list(group.array_keys())
-        receivers = [group[n] for n in names if n.startswith("receiver_")]
+        receivers = [group[n] for n in present if n.startswith("receiver_")]
         if outputs.get("receiver_table") and any(a.shape[-1] for a in receivers):
             expected.append("receiver_traveltime")
-    with _listing():
-        present = set(group.array_keys())
     return tuple(sorted(set(expected) - present))
 
 

@@ -227,10 +227,7 @@ def create_store(
     # into a Zarr v3 store.
     for variable in template.variables.values():
         variable.encoding = {}
-    # Blosc for every array, as for the fields: its header gives each chunk's length, so a
-    # chunk file cut short (a copy interrupted) is found (integrity._cut_short).
-    encoding = {name: {"compressors": field_compressors()} for name in template.variables}
-    encoding["velocity"]["chunks"] = tuple(model_chunks.values())
+    encoding = {"velocity": {"chunks": tuple(model_chunks.values())}}
     if spec.fields:
         shape = (n, *velocity.shape)
         template["traveltime"] = (
@@ -259,7 +256,11 @@ def create_store(
         da.zeros(n, chunks=1, dtype=np.uint8),
         {"long_name": "completion record: 1 once the source's results are all written"},
     )
-    encoding["source_done"] = {"chunks": (1,), "fill_value": 0, "compressors": field_compressors()}
+    encoding["source_done"] = {"chunks": (1,), "fill_value": 0}
+    # Blosc for every array, as for the fields: its header gives each chunk's length, so a
+    # chunk file cut short (a copy interrupted) is found (integrity._cut_short).
+    for name in template.variables:
+        encoding.setdefault(name, {})["compressors"] = field_compressors()
     # What it is made with, so that an array lost whole later is named (integrity).
     template.attrs["store_arrays"] = sorted(str(name) for name in template.variables)
 
@@ -755,11 +756,12 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
     )
     for k, d in enumerate(spec.dims, start=1):
         rays[f"ray_{d}"] = ("ray_point", points[:, k], {"units": unit} if unit else {})
-    encoding = {name: {"chunks": (size,)} for name in rays.data_vars}
+    # Blosc, as every array: a chunk cut short is found (integrity).
+    encoding = {
+        name: {"chunks": (size,), "compressors": field_compressors()} for name in rays.data_vars
+    }
     for name in ("ray_start", "ray_count"):
-        encoding[name] = {"chunks": tuple(max(k, 1) for k in rays[name].shape)}
-    for name in rays.data_vars:  # a chunk cut short is found (integrity)
-        encoding[name]["compressors"] = field_compressors()
+        encoding[name]["chunks"] = tuple(max(k, 1) for k in rays[name].shape)
     for name in rays.data_vars:
         if name in group:
             del group[name]

@@ -92,12 +92,12 @@ def driver_bytes(prepared: PreparedWorkflow) -> int:
         return DRIVER_BYTES
     grid, options = prepared.grid, prepared.options
     nodes = int(np.prod(grid.shape))
-    held = nodes * (grid.velocity.dtype.itemsize + 8)
-    if options.backend == "cpu":  # the GPU's solver builds its own arrays on the device
-        held += footprint(
-            grid.shape3, prepared.star, options.dtype, precompute=options.precompute
-        ).model
-    return DRIVER_BYTES + held
+    # The CPU graph as check_survey_memory counts it (none on the GPU: built on the device).
+    graph = footprint(
+        grid.shape3, prepared.star, options.dtype, backend=options.backend,
+        precompute=options.precompute,
+    ).model  # fmt: skip
+    return DRIVER_BYTES + nodes * (grid.velocity.dtype.itemsize + 8) + graph
 
 
 def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
