@@ -247,10 +247,13 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     help="Folder for the PNGs (default: beside the store).",
 )
 @click.option(
-    "--source", "sources", type=int, multiple=True, help="Source index to draw (repeatable)."
+    "--source",
+    "sources",
+    multiple=True,
+    help="Source to draw, by index or, where the store names its sources, by name (repeatable).",
 )
 @_input_errors
-def plot(store: Path, out: Path | None, sources: tuple[int, ...]) -> None:
+def plot(store: Path, out: Path | None, sources: tuple[str, ...]) -> None:
     """Write PNGs of a STORE: traveltime contours with rays, and receiver gathers."""
     from .inspect import plot_directory
 

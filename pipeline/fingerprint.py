@@ -29,6 +29,8 @@ FINGERPRINT_PARTS = {
     "model": "the model's values",
     "sources": "the sources",
     "receivers": "the receivers",
+    "source_names": "the sources' names",
+    "receiver_names": "the receivers' names",
     "grid": "the graph options (radius, weights, precision)",
     "outputs": "what is stored (fields, receiver_table, rays)",
     "backend": "the backend (backend auto may choose another on another machine)",
@@ -45,13 +47,18 @@ FINGERPRINT_PARTS = {
 
 
 def workflow_fingerprint(
-    workflow: Workflow, grid: Grid, options: Options, points: dict
+    workflow: Workflow,
+    grid: Grid,
+    options: Options,
+    points: dict,
+    names: dict[str, list[str]] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """SHA-256 of everything that decides what the store holds, and short digests of its
     parts (each key of the recipe, and ``model`` for the values) to say what differs.
 
     The model's values and coordinates, the graph options, the resolved points (so an edited
-    CSV file counts) and the output choices; not the batch size, the cluster or the plot,
+    CSV file counts) and their ``names`` by dim (``source``, ``receiver``: the store's
+    coordinates), and the output choices; not the batch size, the cluster or the plot,
     which change how a store is filled, not what it holds (nor the tiles, unless rays are
     stored: see below). The resolved backend counts: CPU
     and GPU times may differ in the last bits (FMA contraction). A model loaded in memory is
@@ -81,6 +88,8 @@ def workflow_fingerprint(
         # in: other tiles may store other (equally fast) rays, so resuming with them would
         # not give the store an uninterrupted run writes.
         recipe["tiles"] = dict(workflow.compute.tiles)
+    for what, labels in (names or {}).items():  # only if named: unnamed recipes as before
+        recipe[f"{what}_names"] = labels
     values = _model_values(grid)
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
     for chunk in values:

@@ -48,6 +48,15 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _names(dataset: xr.Dataset, what: str) -> str:
+    """``", named STA1 ... STA9"``: the first and last names of a store's sources or
+    receivers (``what``), where it names them; else ``""``."""
+    if what not in dataset.coords:
+        return ""
+    names = [str(n) for n in dataset[what].values]
+    return f", named {names[0]}" + (f" ... {names[-1]}" if len(names) > 1 else "")
+
+
 def describe(path: str | Path, *, workflow: bool = False) -> str:
     """A text summary of a store: workflow, method, sources done, variables and sizes."""
     path = Path(path)
@@ -91,8 +100,8 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     lines = [
         f"store: {path} ({format_bytes(_size(path))} on disk)",
         f"status: {status}",
-        f"sources done: {done} / {total}",
-        f"receivers: {dataset.sizes.get('receiver', 0)}",
+        f"sources done: {done} / {total}{_names(dataset, 'source')}",
+        f"receivers: {dataset.sizes.get('receiver', 0)}{_names(dataset, 'receiver')}",
         f"model: {model} nodes, velocity in {velocity.attrs.get('units', '?')}",
         f"  coordinates ({length_unit}): {extent}",
         f"method: {attrs.get('method', '?')}",
@@ -120,13 +129,34 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     return "\n".join(lines)
 
 
+def source_numbers(dataset: xr.Dataset, chosen: list[int | str]) -> list[int]:
+    """Sources chosen by number or, in a store that names them, by name: a name is looked
+    up first, so a station named ``"12"`` is that station, not source 12."""
+    names = [str(n) for n in dataset["source"].values] if "source" in dataset.coords else []
+    numbers = []
+    for choice in chosen:
+        if str(choice) in names:
+            numbers.append(names.index(str(choice)))
+            continue
+        try:
+            numbers.append(int(choice))
+        except ValueError:
+            some = f" (its names: {names[0]!r} ... {names[-1]!r})" if names else ""
+            raise InputError(
+                f"source {choice!r} is neither a source number nor a source's name in the "
+                f"store{some}"
+            ) from None
+    return numbers
+
+
 def plot_directory(
-    path: str | Path, out: str | Path | None, sources: list[int], echo=None
+    path: str | Path, out: str | Path | None, sources: list[int | str], echo=None
 ) -> list[Path]:
-    """PNGs of a store: one field-and-rays picture per chosen source (default: the first,
-    middle and last of the sources done so far), and the receiver gathers once every
-    source is done; written to ``out`` (default: beside the store). ``echo`` is told what
-    an unfinished store's pictures lack (rays are assembled when the run completes)."""
+    """PNGs of a store: one field-and-rays picture per chosen source (by number, or by name
+    where the store names them; default: the first, middle and last of the sources done so
+    far), and the receiver gathers once every source is done; written to ``out`` (default:
+    beside the store). ``echo`` is told what an unfinished store's pictures lack (rays are
+    assembled when the run completes)."""
     from .plot import plot_field, plot_gathers
 
     path = Path(path)
@@ -142,7 +172,7 @@ def plot_directory(
         if not done.size:
             raise InputError(f"no source is done yet in {path}: nothing to plot")
         sources = sorted({int(done[0]), int(done[done.size // 2]), int(done[-1])})
-    sources = list(dict.fromkeys(sources))  # --source 0 --source 0 draws it once
+    sources = list(dict.fromkeys(source_numbers(dataset, sources)))  # 0 and 0: drawn once
     bad = [s for s in sources if not 0 <= s < n]
     if bad:
         raise InputError(f"source index {bad} out of range: {path} has {n} sources (0..{n - 1})")

@@ -95,7 +95,8 @@ def traveltime_at(
         store's) are read only in the chunks around the points, one source at a time.
     points : mapping, sequence of mappings, or a table
         Positions in model coordinates, e.g. ``{"z": 9870.0, "y": 1234.5, "x": 15012.3}``;
-        a table has a column per dim (a dict of sequences, a DataFrame, a Dataset).
+        a table has a column per dim (a dict of sequences, a DataFrame, a Dataset). A
+        ``name`` (or ``station``) key or column names them: the ``point`` coordinate.
     velocity : xarray.DataArray, optional
         The model the field was solved on, when ``field`` does not hold it.
     radius : int or mapping, optional
@@ -107,7 +108,8 @@ def traveltime_at(
     -------
     xarray.DataArray
         Dims ``("source", "point")`` (``source`` only if the field has it; ``point`` only
-        for several points), seconds, with coordinates ``point_<dim>``.
+        for several points), seconds, with coordinates ``point_<dim>`` (in the model's
+        length unit) and ``point`` (the points' names, if given).
 
     Raises
     ------
@@ -170,7 +172,7 @@ def traveltime_at(
     points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
     single = _single(points)
     # The same tables as traveltimes' sources, checked the same way.
-    listed = [points] if single else source_list(points, grid.dims, "points")
+    listed, names = source_list([points] if single else points, grid.dims, "points")
     index = locate_points(grid, listed, "point")
 
     def read(one: xr.DataArray) -> np.ndarray:
@@ -188,7 +190,10 @@ def traveltime_at(
             )
         return receiver_times(grid, star, times, index, one.dtype, slowness, source3)
 
-    coords = {f"point_{d}": ("point", [float(p[d]) for p in listed]) for d in grid.dims}
+    unit = {"units": grid.length_unit}
+    coords = {f"point_{d}": ("point", [float(p[d]) for p in listed], unit) for d in grid.dims}
+    if names is not None:
+        coords["point"] = ("point", np.array(names, dtype=object))
     if "source" in field.dims:
         # One source's field at a time: a survey store's fields need not fit in memory.
         times = np.stack([read(field.isel(source=s)) for s in range(field.sizes["source"])])

@@ -110,12 +110,15 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         color="gold", ms=14, markeredgecolor="black", clip_on=False,
     )  # fmt: skip
     unit = _unit(dataset)
+    which = f"source {source} of {n_sources}" + (
+        f" ({dataset['source'].values[source]})" if "source" in dataset.coords else ""
+    )
     if "traveltime" in dataset:
-        lines = [f"raygrid: first-arrival traveltimes, source {source} of {n_sources}"]
+        lines = [f"raygrid: first-arrival traveltimes, {which}"]
     else:
         drawn = ["velocity model", "rays" if rays else "", "receivers" if has_receivers else ""]
         lines = [
-            f"raygrid: {_listed([d for d in drawn if d])}, source {source} of {n_sources}",
+            f"raygrid: {_listed([d for d in drawn if d])}, {which}",
             "no traveltime contours: the store holds no traveltime fields (outputs.fields: false)",
         ]
     if "y" in dataset["velocity"].dims:
@@ -222,7 +225,9 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
     along = _source_line(dataset)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
     for r in receivers:
-        label = f"receiver {r} ({_position(dataset, r, unit)})"
+        # A station's name where the store has them, else its number.
+        name = dataset["receiver"].values[r] if "receiver" in dataset.coords else f"receiver {r}"
+        label = f"{name} ({_position(dataset, r, unit)})"
         times = table.isel(receiver=r).values
         if along:
             position = dataset[f"source_{along}"].values

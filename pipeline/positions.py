@@ -6,10 +6,11 @@ fixed order (the store's ``source`` and ``receiver`` dims follow it):
 - a list of mappings: ``[{z: 0, x: 100}, {z: 0, x: 200}]``, each naming model dims only
   (a point's ``name:`` is refused, not ignored; a ``line:`` is not an item of a list);
 - ``{csv: FILE}``: a CSV file with a header naming the model dims, in lower case (``Z`` is
-  refused, not guessed: other tools' ``Z`` is often an elevation); other columns, such as a
-  station name or elevation, are ignored with an :class:`~.errors.InputWarning`; lines
-  whose first non-blank character is ``#`` are comments, and every row has as many fields
-  as the header;
+  refused, not guessed: other tools' ``Z`` is often an elevation); a ``name`` (or
+  ``station``) column labels the points (the store's ``source`` or ``receiver`` coordinate,
+  to select by name); other columns, such as an elevation, are ignored with an
+  :class:`~.errors.InputWarning`; lines whose first non-blank character is ``#`` are
+  comments, and every row has as many fields as the header;
 - ``{line: {start: {...}, stop: {...}, count: N}}``: ``N`` points evenly spaced from
   ``start`` to ``stop`` inclusive (``count: 1`` only where ``start`` is ``stop``);
 - ``{grid: {z: 0.0, x: {start: 0, stop: 4000, count: 41}}}``: the Cartesian product of
@@ -33,11 +34,24 @@ from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, mode
 from .errors import InputError, InputWarning, missing_file
 from .yamlfile import FilePath, Strict, schema_error
 
-__all__ = ["CsvPoints", "Points", "Point", "csv_row_line", "resolve_points", "warn_ignored_columns"]
+__all__ = [
+    "NAME_COLUMNS",
+    "CsvPoints",
+    "Points",
+    "Point",
+    "check_names",
+    "csv_row_line",
+    "name_column",
+    "resolve_points",
+    "warn_ignored_columns",
+]
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False)]
 _DIM_ORDER = ("z", "y", "x")
 _GENERATORS = ("csv", "line", "grid")
+#: Columns of a table of points (or keys of a point) that label the points by name, in the
+#: order looked for: a station list's names, to select results by (``sel(receiver="STA1")``).
+NAME_COLUMNS = ("name", "station")
 
 
 def _dim_keys(value: Any, listed: bool = False) -> Any:
@@ -61,9 +75,8 @@ def _dim_keys(value: Any, listed: bool = False) -> Any:
             )
         else:
             message = (
-                f"unknown key {key!r}: points are given by model dims only (z, y, x); a "
-                "station's name or elevation has no place here (a CSV file may carry them, "
-                "and they are ignored)"
+                f"unknown key {key!r}: points are given by model dims only (z, y, x); to "
+                "name stations, give them in a CSV file with a name column"
             )
         raise schema_error("point_key", message)
     return value
@@ -236,15 +249,55 @@ def _refuse_other_case(names: list[str], where: str, header_line: int) -> None:
     raise InputError(message)
 
 
+def name_column(names: list[Any]) -> str | None:
+    """The column of a table of points that names them (:data:`NAME_COLUMNS`), if any."""
+    return next((c for c in NAME_COLUMNS if c in names), None)
+
+
+def check_names(values: list[Any], row: Any) -> list[str]:
+    """Points' names, checked: each a non-blank text (an integer is taken as its digits, as
+    a station number), stripped, and no two alike, since they label the points to select
+    them by. ``row(i)`` says where the point numbered ``i`` from 0 is, for the errors.
+
+    Raises
+    ------
+    InputError
+        For a missing or blank name (a table's empty cell), a name that is not text, or two
+        points with one name.
+    """
+    names = []
+    seen: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            value = str(value)
+        if not isinstance(value, str):
+            missing = value is None or (isinstance(value, float) and np.isnan(value))
+            what = "has no name" if missing else f"has a name that is not text: {value!r}"
+            raise InputError(f"{row(i)} {what}")
+        name = value.strip()
+        if not name:
+            raise InputError(f"{row(i)} has a blank name")
+        if name in seen:
+            raise InputError(
+                f"{row(i)} has the name {name!r}, as {row(seen[name])} has: names label "
+                "the points, to select them by, so no two may be alike"
+            )
+        seen[name] = i
+        names.append(name)
+    return names
+
+
 def warn_ignored_columns(names: list[Any], dims: list[str], where: str, stacklevel: int) -> None:
     """Warn once about the columns of a table of points that are not model dims.
 
-    Station lists carry names and elevations: accepted, but the user must know they are
+    Station lists carry elevations and more: accepted, but the user must know they are
     not used, above all a height, which some tools read as the position's z. Shared by CSV
     files and the tables (DataFrame, Dataset, dict of columns) the Python API takes;
-    ``stacklevel`` counts from the caller of this function.
+    ``stacklevel`` counts from the caller of this function. The names' column
+    (:func:`name_column`) is used, not ignored.
     """
-    ignored = [(i, name) for i, name in enumerate(names) if name not in dims]
+    used = [*dims, name_column(names)]
+    ignored = [(i, name) for i, name in enumerate(names) if name not in used]
     if not ignored:
         return
     shown = ", ".join(
@@ -264,20 +317,22 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str, stacklev
     warnings.warn(message, InputWarning, stacklevel=stacklevel + 1)
 
 
-def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
-    """The points of a CSV file whose header names the model dims.
+def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] | None]:
+    """The points of a CSV file whose header names the model dims, and their names if a
+    column gives them (:data:`NAME_COLUMNS`).
 
     Lines whose first non-blank character is ``#`` (comments) and blank lines are skipped,
     before or after the header; line numbers in errors count them. Columns other than the
-    model dims (a station name, an elevation) are ignored with an :class:`InputWarning`.
+    model dims and the names (an elevation) are ignored with an :class:`InputWarning`.
 
     Raises
     ------
     InputError
         For a missing or empty file, a header naming no dim, a dim twice or a dim in upper
         case (``Z``), no rows, a row
-        with more or fewer fields than the header, or a coordinate that is not a finite
-        number; naming the file and the line.
+        with more or fewer fields than the header, a coordinate that is not a finite
+        number, or a blank or repeated name (:func:`check_names`); naming the file and the
+        line.
     """
     if not path.is_file():
         raise missing_file(path, f"{what} CSV file")
@@ -313,7 +368,9 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
         raise InputError(f"{where} has a header but no rows")
     warn_ignored_columns(names, dims, where, stacklevel=3)  # the caller of resolve_points
     column = {d: names.index(d) for d in dims}
+    label = name_column(names)
     points = []
+    labels = []
     for number, fields in records[1:]:
         if len(fields) != len(names):
             raise InputError(
@@ -328,7 +385,11 @@ def _read_csv(path: Path, what: str) -> list[dict[str, float]]:
         if not all(np.isfinite(v) for v in point.values()):
             raise InputError(f"{where}:{number}: non-finite coordinate")
         points.append(point)
-    return points
+        if label is not None:
+            labels.append(fields[names.index(label)])
+    if label is None:
+        return points, None
+    return points, check_names(labels, lambda i: f"{where}:{records[1 + i][0]}:")
 
 
 def csv_row_line(path: Path, row: int) -> int:
@@ -338,18 +399,26 @@ def csv_row_line(path: Path, row: int) -> int:
         return _records(handle.readlines(), str(path))[1 + row][0]
 
 
-def resolve_points(spec: Any, what: Literal["source", "receiver"]) -> list[dict[str, float]]:
-    """The points a validated ``sources``/``receivers`` entry stands for, in order.
+def resolve_points(
+    spec: Any, what: Literal["source", "receiver"]
+) -> tuple[list[dict[str, float]], list[str] | None]:
+    """The points a validated ``sources``/``receivers`` entry stands for, in order, and
+    their names where a CSV file gives them (else ``None``).
 
     Raises
     ------
     InputError
         For a missing or malformed CSV file, or a generator whose dims disagree.
     """
-    if isinstance(spec, list):
-        return [dict(point) for point in spec]
     if isinstance(spec, CsvPoints):
         return _read_csv(spec.csv, what)
+    return _generated_points(spec, what), None
+
+
+def _generated_points(spec: Any, what: str) -> list[dict[str, float]]:
+    """The points of a list, a line or a grid entry (:func:`resolve_points`)."""
+    if isinstance(spec, list):
+        return [dict(point) for point in spec]
     if isinstance(spec, LinePoints):
         start, stop, count = spec.line.start, spec.line.stop, spec.line.count
         if set(start) != set(stop):

@@ -31,7 +31,7 @@ from .errors import InputError, InputWarning
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint
 from .models import constant_model
-from .positions import warn_ignored_columns
+from .positions import NAME_COLUMNS, check_names, name_column, warn_ignored_columns
 from .progress import Progress
 from .version import __version__
 
@@ -434,6 +434,8 @@ def as_table(points: Any) -> Any:
     its fields naming the columns)."""
     if isinstance(points, pd.Series):
         return points.to_dict()
+    if isinstance(points, pd.DataFrame) and points.index.name in NAME_COLUMNS:
+        return points.reset_index()  # stations indexed by name: the names are a column
     if isinstance(points, np.ndarray) and points.dtype.names:
         return {name: points[name] for name in points.dtype.names}
     return points
@@ -451,14 +453,18 @@ def _numbers(column: np.ndarray) -> np.ndarray:
     return column.astype(np.float64)
 
 
-def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> list[dict]:
+def source_list(
+    points: Any, dims: tuple[str, ...], what: str = "sources"
+) -> tuple[list[dict], list[str] | None]:
     """Points (``what``: sources, ...) as a list of mappings, from a sequence of mappings or
     a table of columns named after ``dims`` (a dict of sequences, a pandas DataFrame, an
     xarray Dataset, a NumPy structured array); a pandas Series indexed by dim names is one
-    point.
+    point. And the points' names, if given (else ``None``).
 
-    Columns that are not dims (a station name, an elevation) are ignored with an
-    :class:`~.errors.InputWarning`, as in a CSV file.
+    A ``name`` (or ``station``) column, or key of every mapping, names the points
+    (:func:`~.positions.check_names`), as in a CSV file; so does a DataFrame's index of
+    that name. Other columns that are not dims (an elevation) are ignored with an
+    :class:`~.errors.InputWarning`.
     """
     points = as_table(points)
     if isinstance(points, np.ndarray) and points.dtype != object:
@@ -491,10 +497,31 @@ def source_list(points: Any, dims: tuple[str, ...], what: str = "sources") -> li
         else:
             names = list(points.keys())
         warn_ignored_columns(names, list(dims), f"the {what} table", stacklevel=3)
-        return [{d: float(columns[d][i]) for d in dims} for i in range(len(columns[dims[0]]))]
+        n = len(columns[dims[0]])
+        label = name_column(names)
+        labels = None
+        if label is not None:
+            labels = np.atleast_1d(np.asarray(points[label], dtype=object)).tolist()
+            if len(labels) != n:
+                raise InputError(f"the {what} table's {label!r} column is not one per point")
+            labels = check_names(labels, lambda i: f"the {what} table's row {i} (from 0)")
+        return [{d: float(columns[d][i]) for d in dims} for i in range(n)], labels
     if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
         raise InputError(f"{what} must be a sequence of mappings or a table of columns")
-    return list(points)
+    return _named_mappings(list(points), what)
+
+
+def _named_mappings(points: list, what: str) -> tuple[list, list[str] | None]:
+    """A sequence of points as mappings without their names, and the names: a ``name``
+    (or ``station``) key names a point, and then every point must have one."""
+    keys = {key for p in points if isinstance(p, Mapping) for key in p}
+    label = name_column(list(keys))
+    if label is None:
+        return points, None
+    # What is not a mapping is refused where the points are located, as without names.
+    labels = [p.get(label) if isinstance(p, Mapping) else None for p in points]
+    labels = check_names(labels, lambda i: f"point {i} (from 0) of the {what}")
+    return [{k: v for k, v in p.items() if k != label} for p in points], labels
 
 
 def locate_points(grid: Grid, points: list[Mapping[str, float]], what: str) -> np.ndarray:
@@ -574,7 +601,9 @@ def traveltimes(
         As for :func:`traveltime`.
     sources : sequence of mappings, or a table
         Source positions: ``[{"z": 0.0, "x": 100.0}, ...]``, or columns named after the dims
-        (a dict of sequences, a pandas DataFrame or an xarray Dataset).
+        (a dict of sequences, a pandas DataFrame or an xarray Dataset). A ``name`` (or
+        ``station``) key or column names them: the result's ``source`` coordinate, to
+        select by (``.sel(source="STA1")``).
     radius, weights, backend, precision, predecessors
         As for :func:`traveltime`.
     algorithm : {None, "dijkstra", "pull", "near-far"}
@@ -597,7 +626,8 @@ def traveltimes(
     -------
     xarray.DataArray or xarray.Dataset
         ``traveltime`` with dims ``("source", *model dims)`` and coordinates
-        ``source_<dim>`` giving each source's position; with ``predecessors=True`` a
+        ``source_<dim>`` giving each source's position (and ``source``, their names, if
+        given); with ``predecessors=True`` a
         Dataset as for :func:`traveltime`, with the ``source`` dim.
 
     See Also
@@ -617,7 +647,7 @@ def traveltimes(
     grid = grid_from_velocity(velocity)
     star = forward_star(grid.radius3(radius))
     warn_lopsided(grid, star, stacklevel=3)
-    points = source_list(sources, grid.dims)
+    points, names = source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source")  # all checked before anything is solved
@@ -645,6 +675,8 @@ def traveltimes(
             for d in grid.dims
         }
     )
+    if names is not None:
+        coords["source"] = ("source", np.array(names, dtype=object))
     dims = ("source", *grid.dims)
     field = xr.DataArray(
         times.reshape(len(points), *grid.shape),

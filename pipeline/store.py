@@ -166,6 +166,7 @@ def create_store(
     attrs: dict,
     chunks: tuple[int, ...],
     check_copy: Callable[[xr.DataArray], None] | None = None,
+    names: Mapping[str, list[str]] | None = None,
 ) -> None:
     """Write the store's metadata, coordinates and model, atomically (temp name, rename).
 
@@ -195,6 +196,9 @@ def create_store(
     check_copy : callable, optional
         Called with the store's copy of a lazy model before the store is put in place; what
         it raises propagates. Not called for a model in memory.
+    names : mapping, optional
+        The points' names by dim (``source``, ``receiver``), where given: stored as that
+        dim's coordinate (variable-length text), so results are selected by name.
 
     Returns
     -------
@@ -221,6 +225,8 @@ def create_store(
         if m:
             positions = np.array([p[d] for p in receivers], dtype=np.float64)
             template[f"receiver_{d}"] = ("receiver", positions, unit)
+    for what, labels in (names or {}).items():
+        template.coords[what] = (what, np.array(labels, dtype=object))
     template = template.set_coords([name for name in template.data_vars if name != "velocity"])
     # The store's own encoding, not the model file's: a Zarr v2 or NetCDF file's compressors
     # and filters (kept in each variable's encoding when it was opened) cannot be written

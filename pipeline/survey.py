@@ -315,6 +315,7 @@ def run_survey(
     def create() -> None:
         create_store(
             spec, prepared.velocity, prepared.sources, prepared.receivers, attrs, chunks,
+            names=prepared.names,
             check_copy=partial(_check_model_copy, prepared),
         )  # fmt: skip
 

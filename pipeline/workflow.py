@@ -18,7 +18,7 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -359,6 +359,9 @@ class PreparedWorkflow:
     # Short digests of the fingerprint's parts (model values, sources, ...), kept in a store
     # so that a refusal can say what differs; None with the fingerprint.
     fingerprint_parts: dict[str, str] | None = None
+    # The points' names, where a CSV file gives them (the store's source and receiver
+    # coordinates), by dim: {"source": [...], "receiver": [...]}; absent if unnamed.
+    names: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def workflow_json(self) -> str:
@@ -515,11 +518,14 @@ def prepare_workflow(
         raise _located(workflow, ("compute", "backend"), error) from None
     points = {}
     indices = {}
+    names = {}
     for key, what in (("sources", "source"), ("receivers", "receiver")):
         try:
-            points[key] = resolve_points(getattr(workflow, key), what)
+            points[key], named = resolve_points(getattr(workflow, key), what)
         except InputError as error:
             raise _located(workflow, (key,), error) from None
+        if named is not None:
+            names[what] = named
         try:
             indices[key] = locate_points(grid, points[key], what)
         except PointError as error:
@@ -563,7 +569,7 @@ def prepare_workflow(
         except InputError as error:
             raise _located(workflow, ("compute", "tiles"), error) from None
     fingerprint, parts = (
-        workflow_fingerprint(workflow, grid, options, points) if values else (None, None)
+        workflow_fingerprint(workflow, grid, options, points, names) if values else (None, None)
     )
     return PreparedWorkflow(
         workflow=workflow,
@@ -577,6 +583,7 @@ def prepare_workflow(
         receiver_index=indices["receivers"],
         fingerprint=fingerprint,
         fingerprint_parts=parts,
+        names=names,
     )
 
 

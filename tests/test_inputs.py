@@ -52,7 +52,8 @@ def receivers(tmp_path: Path, text: str) -> list[dict[str, float]]:
     """The points of a receiver CSV file holding ``text``."""
     path = tmp_path / "receivers.csv"
     path.write_text(text)
-    return resolve_points(CsvPoints(csv=path), "receiver")
+    points, _ = resolve_points(CsvPoints(csv=path), "receiver")
+    return points
 
 
 def quietly(function, *args):
@@ -110,8 +111,8 @@ def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
 
 
 def test_extra_columns_are_read_with_a_warning(tmp_path):
-    with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'station'; .* from z, x$"):
-        points = receivers(tmp_path, "station,x,z\nA1,10,0\n")
+    with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'comment'; .* from z, x$"):
+        points = receivers(tmp_path, "comment,x,z\nA1,10,0\n")
     assert points == [{"z": 0.0, "x": 10.0}]
 
 
@@ -121,7 +122,7 @@ def test_an_elevation_column_gets_a_note_on_z(tmp_path, name):
         receivers(tmp_path, f"station,x,z,{name}\nA1,10,0,250\nA2,20,0,260\n")
     assert len(record) == 1  # once per file, not per row
     message = str(record[0].message)
-    assert f"ignoring column(s) 'station', '{name}'" in message
+    assert f"ignoring column(s) '{name}'" in message  # not the station's name: it is used
     assert f"z is depth below the model's top, positive down; '{name}' is not used" in message
 
 
@@ -151,9 +152,9 @@ def test_a_dim_given_in_both_cases_is_not_told_to_rename_into_a_duplicate(tmp_pa
     ) in str(error.value)
 
 
-def test_a_station_column_gets_no_note_on_z(tmp_path):
+def test_a_column_of_codes_gets_no_note_on_z(tmp_path):
     with pytest.warns(InputWarning) as record:
-        receivers(tmp_path, "station,x,z\nA1,10,0\n")
+        receivers(tmp_path, "code,x,z\nA1,10,0\n")
     assert "positive down" not in str(record[0].message)
 
 
@@ -328,7 +329,7 @@ def test_a_line_of_one_point_between_two_places_is_refused(tmp_path):
     # One point where start is stop is that point.
     path = tmp_path / "one.yaml"
     path.write_text(SMALL.replace("  - {z: 0.0, x: 100.0}", line.replace("x: 100}", "x: 0}")))
-    assert resolve_points(read_workflow(path).sources, "source") == [{"z": 0.0, "x": 0.0}]
+    assert resolve_points(read_workflow(path).sources, "source") == ([{"z": 0.0, "x": 0.0}], None)
     # A grid's range of one value between two places was silently its start.
     ranged = "  grid: {z: 0.0, x: {start: 0, stop: 400, count: 1}}"
     message = workflow_error(tmp_path, SMALL.replace("  - {z: 0.0, x: 100.0}", ranged))
@@ -362,14 +363,14 @@ def test_tables_of_sources_take_what_a_csv_file_takes():
     point = {"z": 0.0, "x": 50.0}
     expected = traveltimes(velocity, [point]).values
     # A column that is not a dim is ignored with the CSV file's warning (an elevation with
-    # the note on z); it was ignored silently.
+    # the note on z); it was ignored silently. The station's name is used, not ignored.
     table = pd.DataFrame({"station": ["A"], "z": [0.0], "x": [50.0], "elev": [310.0]})
     with pytest.warns(InputWarning) as record:
         times = traveltimes(velocity, table)
     np.testing.assert_array_equal(times.values, expected)
     assert len(record) == 1 and record[0].filename == __file__
     assert str(record[0].message).startswith(
-        "the sources table: ignoring column(s) 'station', 'elev'; positions are read from z, x. "
+        "the sources table: ignoring column(s) 'elev'; positions are read from z, x. "
         "raygrid's z is depth below the model's top, positive down; 'elev' is not used"
     )
     # A pandas Series indexed by dims is one point (it was a list of its values), in

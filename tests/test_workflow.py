@@ -49,7 +49,7 @@ def test_every_shipped_workflow_validates(path, monkeypatch):
 
 def test_survey_workflows_are_what_they_say():
     survey = read_workflow(ROOT / "workflows" / "survey-2d.yaml")
-    assert len(resolve_points(survey.sources, "source")) >= 100
+    assert len(resolve_points(survey.sources, "source")[0]) >= 100
     cube = read_workflow(ROOT / "workflows" / "survey-3d.yaml")
     assert cube.compute.tiles and cube.compute.backend == "cuda"
     assert set(cube.model.shape) == {"z", "y", "x"}
@@ -155,7 +155,7 @@ def test_line_generator_is_inclusive():
     spec = LinePoints.model_validate(
         {"line": {"start": {"z": 0, "x": 0}, "stop": {"z": 0, "x": 300}, "count": 4}}
     )
-    assert [p["x"] for p in resolve_points(spec, "source")] == [0.0, 100.0, 200.0, 300.0]
+    assert [p["x"] for p in resolve_points(spec, "source")[0]] == [0.0, 100.0, 200.0, 300.0]
 
 
 def test_nothing_to_store_is_an_error(tmp_path):
