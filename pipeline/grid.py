@@ -331,9 +331,7 @@ class Grid:
         """Time of the straight segment between two points (exact cell crossing), read on
         the box of cells it crosses, shifted to its corner (the same floats as on the whole
         model: an integer shift of a point is exact)."""
-        low, high = self.leg_box(a3, b3)
-        reader = slowness if slowness is not None else self.slowness_values()
-        block = reader.box(low, high)
+        block, low = self.leg_block(a3, b3, slowness)
         a, b = np.asarray(a3, dtype=np.float64) - low, np.asarray(b3, dtype=np.float64) - low
         return float(segment_time_cpu(block, *a, *b, *self.spacing3))
 
@@ -348,10 +346,19 @@ class Grid:
         model's :meth:`slowness_values`, kept by a caller that reads many legs.
         """
         nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
-        low, high = self.leg_box(point3, nodes)
-        reader = slowness if slowness is not None else self.slowness_values()
-        block = reader.box(low, high)
+        block, low = self.leg_block(point3, nodes, slowness)
         return point_leg_times(block, self.spacing3, point3 - low, nodes - low)
+
+    def leg_block(
+        self, point3: np.ndarray, ends: np.ndarray, slowness: NodeValues | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The slowness on the box of cells the straight legs from a point to ``ends``
+        cross (:meth:`leg_box`), and the box's low corner: legs shifted by it give the same
+        floats as on the whole model (an integer shift of a point is exact), which need not
+        be in memory. ``slowness``: the model's :meth:`slowness_values`, if kept."""
+        low, high = self.leg_box(point3, ends)
+        reader = slowness if slowness is not None else self.slowness_values()
+        return reader.box(low, high), low
 
     @property
     def spacing3(self) -> np.ndarray:

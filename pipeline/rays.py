@@ -130,8 +130,7 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     if not between_nodes:  # a first or last leg, or straight from the source: from a point
         point, end = (b, a) if Grid.on_node(a) else (a, b)  # the order Grid.leg_times uses
         return grid.segment_time(point, end, field.slowness)
-    low, high = Grid.leg_box(a, b)
-    block = field.slowness.box(low, high)
+    block, low = grid.leg_block(a, b, field.slowness)
     a, b = a.astype(np.int64) - low, b.astype(np.int64) - low
     if field.rule != EXACT:
         return mean_slowness_time_cpu(block, *a, *b, *h)
