@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .storenames import PER_SOURCE, RAY_PARTS, ray_part
+from .storenames import PER_SOURCE, RAY_PARTS, ray_arrays, ray_part
 
 __all__ = [
+    "chunks_whole",
+    "completion_records",
     "damage",
     "damaged_message",
     "forget_sources",
@@ -72,6 +74,39 @@ def _intact_chunks(array: zarr.Array, folder: Path) -> set[str]:
     blosc = _blosc(array)
     keys = _files(folder) - {"zarr.json", ".zarray", ".zattrs"}  # metadata, not chunks
     return {key for key in keys if not _cut_short(folder / key, blosc)}
+
+
+def _chunk_keys(array: zarr.Array) -> set[str]:
+    """The keys of every chunk of ``array`` (its chunk grid, encoded as zarr does)."""
+    grid = [range(-(-n // c)) for n, c in zip(array.shape, array.chunks)]
+    return {array.metadata.encode_chunk_key(index) for index in itertools.product(*grid)}
+
+
+def chunks_whole(array: zarr.Array, folder: Path) -> bool:
+    """Whether every chunk of ``array`` (at ``folder``) is on disk and whole: by key, so a
+    stray file beside them (zarr's ``*.partial``) does not stand for a missing one."""
+    return _chunk_keys(array) <= _intact_chunks(array, folder)
+
+
+def completion_records(path: str | Path) -> np.ndarray:
+    """A store's completion records, bool per source (``source_done == 1``).
+
+    A record whose chunk file is cut short (a copy interrupted) reads as not done, not as
+    an error from the decompressor: its source is solved again and the record written
+    anew, as for a record lost.
+    """
+    array = zarr.open_array(store=str(path), path="source_done", mode="r")
+    try:
+        return np.asarray(array[:]) == 1
+    except Exception:  # a chunk that does not decode (Blosc's RuntimeError): read the rest
+        intact = _intact_chunks(array, Path(path) / "source_done")
+        done = np.zeros(array.shape, dtype=bool)
+        (size,) = array.chunks
+        for block in range(-(-array.shape[0] // size)):
+            if array.metadata.encode_chunk_key((block,)) in intact:
+                rows = slice(block * size, (block + 1) * size)
+                done[rows] = np.asarray(array[rows]) == 1
+        return done
 
 
 def _blosc(array: zarr.Array) -> bool:
@@ -163,7 +198,9 @@ def lost_arrays(path: str | Path) -> tuple[str, ...]:
     The model, its coordinates, the source and receiver positions (written when the store
     was made) and, once assembled, the rays: no completion record vouches for them, and
     no rerun writes them again. Their fill value (NaN for floats) is no value they hold, so
-    zarr wrote every chunk of them; ``ray_count`` (0 fill) counts at least one point.
+    zarr wrote every chunk of them; ``ray_count`` (0 fill) counts at least one point, and
+    ``ray_start`` (0 fill) is written whole as one chunk that, with two rays or more, holds
+    a start after the first ray's points.
 
     Parameters
     ----------
@@ -183,8 +220,12 @@ def lost_arrays(path: str | Path) -> tuple[str, ...]:
     for name, array in arrays:
         if name in PER_SOURCE or (name.startswith("ray_") and not assembled):
             continue  # records vouch for them; or an assembly cut short, redone
-        written = name == "ray_count" or (array.dtype.kind == "f" and np.isnan(array.fill_value))
-        if written and len(_intact_chunks(array, Path(path) / name)) < array.nchunks:
+        written = (
+            name == "ray_count"
+            or (name == "ray_start" and array.size > 1 and array.nchunks == 1)
+            or (array.dtype.kind == "f" and np.isnan(array.fill_value))
+        )
+        if written and not chunks_whole(array, Path(path) / name):
             lost.append(name)
     return tuple(sorted(lost))
 
@@ -203,7 +244,8 @@ def missing_arrays(path: str | Path) -> tuple[str, ...]:
     ``zarr.json``, deleted or never copied).
 
     A store lists its arrays when it is made (``store_arrays``); for one made before that,
-    the arrays every store holds and the per-source arrays its workflow asked for.
+    the arrays every store holds and the per-source arrays its workflow asked for. Once
+    its rays are assembled (``rays_assembled``), their arrays too.
 
     Parameters
     ----------
@@ -230,6 +272,9 @@ def missing_arrays(path: str | Path) -> tuple[str, ...]:
         receivers = [group[n] for n in present if n.startswith("receiver_")]
         if outputs.get("receiver_table") and any(a.shape[-1] for a in receivers):
             expected.append("receiver_traveltime")
+    if group.attrs.get("rays_assembled", False) and "velocity" in present:
+        dims = group["velocity"].metadata.dimension_names  # the model's, as the rays'
+        expected = [*expected, *ray_arrays(tuple(dims))]
     return tuple(sorted(set(expected) - present))
 
 

@@ -51,7 +51,7 @@ from zarr.codecs import BloscCodec
 
 from .errors import InputError
 from .fingerprint import FINGERPRINT_PARTS
-from .integrity import damage, forget_sources, lost_sources
+from .integrity import chunks_whole, completion_records, damage, forget_sources, lost_sources
 from .storenames import RAY_PARTS, ray_part
 from .version import __version__
 
@@ -116,7 +116,8 @@ def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int]
     """Chunks of ``traveltime(source, *dims)``: 1 source, then tiles or the whole field.
 
     With tiles, chunks follow them (a tiled solve's pieces map to whole chunks); otherwise the
-    field is one chunk, halved along ``z`` until a chunk holds at most :data:`CHUNK_BYTES`.
+    field is one chunk, halved along ``z`` until a chunk holds at most :data:`CHUNK_BYTES`
+    (then along the next dim, where one depth's slab is larger).
 
     Parameters
     ----------
@@ -139,8 +140,9 @@ def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int]
     if tiles:
         return (1, *(min(int(tiles.get(d, n)), n) for d, n in zip(dims, shape)))
     chunks = list(shape)
-    while chunks[0] > 1 and np.prod(chunks) * itemsize > CHUNK_BYTES:
-        chunks[0] = (chunks[0] + 1) // 2
+    for axis in range(len(chunks)):
+        while chunks[axis] > 1 and np.prod(chunks) * itemsize > CHUNK_BYTES:
+            chunks[axis] = (chunks[axis] + 1) // 2
     return (1, *chunks)
 
 
@@ -344,7 +346,7 @@ def open_store(path: str | Path) -> StoreState:
         workflow=attrs.get("workflow"),
         version=attrs.get("raygrid_version"),
         complete=bool(attrs.get("complete", False)),
-        done=np.asarray(group["source_done"][:]) == 1,
+        done=completion_records(path),
         fingerprint_parts=attrs.get("workflow_sha256_parts"),
     )
 
@@ -584,7 +586,7 @@ def sweep_partials(path: Path) -> int:
 
 def done_sources(path: str | Path) -> np.ndarray:
     """Which sources have their completion record (bool per source)."""
-    return np.asarray(zarr.open_array(store=str(path), path="source_done", mode="r")[:]) == 1
+    return completion_records(path)
 
 
 @dataclass(frozen=True)
@@ -625,7 +627,8 @@ class SourceWriter:
         rewritten with the same bytes, each by an atomic rename; a ray part is an array of
         its own, replaced by deleting it first, which the assembly of the rays could meet
         half done (a KeyError), and a part written after the assembly would be left in the
-        finished store. Kept, it is the same bytes.
+        finished store. Kept, it is the same bytes. A part cut short (a copy interrupted:
+        its source was found lost, :mod:`.integrity`) is not kept but written again.
         """
         if zarr.open_group(self.store, mode="r").attrs.get("rays_assembled", False):
             return True
@@ -633,7 +636,7 @@ class SourceWriter:
             part = zarr.open_array(store=self.store, path=f"{RAY_PARTS}/{ray_part(i)}", mode="r")
         except FileNotFoundError:  # zarr's ArrayNotFoundError is one
             return False
-        return part.nchunks_initialized == part.nchunks
+        return chunks_whole(part, Path(self.store) / RAY_PARTS / ray_part(i))
 
     def write(self, result: SourceResult) -> None:
         """Write one source's results, then its completion record."""

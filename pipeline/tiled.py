@@ -147,13 +147,16 @@ def traveltime_tiled(
 
     ``grid``: the lazy grid of ``velocity`` (``grid_from_velocity(velocity, load=False)``),
     when the caller has checked it already: a survey's sources would otherwise each scan the
-    whole model again for bad values.
+    whole model again for bad values, and each repeat the workflow's warning of a lopsided
+    forward star.
     """
-    if grid is None:
+    checked = grid is not None
+    if not checked:
         velocity = chunked_by_tiles(velocity, tiles)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
-    warn_lopsided(grid, star, stacklevel=4)  # the caller of traveltime
+    if not checked:
+        warn_lopsided(grid, star, stacklevel=4)  # the caller of traveltime
     geometry = tiled_geometry(tiles, grid, star, options)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
     data = grid.velocity.data

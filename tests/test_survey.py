@@ -7,6 +7,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,31 @@ def test_tiled_survey_equals_the_plain_survey(tmp_path, client):
     )
     for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
+
+
+def test_a_tiled_survey_warns_of_a_lopsided_star_once(tmp_path, client):
+    # At the workflow's radius; each source's tiled solve repeated it, from survey.py.
+    path = workflow_file(
+        tmp_path, grid={"radius": {"z": 1, "x": 3}}, compute={"tiles": {"z": 16, "x": 14}}
+    )
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        run_workflow(read_workflow(path), client=client)
+    lopsided = [str(w.message) for w in said if "the forward star reaches" in str(w.message)]
+    assert len(lopsided) == 1 and "grid.radius: the forward star" in lopsided[0], lopsided
+
+
+@pytest.mark.parametrize(
+    "shape, chunk",
+    [((201, 801), (201, 801)), ((2, 3000, 3000), (1, 1500, 3000)), ((8, 9000), (8, 9000))],
+)
+def test_field_chunks_hold_at_most_chunk_bytes(shape, chunk):
+    # A depth's slab larger than CHUNK_BYTES was one chunk: halving stopped at z = 1.
+    from raygrid.pipeline.store import CHUNK_BYTES, field_chunks
+
+    dims = ("z", "y", "x")[-len(shape) :] if len(shape) == 3 else ("z", "x")
+    assert field_chunks(shape, 8, None, dims) == (1, *chunk)
+    assert np.prod(chunk) * 8 <= CHUNK_BYTES
 
 
 @pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}])
@@ -443,16 +469,24 @@ def test_chunk_files_cut_short_count_as_lost(tmp_path, client):
     assert "status: damaged: chunks of velocity are missing on disk" in describe(store)
 
 
-@pytest.mark.parametrize("lost", ["ray_x/c/0", "ray_count/c/0/0", "velocity/c/0/0", "x/c/0"])
+@pytest.mark.parametrize(
+    "lost",
+    ["ray_x/c/0", "ray_count/c/0/0", "ray_start/c/0/0", "velocity/c/0/0", "x/c/0", "partial"],
+)
 def test_arrays_written_once_and_lost_since_make_the_store_damaged(tmp_path, client, lost):
     # The model, its coordinates and the assembled rays have no completion records: a copy
-    # of the store cut short read as NaN there (ray_count as 0) and was called complete.
+    # of the store cut short read as NaN there (ray_count and ray_start as 0: every ray
+    # read the first ray's points) and was called complete.
     from raygrid.pipeline.inspect import describe
 
     path = workflow_file(tmp_path)
     first = run_workflow(read_workflow(path), client=client).load()
     store = tmp_path / "survey.zarr"
-    (store / lost).unlink()
+    if lost == "partial":  # a stray file beside the chunks does not stand for the lost one
+        lost = "velocity/c/0/0"
+        (store / lost).rename(store / "velocity/c/0/0.3f2a9c.partial")
+    else:
+        (store / lost).unlink()
     name = lost.split("/")[0]
     said = describe(store)
     assert f"status: damaged: chunks of {name} are missing on disk" in said
@@ -469,7 +503,7 @@ def test_arrays_written_once_and_lost_since_make_the_store_damaged(tmp_path, cli
 
 
 @pytest.mark.parametrize("old", [False, True], ids=["listed", "older-store"])
-@pytest.mark.parametrize("lost", ["traveltime", "traveltime/zarr.json"])
+@pytest.mark.parametrize("lost", ["traveltime", "traveltime/zarr.json", "ray_x"])
 def test_an_array_lost_whole_makes_the_store_damaged_not_a_rerun_loop(tmp_path, client, lost, old):
     # A partial store without its traveltime array: info said "partial: rerun", and every
     # rerun failed on a worker (ArrayNotFoundError) with "run again to resume".
@@ -485,8 +519,9 @@ def test_an_array_lost_whole_makes_the_store_damaged_not_a_rerun_loop(tmp_path, 
         del group.attrs["store_arrays"]
     target = store / lost
     shutil.rmtree(target) if target.is_dir() else target.unlink()
-    damaged = r"is damaged: it has no traveltime \(lost whole.*--overwrite to make it again"
-    assert "status: damaged: it has no traveltime (lost whole" in describe(store)
+    name = lost.split("/")[0]  # the assembled rays' arrays too: a rerun said complete
+    damaged = rf"is damaged: it has no {name} \(lost whole.*--overwrite to make it again"
+    assert f"status: damaged: it has no {name} (lost whole" in describe(store)
     with pytest.raises(InputError, match=damaged):
         run_workflow(read_workflow(path), client=client)
     with pytest.raises(InputError, match=damaged):
@@ -495,19 +530,49 @@ def test_an_array_lost_whole_makes_the_store_damaged_not_a_rerun_loop(tmp_path, 
     xr.testing.assert_identical(again, first)
 
 
-def test_a_lost_completion_record_is_not_called_complete(tmp_path, client):
+@pytest.mark.parametrize("how", ["lost", "cut-short"])
+def test_a_lost_completion_record_is_not_called_complete(tmp_path, client, how):
+    # A record's file cut short stopped every run and info in Blosc's decompression.
     from raygrid.pipeline.inspect import describe
 
     path = workflow_file(tmp_path)
     first = run_workflow(read_workflow(path), client=client).load()
     store = tmp_path / "survey.zarr"
-    (store / "source_done" / "c" / "3").unlink()  # a copy cut short: the record reads 0
+    record = store / "source_done" / "c" / "3"
+    if how == "lost":
+        record.unlink()  # a copy cut short: the record reads 0
+    else:
+        record.write_bytes(record.read_bytes()[:10])
     said = describe(store)
     assert "status: damaged: finished, but 1 source(s) have lost their completion record " in (said)
     assert "sources done: 4 / 5" in said
     again = run_workflow(read_workflow(path), client=client).load()  # solves it again
     xr.testing.assert_identical(again, first)
     assert "status: complete" in describe(store)
+
+
+def test_a_ray_part_cut_short_before_the_end_is_written_again(tmp_path, client):
+    # Its source was found lost and solved again, but the part, present, was kept as it
+    # was: every rerun's last step then failed in Blosc's decompression.
+    from raygrid.pipeline import survey
+
+    path = workflow_file(tmp_path)
+    store = tmp_path / "survey.zarr"
+
+    def stopped(spec):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(survey, "finish_store", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            run_workflow(read_workflow(path), client=client)
+    part = store / "ray_parts" / "0000001" / "c" / "0" / "0"
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    lines = []
+    again = run_workflow(read_workflow(path), client=client, echo=lines.append).load()
+    assert any("1 source(s) marked done have chunks missing on disk" in line for line in lines)
+    uninterrupted = run_workflow(read_workflow(workflow_file(tmp_path / "again")), client=client)
+    xr.testing.assert_equal(again, uninterrupted.load())
 
 
 def test_a_ray_parts_folder_lost_whole_before_the_end_is_solved_again(tmp_path, client):
