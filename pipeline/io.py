@@ -190,8 +190,9 @@ def load_velocity(
             warnings.simplefilter("ignore", RuntimeWarning)
             velocity = _pick(xr.open_zarr(path, consolidated=None), variable, path)
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
-        # Lazily indexed (no dask): a tiled solve chunks it by its tiles, so each worker
-        # reads only its own; a contiguous file opened with dask would be one chunk.
+        # Lazily indexed (no dask): a tiled solve reads it in blocks (tiled.chunked_lazily),
+        # so each worker reads only its tile; a contiguous file opened with dask would be
+        # one chunk.
         try:
             dataset = xr.open_dataset(path)
         except (OSError, ValueError) as error:  # no NetCDF engine, or not a NetCDF file

@@ -27,7 +27,7 @@ from .solve import (
 )
 from .tiles import TileGrid, tile_grid
 
-__all__ = ["traveltime_tiled", "tiled_geometry", "chunked_by_tiles", "cluster_client"]
+__all__ = ["traveltime_tiled", "tiled_geometry", "chunked_lazily", "cluster_client", "LAZY_BLOCK"]
 
 
 @contextlib.contextmanager
@@ -51,43 +51,43 @@ def cluster_client(client: Any = None) -> Iterator[tuple[Any, bool]]:
         yield own, True
 
 
-def chunked_by_tiles(velocity: xr.DataArray, tiles: Mapping[str, int]) -> xr.DataArray:
-    """A lazily opened model that is not dask-backed, as a dask array with a chunk per tile.
+#: Nodes per dim of the blocks a lazily indexed model (NetCDF, ``.npy``) is read in by a
+#: tiled solve, by number of dims: about a million nodes (8 MiB of float64) a block, the
+#: same whatever the tiles, so that its fingerprint (hashed block by block) does not change
+#: with them (a workflow that changed its tiles was refused for "the model's values").
+LAZY_BLOCK = {2: 1024, 3: 128}
 
-    ``xr.open_dataset`` of a NetCDF file, or ``xr.open_zarr(..., chunks=None)``, gives a
-    lazily indexed array that ``.data`` or ``.values`` would read whole, on the client.
-    Chunked (nothing is read yet), validation runs as dask reductions and each worker reads
-    only its tile with the halo: the slices of one tile fuse into reads of just those nodes.
-    Models in memory or already dask-backed are returned as they are.
+
+def chunked_lazily(velocity: xr.DataArray) -> xr.DataArray:
+    """A lazily opened model that is not dask-backed, as a dask array of fixed blocks.
+
+    ``xr.open_dataset`` of a NetCDF file, ``xr.open_zarr(..., chunks=None)`` or a ``.npy``
+    file give a lazily indexed array that ``.data`` or ``.values`` would read whole, on the
+    client. Chunked (nothing is read yet), validation runs as dask reductions and each
+    worker reads only its tile with the halo: the slices of a tile fuse into reads of just
+    those nodes of the blocks it overlaps. Models in memory or already dask-backed are
+    returned as they are.
 
     Parameters
     ----------
     velocity : xarray.DataArray
         The velocity model as opened, dims ``("z", "x")`` or ``("z", "y", "x")``.
-    tiles : mapping of str to int
-        Tile size in nodes per dim, e.g. ``{"z": 256, "x": 256}``. A dim left out, or given
-        a size that is not a positive integer, is left one chunk (a bad size is reported
-        later by :func:`~raygrid.pipeline.tiles.tile_grid`); so is every dim when ``tiles``
-        is not a mapping.
 
     Returns
     -------
     xarray.DataArray
-        ``velocity`` chunked by ``tiles``, one chunk per tile interior, with nothing read;
-        or ``velocity`` itself when it is in memory, dask-backed already, or not a
-        DataArray (:func:`~raygrid.pipeline.grid.grid_from_velocity` reports that).
+        ``velocity`` in blocks of :data:`LAZY_BLOCK` nodes per dim, with nothing read; or
+        ``velocity`` itself when it is in memory, dask-backed already, not a DataArray, or
+        of another number of dims (:func:`~raygrid.pipeline.grid.grid_from_velocity`
+        reports those).
     """
     if not isinstance(velocity, xr.DataArray) or velocity.chunks is not None:
         return velocity
     # Private, but the only test that does not itself read a lazily indexed array.
-    if velocity.variable._in_memory:  # numpy, or a backend array already loaded
+    if velocity.variable._in_memory or velocity.ndim not in LAZY_BLOCK:
         return velocity
-    chunks = {}
-    for dim in velocity.dims:
-        size = tiles.get(dim, -1) if isinstance(tiles, Mapping) else -1
-        valid = isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size > 0
-        chunks[dim] = int(size) if valid else -1  # a bad size is reported by tile_grid
-    return velocity.chunk(chunks)
+    side = LAZY_BLOCK[velocity.ndim]
+    return velocity.chunk({d: min(side, n) for d, n in velocity.sizes.items()})
 
 
 def tiled_geometry(tiles: Mapping[str, int], grid: Grid, star: Star, options: Options) -> TileGrid:
@@ -152,7 +152,7 @@ def traveltime_tiled(
     """
     checked = grid is not None
     if not checked:
-        velocity = chunked_by_tiles(velocity, tiles)
+        velocity = chunked_lazily(velocity)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     if not checked:

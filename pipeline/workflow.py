@@ -479,11 +479,11 @@ def prepare_workflow(
         raise _located(workflow, ("model",), error) from None
     lazy = workflow.compute.tiles is not None or not values
     if workflow.compute.tiles is not None:
-        from .tiled import chunked_by_tiles  # Dask's tiled solve only for tiled workflows
+        from .tiled import chunked_lazily  # Dask's tiled solve only for tiled workflows
 
-        # A lazily indexed file (NetCDF) chunked by the tiles, so that its fingerprint and
+        # A lazily indexed file (NetCDF, .npy) in fixed blocks, so that its fingerprint and
         # its copy into the store read it block by block: `.data` would read it whole here.
-        velocity = chunked_by_tiles(velocity, workflow.compute.tiles)
+        velocity = chunked_lazily(velocity)
     # A model file's values were checked as load_velocity opened it, naming the file
     # (checking them again would read the file again and repeat its warnings), and a model
     # built without its values was checked as it was built.

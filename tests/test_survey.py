@@ -304,7 +304,7 @@ def test_a_tiled_survey_writes_where_the_run_is_not_where_its_workers_started(
 
 
 def test_a_tiled_survey_of_a_netcdf_model_equals_the_plain_survey(tmp_path, client):
-    # A NetCDF model is read tile by tile (chunked by the tiles), into the store and solved.
+    # A NetCDF model is read block by block (tiled.LAZY_BLOCK), into the store and solved.
     rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_netcdf(
         tmp_path / "m.nc"
     )
@@ -318,6 +318,23 @@ def test_a_tiled_survey_of_a_netcdf_model_equals_the_plain_survey(tmp_path, clie
     assert tiled["velocity"].chunks == ((16, 15), (14, 14, 13))  # copied tile by tile
     for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
+
+
+def test_a_lazily_indexed_model_keeps_its_fingerprint_under_other_tiles(tmp_path, client):
+    # Without rays the tiles are not part of what a store holds; a NetCDF model was hashed
+    # in blocks of the tiles, so other tiles were refused for "the model's values".
+    rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_netcdf(
+        tmp_path / "m.nc"
+    )
+    model, outputs = {"path": str(tmp_path / "m.nc")}, {"store": "s.zarr", "rays": False}
+    first = workflow_file(
+        tmp_path, model=model, outputs=outputs, compute={"tiles": {"z": 16, "x": 14}}
+    )
+    done = run_workflow(read_workflow(first), client=client).load()
+    other = workflow_file(
+        tmp_path, model=model, outputs=outputs, compute={"tiles": {"z": 11, "x": 21}}
+    )
+    xr.testing.assert_identical(run_workflow(read_workflow(other), client=client).load(), done)
 
 
 def test_precomputed_weights_and_float32(tmp_path, client):

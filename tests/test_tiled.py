@@ -17,6 +17,7 @@ import pytest
 import xarray as xr
 
 import raygrid.pipeline as rg
+from raygrid.pipeline.tiled import LAZY_BLOCK
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +110,7 @@ def _backend_reads(action: str):
 def test_model_on_file_is_never_gathered(client, model_2d, tmp_path, monkeypatch, opened):
     # "zarr" is dask-backed; "zarr-unchunked" (open_zarr(chunks=None)), "netcdf" and "npy" (a
     # memory map) are lazily indexed arrays that .data would read whole on the client unless
-    # chunked by tiles first.
+    # chunked first (tiled.chunked_lazily).
     dataset = model_2d.to_dataset(name="vp")
     if opened == "netcdf":
         path = tmp_path / "model.nc"
@@ -137,6 +138,9 @@ def test_model_on_file_is_never_gathered(client, model_2d, tmp_path, monkeypatch
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(da.Array, "__array__", guarded)
+    # Blocks as small as the tiles (not a million nodes), so that reading a block whole (to
+    # check its values) is within what a worker may read: each a piece of the model.
+    monkeypatch.setitem(LAZY_BLOCK, 2, 8)
     tiles, source = {"z": 8, "x": 8}, {"z": 10.0, "x": 20.0}
     _backend_reads("start")
     client.run(_backend_reads, "start")
