@@ -91,10 +91,12 @@ class Options:
         return replace(self, batch=min(self.batch, n_sources))
 
 
-def _resolve_backend(backend: str, algorithm: str | None, here: bool) -> str:
+def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool | None) -> str:
     if backend == "cpu":
         return "cpu"
     if not here:  # checking a file for another machine: no look at this one's hardware
+        if backend == "auto" and gpu is not None and algorithm not in ALGORITHMS["cpu"]:
+            return "cuda" if gpu else "cpu"  # as it will resolve there
         return "cuda" if backend == "cuda" or algorithm in ALGORITHMS["cuda"] else "cpu"
     from ..kernels.cuda import cuda_usable, simulating  # numba.cuda only when asked for
 
@@ -138,6 +140,7 @@ def check_options(
     batch: int = 1,
     precompute: bool = False,
     here: bool = True,
+    gpu: bool | None = None,
 ) -> Options:
     """Validate the options; raise :class:`InputError` naming the bad one.
 
@@ -145,7 +148,8 @@ def check_options(
     simulator); ``algorithm=None`` picks the backend's default (``dijkstra`` on the CPU,
     ``pull`` on CUDA). ``here=False`` checks the options for another machine (a batch
     job's, from a login node): ``"cuda"`` is not refused for want of a GPU here, and
-    ``"auto"`` resolves to CUDA only where the algorithm says so.
+    ``"auto"`` resolves to CUDA where ``gpu`` says that machine has one (a batch job's
+    cluster file asks for GPUs) or, if unknown, only where the algorithm says so.
     ``"auto"`` with a CPU-only algorithm (``dijkstra``) is the CPU on every machine.
     """
     if weights not in WEIGHT_RULES:
@@ -160,7 +164,7 @@ def check_options(
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
         raise InputError(f"batch must be a positive integer, got {batch!r}")
     check_flag("precompute", precompute)
-    resolved = _resolve_backend(backend, algorithm, here)
+    resolved = _resolve_backend(backend, algorithm, here, gpu)
     if algorithm is None:
         algorithm = ALGORITHMS[resolved][0]
     elif algorithm not in ALGORITHMS[resolved]:

@@ -314,7 +314,10 @@ def submit_workflow(
     # The model's values are read (and hashed) only to check an existing store against
     # them: a new store needs none, and a login node need not hold the model.
     resumed = (workdir / spec.outputs.store).exists() and not overwrite
-    prepared = prepare_workflow(spec, here=False, values=resumed)
+    # backend: auto resolved as on the job's nodes (GPUs if the cluster file asks for them),
+    # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
+    gpu = config.gpus_per_worker > 0
+    prepared = prepare_workflow(spec, here=False, values=resumed, gpu=gpu)
     store = store_spec(prepared)
     check_store(
         replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,

@@ -451,13 +451,14 @@ def _check_picture(plot: Path, store: Path, writable: bool) -> None:
 
 
 def prepare_workflow(
-    workflow: Workflow, *, here: bool = True, values: bool = True
+    workflow: Workflow, *, here: bool = True, values: bool = True, gpu: bool | None = None
 ) -> PreparedWorkflow:
     """Build the model and check every option, source and receiver against it.
 
     ``here=False`` checks a workflow meant for another machine (``raygrid validate`` on a
     login node): options are not refused for this machine's hardware
-    (:func:`raygrid.pipeline.solve.check_options`).
+    (:func:`raygrid.pipeline.solve.check_options`); ``gpu`` says whether that machine has
+    a GPU, where known, so that ``backend: auto`` resolves (and is fingerprinted) as there.
 
     ``values=False`` checks the same without the model's values in memory (``raygrid
     validate`` on a login node): a synthetic model's values are checked on one column (they
@@ -513,6 +514,7 @@ def prepare_workflow(
             compute.cuda_batch,
             compute.precompute,
             here=here,
+            gpu=gpu,
         )
     except InputError as error:
         raise _located(workflow, ("compute", "backend"), error) from None

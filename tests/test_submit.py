@@ -276,3 +276,23 @@ def test_pbs_refuses_whitespace_it_cannot_quote(tmp_path, where, message):
     with pytest.raises(InputError, match=f"{message}.* holds whitespace"):
         submit_workflow(workflow, cluster, dry_run=True, workdir=workdir)
     assert not (workdir / "jobs").exists()
+
+
+@pytest.mark.parametrize("gpus, backend", [(1, "cuda"), (0, "cpu")])
+def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypatch, gpus, backend):
+    # Resolved as on the login node (no GPU: the CPU), a store a GPU job had made was
+    # refused as another workflow's ("what differs is the backend") on resubmission.
+    from raygrid.pipeline import submit
+
+    workflow, cluster = setup(tmp_path, gpus_per_worker=gpus, workers_per_node=1)
+    auto = WORKFLOW | {"compute": {"batch": 2, "backend": "auto"}}
+    workflow.write_text(yaml.safe_dump(auto))
+    (tmp_path / "out" / "survey.zarr").mkdir(parents=True)  # a store to resume: checked
+    checked = []
+    monkeypatch.setattr(
+        submit, "check_store", lambda spec, fingerprint, **_: checked.append(fingerprint)
+    )
+    submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    resolved = WORKFLOW | {"compute": {"batch": 2, "backend": backend}}
+    job = rg.workflow.Workflow.model_validate(resolved)
+    assert checked == [rg.workflow.prepare_workflow(job, here=False).fingerprint]
