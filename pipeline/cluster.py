@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from .errors import InputError
-from .yamlfile import FilePath, PositiveInt, Strict, load_yaml, validate_yaml
+from .yamlfile import FilePath, PositiveInt, Strict, load_yaml, schema_error, validate_yaml
 
 __all__ = [
     "ClusterConfig",
@@ -176,11 +176,25 @@ class JobQueueConfig(Strict):
         return math.ceil(self.workers / self.workers_per_node)
 
 
+def _scheduler_address(address: str) -> str:
+    """A scheduler's address with its port, as Dask parses it: ``foo`` passed validation,
+    then the run stopped in a traceback ("missing port number")."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    try:
+        parse_host_port(parse_address(address)[1])
+    except ValueError as error:
+        message = f"{error}: give it as tcp://HOST:PORT (Dask's default port is 8786)"
+        raise schema_error("scheduler_address", message) from None
+    return address
+
+
 class SchedulerConfig(Strict):
     """An existing Dask scheduler, by address or by scheduler file."""
 
     cluster: Literal["scheduler"]
-    address: str | None = None  # e.g. tcp://10.0.0.5:8786
+    address: Annotated[str, AfterValidator(_scheduler_address)] | None = None  # tcp://h:8786
     scheduler_file: FilePath | None = None  # written by `dask scheduler --scheduler-file`
     wait_for_workers: Annotated[int, Field(ge=0)] = 1
     timeout: Annotated[float, Field(gt=0)] = 120.0  # s to wait for the scheduler and workers

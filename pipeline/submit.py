@@ -132,8 +132,18 @@ def _scheduler_command(config: JobQueueConfig, scheduler_file: Path) -> list[str
 
 
 def _join(command: list[str]) -> str:
-    # $-variables stay unquoted-expandable: they are only ever whole words here.
-    return " ".join(word if word.startswith('"$') else shlex.quote(word) for word in command)
+    return " ".join(map(_shell_word, command))
+
+
+def _shell_word(word: str) -> str:
+    """One word of a job script's command: quoted, but a ``$`` variable (our ``"$X"`` words,
+    or a cluster file's ``local_directory: $TMPDIR``) double-quoted so the shell expands it
+    on the node, as dask-jobqueue's scripts do; single quotes kept it a literal folder."""
+    if word.startswith('"$'):
+        return word
+    if "$" in word and not any(c in word for c in '"\\`'):
+        return f'"{word}"'
+    return shlex.quote(word)
 
 
 def _directive_value(value: object) -> str:

@@ -277,7 +277,8 @@ class Compute(Strict):
     cuda_batch: PositiveInt = 1  # CUDA pull: sources relaxed together by a block (<= batch)
     precompute: bool = False  # edge weights computed once and sent to every worker
     threads: PositiveInt = 1  # CPU threads per task (sources of a batch solved at once)
-    tiles: dict[str, PositiveInt] | None = None  # domain decomposition (tiled solves)
+    # Domain decomposition (tiled solves); {} is no tiles at all, refused, not one tile.
+    tiles: Annotated[dict[str, PositiveInt], Field(min_length=1)] | None = None
     cluster: FilePath | None = None  # a cluster file; default: a LocalCluster on this machine
 
 

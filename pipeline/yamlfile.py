@@ -10,13 +10,21 @@ dropped from the path shown to the user.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic_core import PydanticCustomError
 
 from .errors import InputError, missing_file
@@ -28,8 +36,10 @@ __all__ = [
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-#: A path given as text (strict types take only ``Path`` objects).
-FilePath = Annotated[Path, Field(strict=False)]
+#: A path given as text (strict types take only ``Path`` objects); ``~`` is the home folder,
+#: as in a shell (kept as a folder named ``~``, raygrid wrote one half of a store there and
+#: zarr the other in the home folder).
+FilePath = Annotated[Path, Field(strict=False), AfterValidator(Path.expanduser)]
 
 
 def schema_error(kind: str, message: str) -> PydanticCustomError:
@@ -127,6 +137,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`, merged below
+                continue
             key = self.construct_object(key_node, deep=True)
             try:
                 repeated = key in seen
@@ -138,6 +150,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+# Numbers in exponent form (1e3, 2.5e-4) as YAML 1.2 reads them: PyYAML follows YAML 1.1,
+# which takes them for text unless they have a dot and a signed exponent ("not a number").
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def load_yaml(path: str | Path, what: str) -> YamlDocument:

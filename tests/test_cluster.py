@@ -274,3 +274,14 @@ def test_a_silent_scheduler_address_is_reported_before_the_wait():
         with connect(config, echo=lines.append):
             pass
     assert len(lines) == 1 and "refused" in lines[0] and "waiting up to 1 s" in lines[0]
+
+
+def test_a_scheduler_address_without_a_port_is_refused_when_read(tmp_path):
+    # It passed validation, then the run ended in a traceback ("missing port number").
+    path = tmp_path / "scheduler.yaml"
+    path.write_text("cluster: scheduler\naddress: foo\n")
+    with pytest.raises(InputError, match=r"scheduler.yaml:2: address: missing port number in "
+                       r"address 'foo': give it as tcp://HOST:PORT"):  # fmt: skip
+        read_cluster(path)
+    path.write_text("cluster: scheduler\naddress: tcp://10.0.0.5:8786\n")
+    assert read_cluster(path).address == "tcp://10.0.0.5:8786"

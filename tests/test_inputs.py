@@ -486,3 +486,27 @@ def test_a_csv_point_outside_the_model_is_named_by_its_line(tmp_path):
         f"receivers: receiver CSV file {tmp_path}/receivers.csv:5: receiver 1 (numbered from "
         "0): receiver x=99999 is outside the model"
     ) in str(error.value)
+
+
+def test_yaml_as_written_elsewhere_exponents_merge_keys_and_home(tmp_path, monkeypatch):
+    # 1e1 was text to PyYAML ("not a valid number"), `<<: *anchor` "not valid YAML", and a
+    # store under ~ was made half in a folder named "~" and half in the home folder.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "wf.yaml"
+    path.write_text(
+        "model: {synthetic: gradient, shape: {z: 21, x: 31}, spacing: 1e1, top: 5e2,"
+        " bottom: 4.0e+3}\n"
+        "sources:\n  - &s {z: 0.0, x: 0.0}\n  - {<<: *s, x: 100.0}\n"
+        "outputs: {store: ~/surveys/s.zarr}\n"
+    )
+    workflow = read_workflow(path)
+    assert (workflow.model.spacing, workflow.model.top, workflow.model.bottom) == (10.0, 500, 4000)
+    assert workflow.sources == [{"z": 0.0, "x": 0.0}, {"z": 0.0, "x": 100.0}]
+    assert workflow.outputs.store == tmp_path / "home" / "surveys" / "s.zarr"
+    # A key given twice is still refused, beside a merge key; empty tiles are no tiles.
+    path.write_text(path.read_text().replace("{<<: *s, x: 100.0}", "{<<: *s, x: 1.0, x: 2.0}"))
+    with pytest.raises(InputError, match="key 'x' is given twice"):
+        read_workflow(path)
+    path.write_text(SMALL + "compute: {tiles: {}}\n")
+    with pytest.raises(InputError, match="compute.tiles: Dictionary should have at least 1 item"):
+        read_workflow(path)

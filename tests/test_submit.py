@@ -296,3 +296,14 @@ def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypa
     resolved = WORKFLOW | {"compute": {"batch": 2, "backend": backend}}
     job = rg.workflow.Workflow.model_validate(resolved)
     assert checked == [rg.workflow.prepare_workflow(job, here=False).fingerprint]
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_a_local_directory_variable_is_expanded_on_the_node(tmp_path, kind):
+    # configs/slurm-gpu.yaml suggests "$TMPDIR": single-quoted, every worker used a folder
+    # literally named $TMPDIR in the shared working directory.
+    workflow, cluster = setup(tmp_path, kind, local_directory="$TMPDIR/dask")
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    scripts = "".join(p.read_text() for p in job.directory.iterdir() if p.suffix == ".sh")
+    assert '--local-directory "$TMPDIR/dask"' in scripts
+    assert "'$TMPDIR" not in scripts
