@@ -291,9 +291,13 @@ def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
 
 def test_a_netcdf_model_of_a_tiled_workflow_is_read_tile_by_tile(tmp_path, monkeypatch):
     # A NetCDF file opens lazily indexed, not dask-backed: hashing it (and copying it into
-    # the store) through `.data` read it whole on the client. Chunked by the tiles, the
-    # fingerprint is taken block by block and follows its values.
+    # the store) through `.data` read it whole on the client. Chunked in blocks (here of
+    # 8 nodes a side, not the tiles), the fingerprint is taken block by block and follows
+    # its values.
     from raygrid.pipeline.models import gradient_model
+    from raygrid.pipeline.tiled import LAZY_BLOCK
+
+    monkeypatch.setitem(LAZY_BLOCK, 2, 8)
 
     velocity = gradient_model({"z": 21, "x": 31}, 10.0, 500.0, 4000.0)
     velocity.to_dataset(name="vp").to_netcdf(tmp_path / "m.nc")
@@ -301,7 +305,7 @@ def test_a_netcdf_model_of_a_tiled_workflow_is_read_tile_by_tile(tmp_path, monke
     path = write(tmp_path, text + "compute:\n  tiles: {z: 8, x: 16}\n")
     monkeypatch.chdir(tmp_path)
     prepared = prepare_workflow(read_workflow(path))
-    assert prepared.grid.velocity.data.numblocks == (3, 2)
+    assert prepared.grid.velocity.data.numblocks == (3, 4)
     assert not prepared.velocity.variable._in_memory  # nothing was read whole
     edited = velocity.copy()
     edited[20, 30] = 4100.0
