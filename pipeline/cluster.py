@@ -300,9 +300,9 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
             if isinstance(config, JobQueueConfig):
                 echo(f"submitted {config.nodes} {config.cluster} worker job(s)")
                 _wait(client, 1, config.wait_timeout, "the first worker job")
-        from .interrupts import quiet_abandoned_gathers
+        from .interrupts import quiet_client_interrupts
 
-        client.loop.asyncio_loop.set_exception_handler(quiet_abandoned_gathers)
+        quiet_client_interrupts(client)
         wanted = getattr(config, "dashboard_address", "") is not None  # null: none asked for
         link = client.dashboard_link if wanted and _has_dashboard(client) else None
         if link:

@@ -285,3 +285,32 @@ def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path):
     assert " of 60 sources finished so far are in out/survey.zarr; run the same command" in stderr
     for noise in ("Traceback", "Exception ignored", "KeyboardInterrupt", "leaked"):
         assert noise not in stdout + stderr, stdout + stderr
+
+
+def test_an_early_sync_cancel_is_not_logged_as_a_traceback(caplog):
+    # Ctrl-C before a client call's coroutine started: distributed's sync() cancel callback
+    # read `future` unassigned and tornado logged a NameError traceback (CI, 2026-11-24).
+    import logging
+
+    from raygrid.pipeline.interrupts import quiet_client_interrupts
+
+    from clusters import in_process_client
+
+    application = logging.getLogger("tornado.application")
+    with in_process_client() as client:
+        quiet_client_interrupts(client)
+        quiet_client_interrupts(client)  # once is enough: not a second filter
+        early = NameError(
+            "cannot access free variable 'future' where it is not associated with a value"
+        )
+
+        def logged() -> list:
+            return [r for r in caplog.records if r.name == "tornado.application"]
+
+        with caplog.at_level(logging.ERROR, logger="tornado.application"):
+            application.error("Exception in callback", exc_info=(NameError, early, None))
+            assert not logged()
+            other = NameError("name 'x' is not defined")  # any other error is kept
+            application.error("Exception in callback", exc_info=(NameError, other, None))
+            assert len(logged()) == 1
+    assert sum(f.__name__ == "_not_an_early_sync_cancel" for f in application.filters) == 1
