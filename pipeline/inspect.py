@@ -12,7 +12,7 @@ from dask.utils import format_bytes
 
 from .errors import InputError
 from .integrity import damage, listed_sources, lost_sources
-from .store import check_writable, open_store
+from .store import check_writable, open_store, point_names
 
 __all__ = ["describe", "open_survey", "plot_directory"]
 
@@ -51,9 +51,9 @@ def _size(path: Path) -> int:
 def _names(dataset: xr.Dataset, what: str) -> str:
     """``", named STA1 ... STA9"``: the first and last names of a store's sources or
     receivers (``what``), where it names them; else ``""``."""
-    if what not in dataset.coords:
+    names = point_names(dataset, what)
+    if names is None:
         return ""
-    names = [str(n) for n in dataset[what].values]
     return f", named {names[0]}" + (f" ... {names[-1]}" if len(names) > 1 else "")
 
 
@@ -130,13 +130,14 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
 
 
 def source_numbers(dataset: xr.Dataset, chosen: list[int | str]) -> list[int]:
-    """Sources chosen by number or, in a store that names them, by name: a name is looked
-    up first, so a station named ``"12"`` is that station, not source 12."""
-    names = [str(n) for n in dataset["source"].values] if "source" in dataset.coords else []
+    """Sources chosen by number or, in a store that names them, by name: a text is looked
+    up as a name first, so ``"12"`` is the station named so, if any, not source 12; an
+    integer is a number."""
+    names = point_names(dataset, "source") or []
     numbers = []
     for choice in chosen:
-        if str(choice) in names:
-            numbers.append(names.index(str(choice)))
+        if isinstance(choice, str) and choice in names:
+            numbers.append(names.index(choice))
             continue
         try:
             numbers.append(int(choice))

@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from .store import point_names  # noqa: E402
+
 __all__ = ["plot_field", "plot_gathers", "plot_store"]
 
 
@@ -110,9 +112,8 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         color="gold", ms=14, markeredgecolor="black", clip_on=False,
     )  # fmt: skip
     unit = _unit(dataset)
-    which = f"source {source} of {n_sources}" + (
-        f" ({dataset['source'].values[source]})" if "source" in dataset.coords else ""
-    )
+    names = point_names(dataset, "source")
+    which = f"source {source} of {n_sources}" + (f" ({names[source]})" if names else "")
     if "traveltime" in dataset:
         lines = [f"raygrid: first-arrival traveltimes, {which}"]
     else:
@@ -224,10 +225,10 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
     unit = _unit(dataset)
     along = _source_line(dataset)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
+    names = point_names(dataset, "receiver")
     for r in receivers:
         # A station's name where the store has them, else its number.
-        name = dataset["receiver"].values[r] if "receiver" in dataset.coords else f"receiver {r}"
-        label = f"{name} ({_position(dataset, r, unit)})"
+        label = f"{names[r] if names else f'receiver {r}'} ({_position(dataset, r, unit)})"
         times = table.isel(receiver=r).values
         if along:
             position = dataset[f"source_{along}"].values

@@ -369,6 +369,7 @@ def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] 
     warn_ignored_columns(names, dims, where, stacklevel=3)  # the caller of resolve_points
     column = {d: names.index(d) for d in dims}
     label = name_column(names)
+    label_column = None if label is None else names.index(label)
     points = []
     labels = []
     for number, fields in records[1:]:
@@ -385,8 +386,8 @@ def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] 
         if not all(np.isfinite(v) for v in point.values()):
             raise InputError(f"{where}:{number}: non-finite coordinate")
         points.append(point)
-        if label is not None:
-            labels.append(fields[names.index(label)])
+        if label_column is not None:
+            labels.append(fields[label_column])
     if label is None:
         return points, None
     return points, check_names(labels, lambda i: f"{where}:{records[1 + i][0]}:")

@@ -65,6 +65,7 @@ __all__ = [
     "done_sources",
     "finish_store",
     "open_store",
+    "point_names",
     "prepare_store",
     "write_field",
     "write_source",
@@ -315,6 +316,12 @@ class StoreState:
     # Sources whose record outlived their chunks (:mod:`.integrity`), not counted in
     # ``done``; found by check_store, whose run forgets their records and solves them again.
     lost: tuple[int, ...] = ()
+
+
+def point_names(dataset: xr.Dataset, what: str) -> list[str] | None:
+    """The names of a store's sources or receivers (``what``), its ``source``/``receiver``
+    coordinate, where the workflow gave them (:func:`create_store`); else ``None``."""
+    return [str(n) for n in dataset[what].values] if what in dataset.coords else None
 
 
 def open_store(path: str | Path) -> StoreState:

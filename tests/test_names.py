@@ -177,6 +177,11 @@ def test_a_survey_store_is_selected_by_name_and_a_renamed_station_is_another_wor
     result = runner.invoke(main, ["plot", "s.zarr", "--source", "S3", "--source", "0"])
     assert result.exit_code == 0, result.output
     assert "wrote s-source2.png" in result.output.replace(str(tmp_path) + "/", "")
+    # From Python, an integer is a number even where a station has its digits for a name.
+    from raygrid.pipeline.inspect import source_numbers
+
+    numbered = xr.Dataset(coords={"source": ("source", np.array(["1", "0"], dtype=object))})
+    assert source_numbers(numbered, [0, "0", "5"]) == [0, 1, 5]
     result = runner.invoke(main, ["plot", "s.zarr", "--source", "S7"])
     assert result.exit_code != 0
     assert "source 'S7' is neither a source number nor a source's name" in result.output

@@ -568,13 +568,10 @@ def test_a_lost_completion_record_is_not_called_complete(tmp_path, client, how):
     assert "status: complete" in describe(store)
 
 
-def test_a_ray_part_cut_short_before_the_end_is_written_again(tmp_path, client):
-    # Its source was found lost and solved again, but the part, present, was kept as it
-    # was: every rerun's last step then failed in Blosc's decompression.
+def _stopped_before_the_end(path: Path, client) -> None:
+    """Run a workflow until every source is done, and stop it before its last step (the
+    rays not yet assembled), as a Ctrl-C there would."""
     from raygrid.pipeline import survey
-
-    path = workflow_file(tmp_path)
-    store = tmp_path / "survey.zarr"
 
     def stopped(spec):
         raise KeyboardInterrupt
@@ -583,6 +580,14 @@ def test_a_ray_part_cut_short_before_the_end_is_written_again(tmp_path, client):
         patch.setattr(survey, "finish_store", stopped)
         with pytest.raises(KeyboardInterrupt):
             run_workflow(read_workflow(path), client=client)
+
+
+def test_a_ray_part_cut_short_before_the_end_is_written_again(tmp_path, client):
+    # Its source was found lost and solved again, but the part, present, was kept as it
+    # was: every rerun's last step then failed in Blosc's decompression.
+    path = workflow_file(tmp_path)
+    store = tmp_path / "survey.zarr"
+    _stopped_before_the_end(path, client)
     part = store / "ray_parts" / "0000001" / "c" / "0" / "0"
     part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
     lines = []
@@ -596,19 +601,11 @@ def test_a_ray_parts_folder_lost_whole_before_the_end_is_solved_again(tmp_path, 
     # Every source done, the run stopped before its last step, and the folder of ray parts
     # gone (a copy cut short): no part was found missing, and the rerun's last step stopped
     # with a KeyError, for ever.
-    from raygrid.pipeline import survey
     from raygrid.pipeline.inspect import describe
 
     path = workflow_file(tmp_path)
     store = tmp_path / "survey.zarr"
-
-    def stopped(spec):
-        raise KeyboardInterrupt
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(survey, "finish_store", stopped)
-        with pytest.raises(KeyboardInterrupt):
-            run_workflow(read_workflow(path), client=client)
+    _stopped_before_the_end(path, client)
     shutil.rmtree(store / "ray_parts")
     assert "status: damaged: 5 source(s) marked done have chunks missing" in describe(store)
     lines = []
