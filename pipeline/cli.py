@@ -87,6 +87,16 @@ def _plain_input_warnings() -> None:
     warnings.showwarning = shown
 
 
+def _identity(store: str | Path) -> tuple[int, int] | None:
+    """Which folder ``store`` names (device and inode), or None: ``--overwrite`` makes the new
+    store beside the old one before it takes the name, so the two never share one."""
+    try:
+        status = Path(store).stat()
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
 def _finished(store: str | Path) -> str:
     """How many sources a store holds done, for the message of an interrupted run."""
     from .store import done_sources
@@ -118,12 +128,13 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
     Sources fan out over the Dask cluster in batches; each finished source is recorded in
     the store, so after a crash the same command carries on where it stopped.
     """
-    spec = None
+    spec = old = None
     try:
         from .interrupts import interrupts_kept
         from .workflow import read_workflow, run_workflow
 
         spec = read_workflow(workflow)
+        old = _identity(spec.outputs.store) if overwrite else None
         click.echo(f"raygrid {__version__}: running {workflow}")
         with interrupts_kept():  # not one lost where Python drops exceptions
             run_workflow(
@@ -137,13 +148,14 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         from .interrupts import stopping_signal
 
         stopped_by = stopping_signal()
-        if spec is not None and Path(spec.outputs.store).exists():
+        store = spec.outputs.store if spec is not None else None
+        if old is not None and _identity(store) == old:
+            said = f"{store} was not replaced: the old store is as it was"
+        elif store is not None and Path(store).exists():
             said = (
-                f"{_finished(spec.outputs.store)} are in {spec.outputs.store}; run the same "
-                "command again (without --overwrite) to resume"
+                f"{_finished(store)} are in {store}; run the same command again (without "
+                "--overwrite) to resume"
             )
-            if overwrite:  # stopped before the old store was replaced, it is still there
-                said += " (a store it refuses as another workflow's was not replaced yet)"
         else:
             said = "nothing was written"
         how = "interrupted" if stopped_by == signal.SIGINT else "terminated (SIGTERM)"

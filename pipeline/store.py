@@ -67,6 +67,7 @@ __all__ = [
     "open_store",
     "point_names",
     "prepare_store",
+    "tidy_siblings",
     "write_field",
     "write_source",
 ]
@@ -88,28 +89,51 @@ def field_compressors() -> tuple:
     return (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),)
 
 
-def _partial_name(path: Path) -> Path:
-    """A hidden sibling of ``path`` for a store being made or deleted, named after this host
-    and process so that :func:`_sweep_stale_siblings` knows when its writer is gone."""
-    return path.with_name(f"{_partial_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def _partial_name(path: Path, kind: str = "partial") -> Path:
+    """A hidden sibling of ``path``: a store being made (``partial``) or an old store moved
+    aside by ``--overwrite`` (``replaced``), named after this host and process so that
+    :func:`tidy_siblings` knows when its writer is gone."""
+    return path.with_name(f"{_partial_prefix(path, kind)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def _partial_prefix(path: Path) -> str:
-    """What the names of ``path``'s partial siblings made on this host start with."""
-    return f".{path.name}.partial-{socket.gethostname().replace('-', '_')}-"
+def _partial_prefix(path: Path, kind: str = "partial") -> str:
+    """What the names of ``path``'s ``kind`` siblings made on this host start with."""
+    return f".{path.name}.{kind}-{socket.gethostname().replace('-', '_')}-"
 
 
-def _sweep_stale_siblings(path: Path) -> None:
-    """Delete the hidden siblings of ``path`` (:func:`_partial_name`) that a run on this
-    host left when it was cut short: a store half made (Ctrl-C while zarr still wrote) or an
-    old store moved aside by ``--overwrite`` and not yet deleted, which could be the size
-    of the whole survey. Those of live processes, or of other hosts, are left alone."""
+def _stale_siblings(path: Path, kind: str) -> list[Path]:
+    """``path``'s ``kind`` siblings whose process on this host is gone, newest first; those
+    of live processes, or of other hosts, are not listed."""
     import psutil  # a dependency of distributed
 
-    for sibling in path.parent.glob(f"{glob.escape(_partial_prefix(path))}*"):
+    stale = []
+    for sibling in path.parent.glob(f"{glob.escape(_partial_prefix(path, kind))}*"):
         pid = sibling.name.rsplit("-", 2)[-2]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            shutil.rmtree(sibling, ignore_errors=True) if sibling.is_dir() else sibling.unlink()
+            stale.append(sibling)
+    return sorted(stale, key=lambda sibling: sibling.lstat().st_mtime, reverse=True)
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def tidy_siblings(path: Path) -> None:
+    """Tidy what a run on this host left beside ``path`` when it was killed (SIGKILL, a
+    node lost): a store half made (:func:`_partial_name`) is deleted; an old store that
+    ``--overwrite`` had moved aside is put back where no store took its place (the run
+    died before its new store was made), else deleted: either can be the size of the whole
+    survey. Called under the store's lock (:mod:`.lock`)."""
+    for sibling in _stale_siblings(path, "partial"):
+        _remove(sibling)
+    for sibling in _stale_siblings(path, "replaced"):
+        if not path.exists() and not path.is_symlink():
+            try:
+                os.replace(sibling, path)
+                continue
+            except OSError:  # taken meanwhile: the sibling is the old store, not needed
+                pass
+        _remove(sibling)
 
 
 def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int] | None,
@@ -297,7 +321,7 @@ def create_store(
         os.replace(partial, spec.path)
     finally:
         # Cut short (Ctrl-C), zarr's own thread may still be writing into it: what it
-        # leaves is removed by the next run (_sweep_stale_siblings). An error here would
+        # leaves is removed by the next run (tidy_siblings). An error here would
         # hide the KeyboardInterrupt.
         shutil.rmtree(partial, ignore_errors=True)
 
@@ -384,7 +408,11 @@ def check_store(
     spec: StoreSpec, fingerprint: str | None, *, overwrite: bool, workflow: str | None = None,
     parts: dict[str, str] | None = None,
 ) -> StoreState | None:  # fmt: skip
-    """What :func:`prepare_store` will find, read without touching anything.
+    """What :func:`prepare_store` will find, read without touching the store.
+
+    What runs killed on this host left beside it is tidied first
+    (:func:`tidy_siblings`), so an old store that a killed ``--overwrite`` had
+    moved aside is found back in its place.
 
     Returns the existing store's state when it is to be resumed, ``None`` when a fresh store
     will be created (none there, or ``overwrite``). A run calls it before starting a
@@ -430,6 +458,7 @@ def check_store(
     """
     path = spec.path
     check_writable(path)
+    tidy_siblings(path)
     if not path.exists():
         return None
     try:
@@ -562,19 +591,28 @@ def prepare_store(
     state = checked
     if state is ...:
         state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow, parts=parts)
-    _sweep_stale_siblings(path)
     if state is not None:
         sweep_partials(path)
         if state.lost:
             forget_sources(path, np.array(state.lost))
         return state
-    if path.exists():  # overwrite
-        # Moved aside first, then deleted: a deletion cut short (Ctrl-C) leaves no half
-        # store under the name, whose completion records could outlive its chunks.
-        doomed = _partial_name(path)
-        os.replace(path, doomed)
-        shutil.rmtree(doomed) if doomed.is_dir() else doomed.unlink()
-    create()
+    if not path.exists():
+        create()
+        return open_store(path)
+    # --overwrite. The old store is moved aside while the new one is made, and deleted only
+    # once the new one is in place: a creation that fails (a full disk, a model file that
+    # cannot be read, Ctrl-C) puts it back, and one killed outright leaves it for the next
+    # run to put back (tidy_siblings). Deleted in place, a deletion cut short would
+    # leave a half store whose completion records could outlive its chunks.
+    old = _partial_name(path, "replaced")
+    os.replace(path, old)
+    try:
+        create()
+    except BaseException:
+        if not path.exists():
+            os.replace(old, path)
+        raise
+    _remove(old)
     return open_store(path)
 
 

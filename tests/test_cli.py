@@ -523,3 +523,43 @@ def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
     assert run.stderr == (
         "error: notastore is not a Zarr store (a folder without Zarr's group metadata, zarr.json)\n"
     )
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_an_overwrite_stopped_says_whether_the_old_store_was_replaced(
+    tmp_path, monkeypatch, replaced
+):
+    # Stopped after its new store was made, an --overwrite run said that the old store "was
+    # not replaced yet"; stopped before, it counted the old store's sources as its own.
+    from click.testing import CliRunner
+
+    from raygrid.pipeline import workflow
+    from raygrid.pipeline.cli import main
+
+    survey_dir(tmp_path)
+    store = tmp_path / "out" / "survey.zarr"
+    store.mkdir(parents=True)
+
+    def stopped(spec, **kwargs):
+        if replaced:  # as prepare_store does: the new store made beside, then put in place
+            (tmp_path / "new.zarr").mkdir()
+            os.replace(tmp_path / "new.zarr", store)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workflow, "run_workflow", stopped)
+    monkeypatch.chdir(tmp_path)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = CliRunner().invoke(main, ["run", "survey.yaml", "--overwrite"])
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert result.exit_code == 130, result.output
+    said = result.output.splitlines()[-1]
+    if replaced:
+        assert said == (
+            "interrupted: the sources finished so far are in out/survey.zarr; run the same "
+            "command again (without --overwrite) to resume"
+        )
+    else:
+        assert said == "interrupted: out/survey.zarr was not replaced: the old store is as it was"

@@ -680,6 +680,59 @@ def test_a_different_workflow_never_overwrites(tmp_path, client):
     assert replaced.attrs["radius_x"] == 2
 
 
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt])
+def test_an_overwrite_whose_new_store_cannot_be_made_leaves_the_old_one(tmp_path, client, failure):
+    # The old store was deleted before the new one was made: a creation that failed (a
+    # full disk, Ctrl-C while the model was copied) lost the old survey as well.
+    from raygrid.pipeline import survey
+
+    run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    store = tmp_path / "survey.zarr"
+    before = _chunk_files(store)
+    other = read_workflow(workflow_file(tmp_path, grid={"radius": 2}))
+
+    def made_in_part(spec, *args, **kwargs):
+        (tmp_path / ".survey.zarr.partial-made-in-part").mkdir()  # what zarr had written
+        raise failure
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(survey, "create_store", made_in_part)
+        with pytest.raises(type(failure) if isinstance(failure, OSError) else failure):
+            run_workflow(other, client=client, overwrite=True)
+    assert _chunk_files(store) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if ".survey.zarr." in p.name) == [
+        ".survey.zarr.lock",
+        ".survey.zarr.partial-made-in-part",
+    ]
+    assert run_workflow(other, client=client, overwrite=True).attrs["radius_x"] == 2
+    assert not any(".replaced-" in p.name for p in tmp_path.iterdir())
+
+
+def test_an_old_store_a_killed_overwrite_moved_aside_is_put_back_by_the_next_run(tmp_path, client):
+    # Killed outright (SIGKILL) after the old store was moved aside and before the new one
+    # took its name: the next run on this host finds the old store in its place.
+    import socket
+
+    path = workflow_file(tmp_path)
+    run_workflow(read_workflow(path), client=client)
+    store = tmp_path / "survey.zarr"
+
+    def chunks():  # the metadata is written again by a rerun, the chunks not
+        return {name: t for name, t in _chunk_files(store).items() if "/c/" in name}
+
+    before = chunks()
+    dead = f"{socket.gethostname().replace('-', '_')}-{2**22 + 1}"  # no process has it
+    aside = tmp_path / f".survey.zarr.replaced-{dead}-0a1b2c3d"
+    os.replace(store, aside)
+    resumed = run_workflow(read_workflow(path), client=client)  # resumed, not made again
+    assert resumed.attrs["complete"] is True
+    assert chunks() == before and not aside.exists()
+    # Where the new store did take the name, the old one moved aside is deleted.
+    (aside / "c").mkdir(parents=True)
+    run_workflow(read_workflow(path), client=client)
+    assert chunks() == before and not aside.exists()
+
+
 def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_path, client):
     # Ctrl-C while a store was made (zarr still writing in its own thread) or while
     # --overwrite deleted the old one left a hidden folder beside the store, the size of
