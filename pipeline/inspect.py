@@ -12,7 +12,7 @@ from dask.utils import format_bytes
 
 from .errors import InputError
 from .integrity import damage, listed_sources, lost_sources
-from .store import check_writable, open_store, point_names
+from .store import check_writable, holds, open_store, point_names
 
 __all__ = ["describe", "open_survey", "plot_directory"]
 
@@ -194,10 +194,16 @@ def plot_directory(
             f"note: {path} is not complete ({done.size} of {n} sources): rays and the "
             "receiver gathers are drawn once the run has finished"
         )
-    out = Path(out) if out is not None else path.parent
+    # Resolved: the store named "." (plotted from inside it) has no name or parent.
+    out = Path(out) if out is not None else path.resolve().parent
     if out.exists() and not out.is_dir():  # named as the --out given
         raise InputError(f"cannot write pictures into {out}: it is a file, not a folder")
-    stem = path.name.removesuffix(".zarr")
+    if holds(path, out):
+        raise InputError(
+            f"cannot write pictures into {out}: it is inside the store {path}; choose another "
+            "--out (by default they go beside the store)"
+        )
+    stem = path.resolve().name.removesuffix(".zarr")
     # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(out / f"{stem}-source{sources[0]}.png", "picture")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]

@@ -64,6 +64,7 @@ __all__ = [
     "create_store",
     "done_sources",
     "finish_store",
+    "holds",
     "open_store",
     "point_names",
     "prepare_store",
@@ -470,8 +471,7 @@ def check_store(
             f"{error}; it is left untouched, with or without --overwrite (which replaces "
             "only a raygrid survey store): choose another outputs.store"
         ) from None
-    here = Path.cwd().resolve()
-    if here == path.resolve() or path.resolve() in here.parents:
+    if holds(path, Path.cwd()):
         raise InputError(f"{path} holds the working directory; choose another outputs.store")
     if overwrite:
         return None
@@ -515,6 +515,12 @@ def check_store(
             lost=tuple(int(i) for i in np.flatnonzero(lost)),
         )  # fmt: skip
     return state
+
+
+def holds(folder: str | Path, path: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, links resolved and ``.`` named."""
+    folder, path = Path(folder).resolve(), Path(path).resolve()
+    return path == folder or folder in path.parents
 
 
 def check_writable(path: Path, what: str = "store") -> None:

@@ -58,7 +58,7 @@ from .solve import (
     locate_points,
     repeated_sources,
 )
-from .store import check_writable
+from .store import check_writable, holds
 from .yamlfile import (
     FilePath,
     PositiveFloat,
@@ -238,8 +238,7 @@ class Outputs(Strict):
     @classmethod
     def _a_folder_of_its_own(cls, store: Path) -> Path:
         # Refused here, not at the run as "not a Zarr store" ('' and '.' are this folder).
-        here = Path.cwd().resolve()
-        if store.resolve() == here or store.resolve() in here.parents:
+        if holds(store, Path.cwd()):
             raise schema_error(
                 "store_here",
                 f"{str(store) if str(store) != '.' else '. (or an empty path)'} is the working "
@@ -327,8 +326,7 @@ def _cross_checks(workflow: Workflow) -> list[tuple[tuple, str]]:
     if isinstance(workflow.model, FileModel):
         # A store replaced (--overwrite) or refused and cleaned up must never take the
         # model with it.
-        model, store = Path(workflow.model.path).resolve(), Path(outputs.store).resolve()
-        if model == store or store in model.parents:
+        if holds(outputs.store, workflow.model.path):
             problems.append(
                 (("outputs", "store"), f"the store {outputs.store} would hold the model file "
                  f"{workflow.model.path}, which --overwrite would delete: give it its own path")
@@ -438,15 +436,14 @@ def workflow_cluster(workflow: Workflow, cluster: str | Path | None = None) -> A
 def _check_picture(plot: Path, store: Path, writable: bool) -> None:
     """Refuse a picture path that is (or is in) the store or, if ``writable`` is asked
     (the run is on this machine), one that cannot be written."""
-    picture, kept = plot.resolve(), store.resolve()
-    if picture == kept or kept in picture.parents:
-        where = "the store's own path" if picture == kept else "inside the store"
+    if holds(store, plot):
+        where = "the store's own path" if plot.resolve() == store.resolve() else "inside the store"
         raise InputError(
             f"cannot create picture {plot}: it is {where} ({store}); put it beside the store"
         )
     if not writable:
         return
-    if picture.is_dir():
+    if plot.is_dir():
         raise InputError(f"cannot create picture {plot}: it is a folder; name a file")
     check_writable(plot, "picture")
 

@@ -814,6 +814,17 @@ def test_a_damaged_store_and_a_file_for_pictures_are_clear_errors(tmp_path, clie
     (tmp_path / "picture.png").write_text("not a folder")
     with pytest.raises(InputError, match=r"into .*picture.png: it is a file, not a folder"):
         plot_directory(store, tmp_path / "picture.png", [0])
+    # Drawn from inside the store (`raygrid plot .`), the pictures went into the store,
+    # named "-source0.png"; and so did any --out inside it.
+    before = _chunk_files(store)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(store)
+        drawn = plot_directory(".", None, [0])
+        assert drawn == [tmp_path / "survey-source0.png", tmp_path / "survey-gathers.png"]
+        for out in (".", "traveltime"):
+            with pytest.raises(InputError, match=rf"into {out}: it is inside the store \.; "):
+                plot_directory(".", out, [0])
+    assert _chunk_files(store) == before
     shutil.rmtree(store / "velocity")
     for read in (describe, lambda path: plot_directory(path, tmp_path, [0])):
         with pytest.raises(InputError, match=r"survey.zarr is damaged: it has no velocity; "):
