@@ -28,6 +28,13 @@ LENGTH_UNITS = {"m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1
 #: Accepted velocity units and their size in m/s.
 SPEED_UNITS = {"m/s": 1.0, "m s-1": 1.0, "m.s-1": 1.0, "km/s": 1e3, "km s-1": 1e3, "km.s-1": 1e3}
 
+
+def known_unit(unit: object, units: Mapping[str, float]) -> bool:
+    """Whether ``unit`` is one of ``units``' spellings: a list or an array (an attribute
+    written so) is not, where a bare ``in`` raised ``TypeError: unhashable``."""
+    return isinstance(unit, str) and unit in units
+
+
 DIMS_2D = ("z", "x")
 DIMS_3D = ("z", "y", "x")
 
@@ -506,7 +513,7 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         raise InputError(
             f"coordinate {dim!r} has no 'units' attribute (one of {sorted(LENGTH_UNITS)})"
         )
-    if unit not in LENGTH_UNITS:
+    if not known_unit(unit, LENGTH_UNITS):
         raise InputError(
             f"coordinate {dim!r} has units {unit!r}; expected one of {sorted(LENGTH_UNITS)}"
         )
@@ -681,7 +688,7 @@ def grid_from_velocity(
     speed_unit = velocity.attrs.get("units")
     if speed_unit is None:
         raise InputError(f"velocity has no 'units' attribute (one of {sorted(SPEED_UNITS)})")
-    if speed_unit not in SPEED_UNITS:
+    if not known_unit(speed_unit, SPEED_UNITS):
         raise InputError(
             f"velocity has units {speed_unit!r}; expected a speed, one of {sorted(SPEED_UNITS)}"
         )

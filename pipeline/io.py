@@ -12,7 +12,7 @@ from xarray.backends import BackendArray
 from xarray.core import indexing
 
 from .errors import InputError, missing_file
-from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity
+from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity, known_unit
 from .models import per_dim, real_number
 
 __all__ = ["load_velocity", "NpyArray"]
@@ -77,7 +77,9 @@ def _conflicts(found: str | None, given: str, scales: Mapping[str, float]) -> bo
     """Whether a unit given for a file contradicts the file's own: both are units raygrid
     reads (``scales``) and of different sizes. ``m s-1`` and ``m/s`` agree; a file's unit
     raygrid does not read (``m/sec``) is the one the user is correcting, not a conflict."""
-    return found in scales and given in scales and scales[found] != scales[given]
+    return (
+        known_unit(found, scales) and known_unit(given, scales) and scales[found] != scales[given]
+    )
 
 
 def _given_units(
@@ -97,7 +99,7 @@ def _given_units(
                 f"{path}: the velocity's units are {found!r} in the file, not {units!r}; the "
                 "units option is for a file without them: leave it out"
             )
-        if found not in SPEED_UNITS:
+        if not known_unit(found, SPEED_UNITS):
             velocity.attrs["units"] = units
     elif "units" not in velocity.attrs:
         raise InputError(
@@ -120,7 +122,7 @@ def _given_units(
                 f"{path}: coordinate {d!r} is in {found!r} in the file, not {length_unit!r}; "
                 "length_unit is for coordinates without units: leave it out"
             )
-        if found not in LENGTH_UNITS:  # none, or a spelling raygrid does not read
+        if not known_unit(found, LENGTH_UNITS):  # none, or a spelling raygrid does not read
             velocity = velocity.assign_coords({d: velocity[d].assign_attrs(units=length_unit)})
     return velocity
 
@@ -199,6 +201,11 @@ def load_velocity(
             raise InputError(f"{path}: cannot open it as NetCDF ({error})") from None
         velocity = _pick(dataset, variable, path)
     elif suffix == ".npy":
+        if variable is not None:  # it was ignored: the array read may not be the one meant
+            raise InputError(
+                f"{path}: variable {variable!r} names a variable of a Zarr or NetCDF dataset; a "
+                ".npy file holds one array: leave it out"
+            )
         try:
             values = NpyArray(path)
         except (OSError, ValueError) as error:

@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from .errors import InputError, InputWarning
+from .grid import grid_from_velocity
 
 __all__ = [
     "constant_model",
@@ -174,8 +175,9 @@ def layers_problem(interfaces: Sequence[float], velocities: Sequence[float]) -> 
             f"layer and one below each interface); velocities has {len(velocities)} "
             f"value(s), interfaces {len(interfaces)}"
         )
-    if list(interfaces) != sorted(interfaces):
-        return f"layer interfaces must increase with depth, got {list(interfaces)}"
+    if any(upper >= lower for upper, lower in zip(interfaces, interfaces[1:])):
+        # Two equal depths make a layer of no thickness: its velocity was dropped unseen.
+        return f"layer interfaces must increase strictly with depth, got {list(interfaces)}"
     return None
 
 
@@ -194,7 +196,7 @@ def layered_model(
     shape, spacing, broadcast
         As for :func:`constant_model`.
     interfaces : sequence of float
-        Depths (m) of the layer boundaries, increasing; a node at an interface's depth
+        Depths (m) of the layer boundaries, strictly increasing; a node at an interface's depth
         belongs to the layer below it.
     velocities : sequence of float
         Velocity (m/s) of each layer from the top, one more than ``interfaces``.
@@ -207,9 +209,9 @@ def layered_model(
     Raises
     ------
     InputError
-        For a count of velocities other than ``len(interfaces) + 1``, or interfaces that
-        do not increase (:func:`layers_problem`). An interface outside the model's depths
-        is warned about (:class:`~.errors.InputWarning`): the layer it bounds is absent.
+        For a count of velocities other than ``len(interfaces) + 1``, or interfaces that do
+        not increase strictly (:func:`layers_problem`). An interface outside the model's
+        depths is warned about (:class:`~.errors.InputWarning`): the layer it bounds is absent.
     """
     problem = layers_problem(interfaces, velocities)
     if problem:
@@ -253,7 +255,10 @@ def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -
         raise InputError(f"checkerboard amplitude must be in [0, 1), got {amplitude}")
     if not (np.isfinite(size) and size > 0):
         raise InputError(f"checkerboard size must be positive, got {size}")
-    parity = sum((velocity[d] // size).astype(int) for d in velocity.dims) % 2
+    grid_from_velocity(velocity, load=False, check_values=False)  # dims, units, spacing
+    # Which cube a node is in, rounded first: a node on a cube's face in km read as the cube
+    # before it (0.06 / 0.02 = 2.9999999999999996).
+    parity = sum(np.floor((velocity[d] / size).round(9)).astype(int) for d in velocity.dims) % 2
     out = velocity * (1 + amplitude * (2 * parity - 1))
     unit = velocity[velocity.dims[0]].attrs.get("units", "m")
     out.attrs = dict(velocity.attrs, checkerboard=f"{size:g} {unit}, +-{amplitude:g}")
@@ -265,10 +270,10 @@ def gradient_traveltime(
 ) -> np.ndarray:
     """Analytic first-arrival time in ``v(z) = top + gradient * z`` (SI units).
 
-    ``t = arccosh(1 + g^2 d^2 / (2 v_s v_r)) / g`` with ``d`` the distance between source
+    ``t = arccosh(1 + g^2 d^2 / (2 v_s v_r)) / |g|`` with ``d`` the distance between source
     and receiver and ``v_s``, ``v_r`` the velocities there: the rays are circular arcs
     (the classical result for a linear velocity, e.g. Slotnick 1959, *Lessons in Seismic
-    Computing*).
+    Computing*). A velocity that decreases with depth (``g < 0``) is the same result.
 
     Parameters
     ----------
@@ -279,16 +284,28 @@ def gradient_traveltime(
     top : float
         Velocity at z = 0 (m/s).
     gradient : float
-        ``dv/dz`` (1/s); 0 gives the straight-ray time ``d / top``.
+        ``dv/dz`` (1/s), of either sign; 0 gives the straight-ray time ``d / top``.
 
     Returns
     -------
     numpy.ndarray
         Times (s), shaped as the broadcast ``points``.
+
+    Raises
+    ------
+    InputError
+        If the velocity is not positive at the source or at a point (no time there).
     """
     v_source = top + gradient * source["z"]
     v_receiver = top + gradient * np.asarray(points["z"])
+    for where, speed in (("the source", v_source), ("a point", v_receiver)):
+        if not np.all(np.asarray(speed) > 0):
+            raise InputError(
+                f"v(z) = {top:g} {'-' if gradient < 0 else '+'} {abs(gradient):g} z is not "
+                f"positive at {where}: no traveltime"
+            )
     d2 = sum((np.asarray(points[d]) - source[d]) ** 2 for d in points)
     if gradient == 0:
         return np.sqrt(d2) / top
-    return np.arccosh(1 + gradient**2 * d2 / (2 * v_source * v_receiver)) / gradient
+    # Divided by |g|: the arc's time is even in g (a negative g gave negative times).
+    return np.arccosh(1 + gradient**2 * d2 / (2 * v_source * v_receiver)) / abs(gradient)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from raygrid.pipeline import (
+    InputError,
     constant_model,
     gradient_model,
     gradient_traveltime,
@@ -258,3 +259,19 @@ def test_receivers_near_a_source_between_nodes_are_as_accurate_as_anywhere(name,
         assert relative.min() >= -1e-12  # never earlier than the straight ray (to rounding)
         worst = max(worst, relative.max())
     assert worst <= NEAR_SOURCE_BOUNDS[name, radius]
+
+
+def test_a_velocity_decreasing_with_depth_has_the_same_bound():
+    # gradient_traveltime divided by g, not |g|: a negative gradient gave negative times.
+    velocity = gradient_model({"z": 101, "x": 201}, 10.0, 4000.0, 500.0)
+    source = {"z": 1000.0, "x": 1000.0}  # at the bottom: the rays bend upwards
+    mesh = dict(zip(velocity.dims, np.meshgrid(velocity["z"], velocity["x"], indexing="ij")))
+    exact = gradient_traveltime(source, mesh, 4000.0, -3.5)
+    times = traveltime(velocity, source, radius=5).values
+    away = exact > 0
+    relative = (times[away] - exact[away]) / exact[away]
+    assert 0 < relative.min() and relative.max() <= BOUNDS["gradient-2d"][5][0]
+    assert np.sqrt(np.mean((times[away] - exact[away]) ** 2)) <= BOUNDS["gradient-2d"][5][1]
+    # Where the velocity would reach zero there is no time.
+    with pytest.raises(InputError, match=r"v\(z\) = 4000 - 3.5 z is not positive at a point"):
+        gradient_traveltime(source, {"z": np.array([2000.0]), "x": np.array([0.0])}, 4000.0, -3.5)

@@ -246,6 +246,8 @@ def test_load_velocity_errors(tmp_path, model):
         rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"y": 1.0})
     with pytest.raises(rg.InputError, match=r"dims \('z', 'y', 'x'\) for a 2D array"):
         rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, dims=("z", "y", "x"))
+    with pytest.raises(rg.InputError, match=r"m.npy: variable 'vp' names a variable of a Zarr"):
+        rg.load_velocity(tmp_path / "m.npy", "vp", units="m/s", spacing=10.0)  # was ignored
     shifted = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"x": 5.0})
     assert float(shifted["x"][0]) == 5.0 and float(shifted["z"][0]) == 0.0
     with pytest.raises(rg.InputError, match=r"spacing is given per dim .*missing \['x'\]"):
@@ -290,5 +292,24 @@ def test_synthetic_model_mistakes_are_caught():
     km = base.assign_coords(z=base["z"] / 1000, x=base["x"] / 1000)
     km["z"].attrs["units"] = km["x"].attrs["units"] = "km"
     assert rg.checkerboard(km, 0.02).attrs["checkerboard"] == "0.02 km, +-0.05"
+    # The same squares in km as in m: a node on a square's edge went to the square before it
+    # (0.06 / 0.02 = 2.9999999999999996), making squares of one and three nodes.
+    row = rg.constant_model({"z": 2, "x": 13}, 10.0, 1000.0)
+    in_km = row.assign_coords(z=row["z"] / 1000, x=row["x"] / 1000)
+    in_km["z"].attrs["units"] = in_km["x"].attrs["units"] = "km"
+    np.testing.assert_array_equal(
+        rg.checkerboard(in_km, 0.02, 0.1).values, rg.checkerboard(row, 20.0, 0.1).values
+    )
+    with pytest.raises(rg.InputError, match=r"velocity dims must be \('z', 'x'\) .*'depth'"):
+        rg.checkerboard(base.rename(z="depth"), 20.0)
+    # Units written as a list were a TypeError (unhashable), not the units' error.
+    listed = base.copy()
+    listed.attrs["units"] = ["m/s"]
+    with pytest.raises(rg.InputError, match=r"velocity has units \['m/s'\]; expected a speed"):
+        rg.traveltime(listed, {"z": 0.0, "x": 0.0})
+    listed = base.copy()
+    listed["x"].attrs["units"] = np.array(["m"])
+    with pytest.raises(rg.InputError, match=r"coordinate 'x' has units array"):
+        rg.traveltime(listed, {"z": 0.0, "x": 0.0})
     with pytest.warns(rg.InputWarning, match=r"interface\(s\) at \[5000.0\] m lie outside"):
         rg.layered_model({"z": 5, "x": 4}, 10.0, [20.0, 5000.0], [1000.0, 2000.0, 3000.0])

@@ -19,6 +19,7 @@ import xarray as xr
 from raygrid.pipeline import (
     constant_model,
     grid_from_velocity,
+    layered_model,
     load_velocity,
     traveltime_at,
     traveltimes,
@@ -218,7 +219,11 @@ def test_a_layered_model_needs_one_velocity_more_than_interfaces(tmp_path, keys,
 def test_layer_interfaces_must_increase(tmp_path):
     keys = "  interfaces: [100.0, 50.0]\n  velocities: [1500.0, 2500.0, 4000.0]\n"
     text = model_error(tmp_path, LAYERED + keys)
-    assert "wf.yaml:1: model: layer interfaces must increase with depth, got [100.0, 50.0]" in text
+    said = "wf.yaml:1: model: layer interfaces must increase strictly with depth, got [100.0, "
+    assert said in text
+    # Two equal depths: the layer between them was dropped, unseen.
+    with pytest.raises(InputError, match=r"increase strictly with depth, got \[30.0, 30.0\]"):
+        layered_model({"z": 11, "x": 3}, 10.0, [30.0, 30.0], [1000.0, 2000.0, 3000.0])
     # A good layered model passes, and builds the layers it names.
     path = tmp_path / "wf.yaml"
     path.write_text(path.read_text().replace("[100.0, 50.0]", "[50.0, 100.0]"))
