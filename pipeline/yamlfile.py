@@ -77,9 +77,11 @@ class YamlDocument:
         line = _line(node)
         for position, part in enumerate(location):
             last = position == len(location) - 1
-            if _is_tag(part):
-                continue
+            # A key of the document first: an unknown key may be spelled like a union tag
+            # ("dashboard-address"), and was skipped as one, reported at its parent's line.
             child = _child(data, node, part)
+            if child is None and _is_tag(part):
+                continue
             if child is not None:
                 data, node, key_line = child
                 parts.append(f"[{part}]" if isinstance(part, int) else str(part))
@@ -242,6 +244,9 @@ def validate_yaml(document: YamlDocument, model: Any, what: str) -> Any:
 def _message(error: dict) -> str:
     message = error["msg"]
     if error["type"] == "extra_forbidden":
+        key = error["loc"][-1] if error["loc"] else None
+        if isinstance(key, str) and "-" in key:
+            return f"{message} (unknown key; raygrid's keys use underscores, not hyphens)"
         return f"{message} (unknown key)"
     if error["type"] == "missing":
         return f"{message} (missing key)"

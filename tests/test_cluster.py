@@ -44,6 +44,12 @@ def test_default_is_a_local_cluster():
     "text, message",
     [
         ("cluster: local\nn_worker: 2\n", ":2: n_worker: Extra inputs are not permitted"),
+        # Spelled like a union tag, it was named nowhere, at the top level's line.
+        (
+            "cluster: local\nn-workers: 2\n",
+            ":2: n-workers: Extra inputs are not permitted (unknown "
+            "key; raygrid's keys use underscores, not hyphens)",
+        ),
         ("cluster: local\nn_workers: two\n", ":2: n_workers: Input should be a valid integer"),
         ("cluster: kubernetes\n", ":1: (top level): cluster must be one of local, local-cuda"),
         ("cluster: slurm\nworkers: 3\nworkers_per_node: 2\n", "must be a multiple of"),

@@ -65,6 +65,13 @@ def test_survey_workflows_are_what_they_say():
         ("  shape: {z: 21, x: 31}", "  shape: {z: 1, x: 31}", 3, "model.shape.z", "equal to 2"),
         ("count: 4}", "count: 0}", 10, "receivers.line.count", "than or equal to 1"),
         ("model:", "modle:", 1, "modle", "unknown key"),
+        (
+            "  store: out/small.zarr",
+            "  store: out/small.zarr\n  plot-source: 1",
+            13,
+            "outputs.plot-source",
+            "unknown key; raygrid's keys use underscores",
+        ),
         # Of their own type, not converted: a quoted number, a number for a yes/no, a
         # fraction for a count (they were taken as 50, True and 3).
         ("x: 200.0}", 'x: "200"}', 8, "sources[1].x", "valid number"),
