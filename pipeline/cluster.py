@@ -34,6 +34,8 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -77,9 +79,15 @@ def _memory_limit(value: str) -> str:
     return value if value == "auto" else _size(value)
 
 
+def _port(port: int, address: str) -> None:
+    if port > 65535:  # Dask would pick another port, unsaid
+        raise ValueError(f"{address!r}: port {port} is above 65535")
+
+
 def _address(value: str) -> str:
     if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[\w.\-]*):\d{1,5}", value):
         raise ValueError(f"{value!r} is not an address such as :8787, :0 or 127.0.0.1:8787")
+    _port(int(value.rsplit(":", 1)[1]), value)
     return value
 
 
@@ -171,6 +179,18 @@ class JobQueueConfig(Strict):
             )
         return self
 
+    @field_validator("walltime")
+    @classmethod
+    def _pbs_walltime(cls, walltime: str, info: ValidationInfo) -> str:
+        if info.data.get("cluster") == "pbs" and "-" in walltime:  # SLURM's, refused by qsub
+            days, clock = walltime.split("-")
+            hours, minutes, seconds = [*clock.split(":"), "00", "00"][:3]  # days-hours[:m[:s]]
+            raise ValueError(
+                f"{walltime!r} is SLURM's days-hours form: PBS reads hours:minutes:seconds, "
+                f"here '{24 * int(days) + int(hours):02d}:{minutes}:{seconds}'"
+            )
+        return walltime
+
     @property
     def nodes(self) -> int:
         return math.ceil(self.workers / self.workers_per_node)
@@ -183,7 +203,7 @@ def _scheduler_address(address: str) -> str:
     from distributed.comm.addressing import parse_host_port
 
     try:
-        parse_host_port(parse_address(address)[1])
+        _port(parse_host_port(parse_address(address)[1])[1], address)
     except ValueError as error:
         message = f"{error}: give it as tcp://HOST:PORT (Dask's default port is 8786)"
         raise schema_error("scheduler_address", message) from None

@@ -64,6 +64,14 @@ def test_default_is_a_local_cluster():
         ("cluster: local\ndashboard_address: nonsense\n", "'nonsense' is not an address"),
         ("cluster: slurm\nmemory_per_worker: 60\n", "60 has no units: give a size as text"),
         ("cluster: pbs\nwalltime: 2 hours\n", "'2 hours' is not a walltime"),
+        # qsub refuses SLURM's days form; ports above 65535 were replaced by Dask, unsaid.
+        (
+            "cluster: pbs\nwalltime: 1-06:30\n",
+            ":2: walltime: Value error, '1-06:30' is SLURM's days-hours form: PBS reads "
+            "hours:minutes:seconds, here '30:30:00'",
+        ),
+        ("cluster: local\ndashboard_address: ':99999'\n", "':99999': port 99999 is above 65535"),
+        ("cluster: scheduler\naddress: tcp://h:70000\n", "'tcp://h:70000': port 70000 is above"),
         ("cluster: slurm\nwalltime: 7200\n", "7200 has no units: give the walltime as text"),
         ("cluster: local-cuda\nrmm_pool_size: huge\n", "'huge' is not a size"),
     ],
