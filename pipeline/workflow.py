@@ -400,6 +400,12 @@ def _notes(workflow: Workflow, indices: dict[str, np.ndarray], grid: Grid, star:
                 "the sources one after another, each over every worker: it is not used",
             ))  # fmt: skip
     outputs = workflow.outputs
+    if outputs.plot is None and "plot_source" in outputs.model_fields_set:
+        notes.append((
+            ("outputs", "plot_source"),
+            "plot_source chooses the source of outputs.plot, which is not given: no picture "
+            "is drawn (give plot: a file name, or draw one later with raygrid plot --source)",
+        ))  # fmt: skip
     if not len(indices["receivers"]):
         # Asked for in the file, not by default (a run of fields only need not say so).
         asked = outputs.model_fields_set

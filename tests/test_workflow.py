@@ -240,6 +240,11 @@ def test_options_a_run_will_not_use_are_warned_at_their_line(tmp_path):
     asked = none + "  rays: true\n"
     with pytest.warns(InputWarning, match=r"receivers: no receivers: rays will hold nothing"):
         prepare_workflow(read_workflow(write(tmp_path, asked)))
+    # A source chosen for a picture that is not asked for.
+    chosen = none + "  plot_source: 1\n"
+    with pytest.warns(InputWarning, match=r"wf.yaml:12: outputs.plot_source: plot_source .*"
+                      "outputs.plot, which is not given: no picture is drawn"):  # fmt: skip
+        prepare_workflow(read_workflow(write(tmp_path, chosen)))
 
 
 def test_switching_rays_in_a_tiled_workflow_does_not_blame_the_tiles(tmp_path):
