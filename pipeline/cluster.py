@@ -366,7 +366,9 @@ def _wait(client, n: int, timeout: float, what: str) -> None:
     try:
         client.wait_for_workers(n, timeout=timeout)
     except TimeoutError:
-        raise InputError(f"no Dask worker arrived within {timeout:g} s ({what})") from None
+        arrived = len(worker_info(client))
+        said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
+        raise InputError(f"{said} arrived within {timeout:g} s ({what})") from None
 
 
 @contextmanager

@@ -274,6 +274,25 @@ def test_existing_scheduler_by_address_and_file(tmp_path):
     assert lines == [f"waiting up to 0.3 s for {tmp_path / 'none.json'} to appear"]
 
 
+def test_too_few_workers_at_a_scheduler_are_counted(tmp_path):
+    # It said "no Dask worker arrived" of a scheduler that had one of the two asked for.
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+        protocol="tcp", host="127.0.0.1",
+    ) as cluster:  # fmt: skip
+        config = SchedulerConfig(
+            cluster="scheduler", address=cluster.scheduler_address, wait_for_workers=2, timeout=1
+        )
+        with pytest.raises(InputError) as refused:
+            with connect(config, echo=lambda line: None):
+                pass
+    assert str(refused.value) == (
+        "only 1 of the 2 Dask workers asked for arrived within 1 s (at the existing scheduler)"
+    )
+
+
 def test_a_silent_scheduler_address_is_reported_before_the_wait():
     import socket
 
