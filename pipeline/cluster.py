@@ -524,8 +524,27 @@ def _started(kind: str, config, start: Callable, **kwargs):
         ) from error
 
 
+def _unquoted(value: object, what: str) -> str | None:
+    """``value`` as dask-jobqueue writes it into a job script, unquoted: refused with
+    whitespace, which would cut it (a job named "survey" writing its logs to "my")."""
+    if value is None:
+        return None
+    text = str(value)
+    if any(c.isspace() for c in text):
+        raise InputError(
+            f"{what} {text!r} holds whitespace, which dask-jobqueue writes into its job "
+            "scripts unquoted (`raygrid run --cluster`): choose one without, or run the "
+            "workflow with `raygrid submit`, which quotes it"
+        )
+    return text
+
+
 def jobqueue_kwargs(config: JobQueueConfig) -> dict:
-    """Keyword arguments of dask-jobqueue's ``SLURMCluster``/``PBSCluster`` for a config."""
+    """Keyword arguments of dask-jobqueue's ``SLURMCluster``/``PBSCluster`` for a config.
+
+    A GPU worker runs one thread, as under ``raygrid submit``: its sources go to the GPU
+    one batch after another, and more threads would only hold more of them in memory.
+    """
     per_job = config.workers_per_node
     directives = list(config.job_directives)
     gpus = config.gpus_per_worker * per_job
@@ -538,11 +557,11 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
         "queue": config.queue,
         "account": config.account,
         "walltime": config.walltime,
-        "job_name": config.job_name,
+        "job_name": _unquoted(config.job_name, "job_name"),
         "job_extra_directives": directives,
         "job_script_prologue": list(config.prologue),
-        "log_directory": str(config.log_directory),
-        "local_directory": config.local_directory,
+        "log_directory": _unquoted(config.log_directory, "log_directory"),
+        "local_directory": _unquoted(config.local_directory, "local_directory"),
         "scheduler_options": (
             {"dashboard_address": "127.0.0.1:0", "dashboard": False}  # HTTP: loopback only
             if config.dashboard_address is None
@@ -553,6 +572,8 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
         kwargs["resource_spec"] = (
             f"select=1:ncpus={kwargs['cores']}:ngpus={gpus}:mem={kwargs['memory']}"
         )
+    if gpus:  # after dask-jobqueue's own --nthreads (cores / processes): the last one holds
+        kwargs["worker_extra_args"] = ["--nthreads", "1"]
     if config.interface:
         kwargs["interface"] = config.interface
     if config.python:

@@ -130,6 +130,14 @@ def test_jobqueue_arguments():
     assert kwargs["memory"] == "240000000000B"
     pbs = jobqueue_kwargs(read_cluster(ROOT / "configs" / "pbs-gpu.yaml"))
     assert pbs["resource_spec"] == "select=1:ncpus=32:ngpus=4:mem=240000000000B"
+    # A GPU worker runs one thread, as under raygrid submit (it ran cores_per_worker).
+    assert kwargs["worker_extra_args"] == ["--nthreads", "1"]
+    cpu = config.model_copy(update={"gpus_per_worker": 0})
+    assert "worker_extra_args" not in jobqueue_kwargs(cpu)
+    # dask-jobqueue writes these into its job scripts unquoted: a space cut them.
+    for key, value in [("job_name", "my survey"), ("log_directory", Path("my jobs"))]:
+        with pytest.raises(InputError, match=f"{key} '{value}' holds whitespace, which dask-"):
+            jobqueue_kwargs(config.model_copy(update={key: value}))
 
 
 @pytest.mark.parametrize("name", ["slurm-gpu.yaml", "pbs-gpu.yaml"])
