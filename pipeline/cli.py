@@ -115,7 +115,7 @@ def _finished(store: str | Path) -> str:
     type=click.Path(path_type=Path),
     default=None,
     help="Cluster file (configs/*.yaml); overrides the workflow's compute.cluster. "
-    "Default: a LocalCluster on this machine.",
+    "Default: the workflow's compute.cluster, else a LocalCluster on this machine.",
 )
 @click.option(
     "--overwrite", is_flag=True, help="Replace an existing output store instead of resuming it."
@@ -123,7 +123,8 @@ def _finished(store: str | Path) -> str:
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar (stderr).")
 @_input_errors
 def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -> None:
-    """Run a WORKFLOW file into its Zarr store (resuming it if it exists), then plot.
+    """Run a WORKFLOW file into its Zarr store (resuming it if it exists), then draw the
+    picture its outputs.plot names, if any.
 
     Sources fan out over the Dask cluster in batches; each finished source is recorded in
     the store, so after a crash the same command carries on where it stopped.

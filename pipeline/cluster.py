@@ -125,7 +125,8 @@ class LocalCUDAConfig(Strict):
     """``dask_cuda.LocalCUDACluster``: one worker process per GPU of this machine."""
 
     cluster: Literal["local-cuda"]
-    CUDA_VISIBLE_DEVICES: str | list[int] | None = None  # default: every GPU
+    # default: every GPU; one GPU's number (CUDA_VISIBLE_DEVICES: 0), a list or "0,2"
+    CUDA_VISIBLE_DEVICES: str | Annotated[int, Field(ge=0)] | list[int] | None = None
     threads_per_worker: PositiveInt = 1
     rmm_pool_size: Size | None = None  # e.g. "24GB": an RMM memory pool per GPU
     host: str | None = "127.0.0.1"
@@ -480,8 +481,8 @@ def _local_cuda(config: LocalCUDAConfig):
             "were found here; use configs/local.yaml (CPU workers) or run on a GPU node"
         )
     devices = config.CUDA_VISIBLE_DEVICES
-    if isinstance(devices, list):
-        devices = ",".join(str(d) for d in devices)
+    if isinstance(devices, (int, list)):
+        devices = ",".join(str(d) for d in (devices if isinstance(devices, list) else [devices]))
     with _started("local-cuda", config, LocalCUDACluster,
         CUDA_VISIBLE_DEVICES=devices,
         threads_per_worker=config.threads_per_worker,

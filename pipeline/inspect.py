@@ -190,9 +190,10 @@ def plot_directory(
             "rerun the workflow, or pick done ones with --source"
         )
     if done.size < n and echo is not None:
+        later = "rays and the receiver gathers are" if "receiver" in dataset.dims else "nothing is"
         echo(
-            f"note: {path} is not complete ({done.size} of {n} sources): rays and the "
-            "receiver gathers are drawn once the run has finished"
+            f"note: {path} is not complete ({done.size} of {n} sources): {later} drawn once the "
+            "run has finished" + ("" if "receiver" in dataset.dims else " (no receivers)")
         )
     # Resolved: the store named "." (plotted from inside it) has no name or parent.
     out = Path(out) if out is not None else path.resolve().parent

@@ -349,7 +349,9 @@ def run_survey(
                     f"{spec.path}: {len(state.lost)} source(s) marked done have chunks missing "
                     f"on disk ({listed_sources(state.lost)}): solving them again"
                 )
-            if pending.size < n:
+            if not pending.size:
+                echo(f"{spec.path} is complete already: its {n} source(s) are done")
+            elif pending.size < n:
                 echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
             if pending.size:
                 _solve_pending(client, prepared, spec, pending, progress, echo, compile_here)

@@ -62,7 +62,7 @@ def test_quickstart_writes_store_and_png(tmp_path):
         assert float(dataset["ray_time"][last]) == float(dataset["receiver_traveltime"][0, ray])
     # A second run finds the store complete and solves nothing; --overwrite starts afresh.
     again = raygrid("run", QUICKSTART, cwd=tmp_path)
-    assert again.returncode == 0 and "1 of 1 sources already done" in again.stdout
+    assert again.returncode == 0 and "is complete already: its 1 source(s) are done" in again.stdout
     assert "dashboard" not in again.stdout  # no cluster started: nothing to solve
     assert raygrid("run", QUICKSTART, "--overwrite", cwd=tmp_path).returncode == 0
 

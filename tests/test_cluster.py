@@ -121,6 +121,16 @@ def test_a_local_cluster_that_cannot_start_says_why(tmp_path):
     assert children() <= before
 
 
+def test_one_gpu_is_named_by_its_number(tmp_path):
+    # CUDA_VISIBLE_DEVICES: 0 (an integer in YAML) was refused as "not a valid string".
+    path = tmp_path / "gpu.yaml"
+    path.write_text("cluster: local-cuda\nCUDA_VISIBLE_DEVICES: 0\n")
+    assert read_cluster(path).CUDA_VISIBLE_DEVICES == 0
+    path.write_text("cluster: local-cuda\nCUDA_VISIBLE_DEVICES: -1\n")
+    with pytest.raises(InputError, match="CUDA_VISIBLE_DEVICES"):
+        read_cluster(path)
+
+
 def test_jobqueue_arguments():
     config = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
     assert isinstance(config, JobQueueConfig) and config.nodes == 2

@@ -361,6 +361,23 @@ def test_receiver_table_only(tmp_path, client):
     np.testing.assert_array_equal(dataset["receiver_traveltime"].values, table)
 
 
+def test_an_unfinished_store_without_receivers_is_drawn_without_promising_rays(tmp_path, client):
+    # Its note said "rays and the receiver gathers are drawn once the run has finished".
+    from raygrid.pipeline.inspect import plot_directory
+
+    outputs = {"store": "f.zarr", "rays": False, "receiver_table": False}
+    path = workflow_file(tmp_path, receivers=[], outputs=outputs)
+    run_workflow(read_workflow(path), client=client)
+    store = tmp_path / "f.zarr"
+    zarr.open_array(store=str(store), path="source_done", mode="r+")[3] = 0
+    lines = []
+    plot_directory(store, tmp_path, [0], echo=lines.append)
+    assert lines == [
+        f"note: {store} is not complete (4 of 5 sources): nothing is drawn once the run has "
+        "finished (no receivers)"
+    ]
+
+
 def test_rays_without_fields_stop_early_and_equal_the_full_survey(tmp_path, monkeypatch):
     # Without fields a solve only needs the receivers' nodes: the CPU Dijkstra stops once
     # they are settled (nodes the search never reached keep inf), and the tables and rays
@@ -982,7 +999,7 @@ def test_a_cluster_that_cannot_start_creates_or_touches_no_store(tmp_path, clien
     lines = []
     done = run_workflow(read_workflow(path), cluster=cluster, echo=lines.append)
     assert done.attrs["complete"] is True and lines[0] == (
-        f"resuming {store}: 5 of 5 sources already done"
+        f"{store} is complete already: its 5 source(s) are done"
     )
     assert [line.split(":")[0] for line in lines[1:]] == ["done", "store"]  # no dashboard
 
