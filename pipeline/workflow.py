@@ -387,7 +387,9 @@ def _notes(workflow: Workflow, indices: dict[str, np.ndarray], grid: Grid, star:
     notes = []
     lopsided = grid.lopsided_star(star.radius)
     if lopsided is not None:
-        notes.append((("grid", "radius"), lopsided))
+        # At the radius written, else (the default radius) at the model and its spacing.
+        given = "radius" in workflow.grid.model_fields_set
+        notes.append((("grid", "radius") if given else ("model",), lopsided))
     repeated = repeated_sources(indices["sources"])
     if repeated is not None:
         notes.append((("sources",), repeated))

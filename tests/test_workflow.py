@@ -560,6 +560,10 @@ def test_a_star_lopsided_for_the_spacing_is_warned_about_at_the_radius(tmp_path)
     with pytest.warns(InputWarning, match=r"wf.yaml:\d+: grid.radius: the forward star reaches "
                       r"20 m along x but only 4 m along z .* radius: \{z: 10, x: 2\}"):  # fmt: skip
         prepare_workflow(read_workflow(write(tmp_path, text)), here=False, values=False)
+    # With the default radius (no grid section), at the model and its spacing, not line 1.
+    default = text.replace("grid:\n  radius: 2\n", "")
+    with pytest.warns(InputWarning, match=r"wf.yaml:1: model: the forward star reaches "):
+        prepare_workflow(read_workflow(write(tmp_path, default)), here=False, values=False)
     even = text.replace("  radius: 2", "  radius: {z: 10, x: 2}")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
