@@ -185,6 +185,16 @@ class StoreSpec:
     rays: bool
     dtype: str
 
+    @property
+    def keeps_table(self) -> bool:
+        """Whether the store holds ``receiver_traveltime``: asked for, and receivers to fill it."""
+        return bool(self.receiver_table and self.n_receivers)
+
+    @property
+    def keeps_rays(self) -> bool:
+        """Whether the store holds raypaths: asked for, and receivers for them to reach."""
+        return bool(self.rays and self.n_receivers)
+
 
 def create_store(
     spec: StoreSpec,
@@ -274,7 +284,7 @@ def create_store(
             "fill_value": np.nan,
             "compressors": field_compressors(),
         }
-    if spec.receiver_table and m:
+    if spec.keeps_table:
         template["receiver_traveltime"] = (
             ("source", "receiver"),
             da.empty((n, m), chunks=(1, m), dtype=spec.dtype),
@@ -315,7 +325,7 @@ def create_store(
             )
             if check_copy is not None:
                 check_copy(xr.open_zarr(partial, consolidated=False)["velocity"])
-        if spec.rays and m:
+        if spec.keeps_rays:
             zarr.open_group(partial, mode="r+").create_group(RAY_PARTS)
         # Made whole, then put in place at once. Nothing is there: prepare_store moved any
         # old store aside under the store's lock.
@@ -771,7 +781,7 @@ def finish_store(spec: StoreSpec) -> None:
     """
     path = spec.path
     group = zarr.open_group(path, mode="r+")
-    if spec.rays and spec.n_receivers and not group.attrs.get("rays_assembled", False):
+    if spec.keeps_rays and not group.attrs.get("rays_assembled", False):
         _assemble_rays(spec, group)
         group.attrs["rays_assembled"] = True
     if (path / RAY_PARTS).exists():

@@ -172,8 +172,8 @@ def _source_result(
     """What the store keeps of source ``index``, plain and tiled surveys alike: its
     receivers' times (``table()``) and rays (``rays()``), each computed only if the store
     keeps it, and ``field`` (``None``: not kept, or written already)."""
-    table_kept = table() if spec.n_receivers and spec.receiver_table else None
-    points, counts = rays() if spec.n_receivers and spec.rays else (None, None)
+    table_kept = table() if spec.keeps_table else None
+    points, counts = rays() if spec.keeps_rays else (None, None)
     return SourceResult(int(index), field, table_kept, points, counts)
 
 
@@ -207,7 +207,7 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     # once those are settled (their paths, hence rays, are complete by then).
     times, predecessor = solve_seeds(
         grid, task.star, task.options, seeds, task.threads, graph=task.graph,
-        predecessors=bool(spec.n_receivers and spec.rays), targets=task.targets,
+        predecessors=spec.keeps_rays, targets=task.targets,
     )  # fmt: skip
     solved = time.perf_counter()
     writer = SourceWriter(spec.path)
@@ -441,7 +441,7 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     grid, star, options = prepared.grid, prepared.star, prepared.options
     cost = footprint(
         grid.shape3, star, options.dtype, backend=options.backend,
-        precompute=options.precompute, predecessors=bool(spec.n_receivers and spec.rays),
+        precompute=options.precompute, predecessors=spec.keeps_rays,
     )  # fmt: skip
     shape = " x ".join(map(str, grid.shape))
     if options.backend == "cpu":  # the graph is built here, then sent to the workers
@@ -633,7 +633,7 @@ def _solve_tiled_source(
     from .tiled import traveltime_tiled
 
     workflow = prepared.workflow
-    need_rays = spec.rays and spec.n_receivers
+    need_rays = spec.keeps_rays
     # The grid checked once above: not the whole model again per source.
     result = traveltime_tiled(
         velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,
