@@ -104,12 +104,19 @@ Size = Annotated[str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_
 Address = Annotated[str, AfterValidator(_address)]
 
 
-class LocalConfig(Strict):
+class _OnThisMachine(Strict):
+    """What the clusters raygrid starts on this machine share."""
+
+    threads_per_worker: PositiveInt = 1
+    host: str | None = "127.0.0.1"
+    dashboard_address: Address | None = ":8787"  # ":0" picks a free port; null: no dashboard
+
+
+class LocalConfig(_OnThisMachine):
     """``distributed.LocalCluster``: worker processes on this machine."""
 
     cluster: Literal["local"]
     n_workers: PositiveInt | None = None  # default: one per core
-    threads_per_worker: PositiveInt = 1
     processes: bool = True
     memory_limit: (
         Annotated[
@@ -117,20 +124,15 @@ class LocalConfig(Strict):
         ]
         | None
     ) = "auto"  # per worker
-    host: str | None = "127.0.0.1"
-    dashboard_address: Address | None = ":8787"  # ":0" picks a free port; null: no dashboard
 
 
-class LocalCUDAConfig(Strict):
+class LocalCUDAConfig(_OnThisMachine):
     """``dask_cuda.LocalCUDACluster``: one worker process per GPU of this machine."""
 
     cluster: Literal["local-cuda"]
     # default: every GPU; one GPU's number (CUDA_VISIBLE_DEVICES: 0), a list or "0,2"
     CUDA_VISIBLE_DEVICES: str | Annotated[int, Field(ge=0)] | list[int] | None = None
-    threads_per_worker: PositiveInt = 1
     rmm_pool_size: Size | None = None  # e.g. "24GB": an RMM memory pool per GPU
-    host: str | None = "127.0.0.1"
-    dashboard_address: Address | None = ":8787"
 
 
 class JobQueueConfig(Strict):
