@@ -93,7 +93,10 @@ class YamlDocument:
 
     def problem(self, location: Sequence[Any], message: str) -> str:
         """One line: ``file:line: key.path: message``."""
-        path, line = self.locate(location)
+        return self._line_of(self.locate(location), message)
+
+    def _line_of(self, located: tuple[str, int | None], message: str) -> str:
+        path, line = located
         where = f"{self.path}:{line}" if line is not None else f"{self.path}"
         return f"{where}: {path}: {message}"
 
@@ -205,11 +208,10 @@ def format_problems(document: YamlDocument, problems: Iterable[tuple[Sequence[An
         messages = merged.setdefault(document.locate(loc), [])
         if message not in messages:
             messages.append(message)
-    lines = []
-    for (path, line), messages in merged.items():
-        where = f"{document.path}:{line}" if line is not None else f"{document.path}"
-        lines.append(f"  {where}: {path}: {'; or '.join(messages)}")
-    return "\n".join(lines)
+    return "\n".join(
+        f"  {document._line_of(located, '; or '.join(messages))}"
+        for located, messages in merged.items()
+    )
 
 
 def validate_yaml(document: YamlDocument, model: Any, what: str) -> Any:
