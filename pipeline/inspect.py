@@ -12,7 +12,7 @@ from dask.utils import format_bytes
 
 from .errors import InputError
 from .integrity import damage, listed_sources, lost_sources
-from .store import check_writable, holds, open_store, point_names
+from .store import StoreState, check_writable, holds, open_store, point_names
 
 __all__ = ["describe", "open_survey", "plot_directory"]
 
@@ -44,6 +44,15 @@ def open_survey(path: str | Path) -> xr.Dataset:
     return dataset
 
 
+def _read(path: Path) -> tuple[xr.Dataset, StoreState, str | None, np.ndarray]:
+    """A store as ``raygrid info`` and ``raygrid plot`` read it: lazily opened, its state,
+    what damages it (:func:`~raygrid.pipeline.integrity.damage`) and which sources marked
+    done have lost chunks (bool per source)."""
+    dataset = open_survey(path)
+    state = open_store(path)
+    return dataset, state, damage(path), lost_sources(path, state.done)
+
+
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -60,11 +69,9 @@ def _names(dataset: xr.Dataset, what: str) -> str:
 def describe(path: str | Path, *, workflow: bool = False) -> str:
     """A text summary of a store: workflow, method, sources done, variables and sizes."""
     path = Path(path)
-    state = open_store(path)
-    dataset = open_survey(path)
+    dataset, state, damaged, lost = _read(path)
     attrs = dataset.attrs
-    damaged = damage(path)
-    lost = np.flatnonzero(lost_sources(path, state.done))
+    lost = np.flatnonzero(lost)
     done = int(state.done.sum()) - lost.size
     total = state.done.size
     if damaged:
@@ -161,12 +168,9 @@ def plot_directory(
     from .plot import plot_field, plot_gathers
 
     path = Path(path)
-    dataset = open_survey(path)
-    state = open_store(path)
-    damaged = damage(path)
+    dataset, state, damaged, lost = _read(path)  # lost: drawn as if nothing reached them
     if damaged:  # a model, its coordinates or rays read as NaN: no picture to trust
         raise InputError(damaged)
-    lost = lost_sources(path, state.done)  # drawn as if nothing had reached them
     n = dataset.sizes["source"]
     done = np.flatnonzero(state.done & ~lost)
     if not sources:
