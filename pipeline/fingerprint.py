@@ -65,8 +65,14 @@ def workflow_fingerprint(
     hashed as its slowness; a lazy one (tiled solves) by its values block by block
     (:func:`_model_digests`), so a model file edited in place is another workflow either way.
     """
+    graph = workflow.grid.model_dump(mode="json")
+    radius = graph["radius"]
+    if isinstance(radius, dict) and len(set(radius.values())) == 1:
+        # {z: 3, x: 3} is radius 3: one star, one fingerprint (the store was refused as
+        # another workflow's when its radius was rewritten so).
+        graph["radius"] = next(iter(radius.values()))
     recipe = {
-        "grid": workflow.grid.model_dump(mode="json"),
+        "grid": graph,
         "sources": points["sources"],
         "receivers": points["receivers"],
         "outputs": workflow.outputs.model_dump(

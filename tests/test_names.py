@@ -203,3 +203,20 @@ def test_an_unnamed_workflow_keeps_its_fingerprint():
 
 
 FINGERPRINT_BEFORE_NAMES = "e8820405085882ec875aa5b63a5087f1f1323bf349d77dec296dd0bf40a5c358"
+
+
+def test_one_radius_written_per_axis_is_the_same_workflow():
+    # radius: {z: 3, x: 3} is radius 3, and a store made with one resumes with the other.
+    spec = {
+        "model": {"synthetic": "constant", "shape": {"z": 11, "x": 21}, "spacing": 10.0},
+        "grid": {"radius": {"x": 3, "z": 3}},
+        "sources": [{"z": 0.0, "x": 0.0}],
+        "receivers": [{"z": 100.0, "x": 200.0}],
+        "outputs": {"store": "s.zarr"},
+    }
+    per_axis = prepare_workflow(rg.workflow.Workflow.model_validate(spec))
+    assert per_axis.fingerprint == FINGERPRINT_BEFORE_NAMES  # as radius: 3
+    spec["grid"]["radius"] = {"z": 3, "x": 2}
+    assert prepare_workflow(rg.workflow.Workflow.model_validate(spec)).fingerprint != (
+        FINGERPRINT_BEFORE_NAMES
+    )
