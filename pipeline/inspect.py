@@ -193,7 +193,13 @@ def plot_directory(
             f"sources {not_done} are not done yet in {path} ({done.size} of {n} are): "
             "rerun the workflow, or pick done ones with --source"
         )
-    if done.size < n and echo is not None:
+    if lost.any() and echo is not None:
+        echo(
+            f"note: {path} is damaged: source(s) {listed_sources(np.flatnonzero(lost))} marked "
+            "done have chunks missing on disk and are not drawn, nor the receiver gathers: "
+            "rerun the workflow to solve them again"
+        )
+    elif done.size < n and echo is not None:
         later = "rays and the receiver gathers are" if "receiver" in dataset.dims else "nothing is"
         echo(
             f"note: {path} is not complete ({done.size} of {n} sources): {later} drawn once the "

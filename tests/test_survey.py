@@ -455,8 +455,14 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client, mo
     with pytest.raises(InputError, match=r"sources \[1\] have chunks missing on disk in .*"
                        "rerun the workflow to solve them again"):  # fmt: skip
         plot_directory(store, tmp_path / "pictures", [0, 1])
-    drawn = plot_directory(store, tmp_path / "pictures", [])  # done, and whole: 0, 2, 4
+    notes = []
+    drawn = plot_directory(store, tmp_path / "pictures", [], echo=notes.append)  # 0, 2, 4
     assert [p.name for p in drawn] == [f"survey-source{i}.png" for i in (0, 2, 4)]
+    # Said as info says it: damaged, not "not complete ... drawn once the run has finished".
+    assert notes == [
+        f"note: {store} is damaged: source(s) 1, 3 marked done have chunks missing on disk "
+        "and are not drawn, nor the receiver gathers: rerun the workflow to solve them again"
+    ]
     (tmp_path / "afile").write_text("")  # --out under a file: said before drawing
     with pytest.raises(InputError, match="cannot create picture .*: .*afile is a file, not a"):
         plot_directory(store, tmp_path / "afile" / "sub", [0])
