@@ -274,8 +274,13 @@ def batch_script(
     ]
     if config.cluster == "slurm":
         worker = _join(_worker_command(config, scheduler_file))
+        # Each task's CPUs (and GPUs) said again: srun of SLURM 22.05 to 23.02 does not
+        # inherit sbatch's --cpus-per-task, and would bind each worker to one CPU.
+        per_task = f"--cpus-per-task={config.cores_per_worker}"
+        if config.gpus_per_worker:
+            per_task += f" --gpus-per-task={config.gpus_per_worker}"
         lines += [
-            'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" \\',
+            f'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" {per_task} \\',
             f"  {worker} > {quoted_dir}/workers.log 2>&1 &",
         ]
     else:

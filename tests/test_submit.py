@@ -88,7 +88,9 @@ def test_slurm_script(tmp_path):
         "#SBATCH --cpus-per-task=1", "#SBATCH --gpus-per-task=1", "#SBATCH --partition=debug",
         "#SBATCH --account=geo", "#SBATCH --time=00:10:00", "#SBATCH --constraint=h100",
         "module load cuda", f"cd {tmp_path}", "distributed.cli.dask_scheduler",
-        'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS"', "distributed.cli.dask_worker",
+        # srun of SLURM 22.05-23.02 does not inherit sbatch's --cpus-per-task: said again.
+        'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" --cpus-per-task=1 '
+        "--gpus-per-task=1 \\", "distributed.cli.dask_worker",
         f"raygrid.pipeline.cli run {workflow}", "trap ",
     ):  # fmt: skip
         assert line in text, line
