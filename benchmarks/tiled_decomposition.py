@@ -11,6 +11,9 @@ and prints wall times, rounds, tile tasks, bytes moved in boundary strips and wh
 two fields are bitwise equal. Cases: 2D 1601^2 radius 5 with 2x2 tiles, 3D 161^3 radius 2
 with 2x2x1 tiles (source at the top centre, gradient 0.5 -> 4 km/s).
 
+``--small-tiles`` runs 3D 101^3 radius 2 in 51^3 and in 26^3 tiles instead: what a round
+of small tile tasks costs (the README's advice to keep tiles large).
+
 Targets: the 2-worker tiled solve is no slower than the 1-worker single-domain solve, and
 rounds stay within 3x the number of tiles along the longest axis.
 
@@ -99,6 +102,10 @@ def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--small-tiles", action="store_true",
+        help="what small tiles cost instead: 3D 101^3 radius 2 in 51^3 and in 26^3 tiles",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--cuda", action="store_true",
@@ -113,7 +120,10 @@ def main(argv=None) -> None:
         ("2d", {"z": 1601, "x": 1601}, 5, {"z": 801, "x": 801}),
         ("3d", {"z": 161, "y": 161, "x": 161}, 2, {"z": 161, "y": 81, "x": 81}),
     ]
-    if args.quick:
+    if args.small_tiles:
+        shape = {"z": 101, "y": 101, "x": 101}
+        cases = [(f"3d-{n}", shape, 2, {d: n for d in shape}) for n in (51, 26)]
+    elif args.quick:
         cases = [
             ("2d", {"z": 201, "x": 201}, 5, {"z": 101, "x": 101}),
             ("3d", {"z": 41, "y": 41, "x": 41}, 2, {"z": 41, "y": 21, "x": 21}),
