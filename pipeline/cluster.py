@@ -328,6 +328,8 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
         quiet_client_interrupts(client)
         wanted = getattr(config, "dashboard_address", "") is not None  # null: none asked for
         link = client.dashboard_link if wanted and _has_dashboard(client) else None
+        if link and isinstance(config, SchedulerConfig) and not _serves_dashboard(link):
+            link = None  # started with --no-dashboard (raygrid submit's scheduler can be)
         if link:
             echo(f"dashboard: {link}")
         try:
@@ -361,6 +363,23 @@ def _has_dashboard(client) -> bool:
         return bool(client.scheduler_info().get("services", {}).get("dashboard"))
     except Exception:
         return False
+
+
+def _serves_dashboard(link: str) -> bool:
+    """Whether a scheduler's dashboard link answers. A scheduler started without its
+    dashboard still serves HTTP (health, metrics) and names it "dashboard" to clients, so
+    its link gave 404. Where the link cannot be reached from here (a firewall), it is
+    printed anyway: it may well work from the user's browser."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(link, timeout=2):
+            return True
+    except urllib.error.HTTPError as error:
+        return error.code != 404
+    except (OSError, ValueError):
+        return True
 
 
 def _wait(client, n: int, timeout: float, what: str) -> None:

@@ -292,6 +292,22 @@ def test_existing_scheduler_by_address_and_file(tmp_path):
     assert lines == [f"waiting up to 0.3 s for {tmp_path / 'none.json'} to appear"]
 
 
+@pytest.mark.parametrize("dashboard", [True, False])
+def test_a_scheduler_without_its_dashboard_gets_no_link(dashboard):
+    # Its HTTP server (health, metrics) is named "dashboard" too: the link printed gave 404.
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+        protocol="tcp", host="127.0.0.1", scheduler_kwargs={"dashboard": dashboard},
+    ) as cluster:  # fmt: skip
+        lines = []
+        config = SchedulerConfig(cluster="scheduler", address=cluster.scheduler_address)
+        with connect(config, echo=lines.append):
+            pass
+    assert [line.split(":")[0] for line in lines] == (["dashboard"] if dashboard else [])
+
+
 def test_too_few_workers_at_a_scheduler_are_counted(tmp_path):
     # It said "no Dask worker arrived" of a scheduler that had one of the two asked for.
     from distributed import LocalCluster
