@@ -388,7 +388,10 @@ def _wait(client, n: int, timeout: float, what: str) -> None:
     try:
         client.wait_for_workers(n, timeout=timeout)
     except TimeoutError:
-        arrived = len(worker_info(client))
+        try:
+            arrived = len(worker_info(client))
+        except Exception:  # the scheduler gone meanwhile: the timeout is the news
+            arrived = 0
         said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
         raise InputError(f"{said} arrived within {timeout:g} s ({what})") from None
 
@@ -595,7 +598,11 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
             f"select=1:ncpus={kwargs['cores']}:ngpus={gpus}:mem={kwargs['memory']}"
         )
     if gpus:  # after dask-jobqueue's own --nthreads (cores / processes): the last one holds
-        kwargs["worker_extra_args"] = ["--nthreads", "1"]
+        import dask
+
+        # Given, the argument replaces the site's configured extra arguments: kept first.
+        site = dask.config.get(f"jobqueue.{config.cluster}.worker-extra-args", None) or []
+        kwargs["worker_extra_args"] = [*site, "--nthreads", "1"]
     if config.interface:
         kwargs["interface"] = config.interface
     if config.python:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from dask.utils import format_bytes
 from .errors import InputError
 from .integrity import damage, listed_sources, lost_sources
 from .store import StoreState, check_writable, holds, open_store, point_names
+from .storenames import RAY_PARTS
 
 __all__ = ["describe", "open_survey", "plot_directory"]
 
@@ -200,13 +202,22 @@ def plot_directory(
             "rerun the workflow to solve them again"
         )
     elif done.size < n and echo is not None:
-        later = "rays and the receiver gathers are" if "receiver" in dataset.dims else "nothing is"
+        # Promised only what the store keeps: rays (their parts, assembled at the end) and
+        # gathers (a receiver table, more than one source).
+        later = [
+            what for what, kept in (
+                ("rays", (path / RAY_PARTS).is_dir()),
+                ("the receiver gathers", "receiver_traveltime" in dataset and n > 1),
+            ) if kept
+        ]  # fmt: skip
         echo(
-            f"note: {path} is not complete ({done.size} of {n} sources): {later} drawn once the "
-            "run has finished" + ("" if "receiver" in dataset.dims else " (no receivers)")
+            f"note: {path} is not complete ({done.size} of {n} sources)"
+            + (f": {' and '.join(later)} are drawn once the run has finished" if later else "")
         )
-    # Resolved: the store named "." (plotted from inside it) has no name or parent.
-    out = Path(out) if out is not None else path.resolve().parent
+    # Made absolute: the store named "." (plotted from inside it) has no name or parent;
+    # not resolved: pictures of a link to a store go beside the link, named after it.
+    named = Path(os.path.abspath(path))
+    out = Path(out) if out is not None else named.parent
     if out.exists() and not out.is_dir():  # named as the --out given
         raise InputError(f"cannot write pictures into {out}: it is a file, not a folder")
     if holds(path, out):
@@ -214,7 +225,7 @@ def plot_directory(
             f"cannot write pictures into {out}: it is inside the store {path}; choose another "
             "--out (by default they go beside the store)"
         )
-    stem = path.resolve().name.removesuffix(".zarr")
+    stem = named.name.removesuffix(".zarr")
     # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(out / f"{stem}-source{sources[0]}.png", "picture")
     written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]

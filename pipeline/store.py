@@ -68,6 +68,7 @@ __all__ = [
     "open_store",
     "point_names",
     "prepare_store",
+    "store_path",
     "tidy_siblings",
     "write_field",
     "write_source",
@@ -97,44 +98,71 @@ def _partial_name(path: Path, kind: str = "partial") -> Path:
     return path.with_name(f"{_partial_prefix(path, kind)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def _partial_prefix(path: Path, kind: str = "partial") -> str:
-    """What the names of ``path``'s ``kind`` siblings made on this host start with."""
-    return f".{path.name}.{kind}-{socket.gethostname().replace('-', '_')}-"
+def _host() -> str:
+    return socket.gethostname().replace("-", "_")  # "-" separates the name's fields
 
 
-def _stale_siblings(path: Path, kind: str) -> list[Path]:
-    """``path``'s ``kind`` siblings whose process on this host is gone, newest first; those
-    of live processes, or of other hosts, are not listed."""
+def _partial_prefix(path: Path, kind: str = "partial", host: str | None = None) -> str:
+    """What the names of ``path``'s ``kind`` siblings made on ``host`` (default: this
+    one) start with."""
+    return f".{path.name}.{kind}-{_host() if host is None else host}-"
+
+
+def _siblings(path: Path, kind: str) -> list[tuple[Path, str, bool]]:
+    """``path``'s ``kind`` siblings of every host, newest first, each with its host and
+    whether its process is known to be gone: on this host only (another's cannot be
+    asked). One named by this very process is taken as gone: tidying comes before any
+    sibling of its own, so it is a killed run's whose PID this process got again (a
+    container restarted with the same host name)."""
     import psutil  # a dependency of distributed
 
-    stale = []
-    for sibling in path.parent.glob(f"{glob.escape(_partial_prefix(path, kind))}*"):
-        pid = sibling.name.rsplit("-", 2)[-2]
-        if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            stale.append(sibling)
-    return sorted(stale, key=lambda sibling: sibling.lstat().st_mtime, reverse=True)
+    found = []
+    prefix = f".{path.name}.{kind}-"
+    for sibling in path.parent.glob(f"{glob.escape(prefix)}*"):
+        try:
+            host, pid, _ = sibling.name[len(prefix) :].rsplit("-", 2)
+            mtime = sibling.lstat().st_mtime
+        except (ValueError, OSError):  # not one of ours, or removed meanwhile
+            continue
+        gone = host == _host() and pid.isdigit()
+        gone = gone and (int(pid) == os.getpid() or not psutil.pid_exists(int(pid)))
+        found.append((mtime, sibling, host, gone))
+    return [(sibling, host, gone) for _, sibling, host, gone in sorted(found, reverse=True)]
 
 
 def _remove(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    """Delete a file, a folder or a link (only the link: never what it names)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
-def tidy_siblings(path: Path) -> None:
-    """Tidy what a run on this host left beside ``path`` when it was killed (SIGKILL, a
-    node lost): a store half made (:func:`_partial_name`) is deleted; an old store that
-    ``--overwrite`` had moved aside is put back where no store took its place (the run
-    died before its new store was made), else deleted: either can be the size of the whole
-    survey. Called under the store's lock (:mod:`.lock`)."""
-    for sibling in _stale_siblings(path, "partial"):
-        _remove(sibling)
-    for sibling in _stale_siblings(path, "replaced"):
+def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
+    """Tidy what a killed run (SIGKILL, out of memory, a node lost) left beside ``path``.
+
+    A store half made (:func:`_partial_name`) by a run on this host is deleted. An old
+    store that ``--overwrite`` had moved aside is put back where no store took its place
+    (the run died before its new store was made), else deleted if its run was on this host:
+    either can be the size of the whole survey. With ``restore_foreign`` (a run holding the
+    store's lock, :mod:`.lock`, so that no run anywhere is replacing it now), one moved
+    aside by a run on another host is put back too: a batch job killed on one node and
+    resubmitted to another. Siblings of live processes are left alone.
+    """
+    for sibling, _, gone in _siblings(path, "partial"):
+        if gone:
+            _remove(sibling)
+    for sibling, host, gone in _siblings(path, "replaced"):
+        if not (gone or (restore_foreign and host != _host())):
+            continue
         if not path.exists() and not path.is_symlink():
             try:
                 os.replace(sibling, path)
                 continue
             except OSError:  # taken meanwhile: the sibling is the old store, not needed
                 pass
-        _remove(sibling)
+        if gone:
+            _remove(sibling)
 
 
 def field_chunks(shape: tuple[int, ...], itemsize: int, tiles: Mapping[str, int] | None,
@@ -527,6 +555,14 @@ def check_store(
     return state
 
 
+def store_path(path: str | Path) -> Path:
+    """Where a store named ``path`` is: a link to a store elsewhere (a scratch disk) stands
+    for that store, so that ``--overwrite`` replaces the store, not the link (a link moved
+    aside hid the old store for good)."""
+    path = Path(path)
+    return path.resolve() if path.is_symlink() else path
+
+
 def holds(folder: str | Path, path: str | Path) -> bool:
     """Whether ``path`` is ``folder`` or lies inside it, links resolved and ``.`` named."""
     folder, path = Path(folder).resolve(), Path(path).resolve()
@@ -628,7 +664,11 @@ def prepare_store(
         if not path.exists():
             os.replace(old, path)
         raise
-    _remove(old)
+    # Renamed before it is deleted: a deletion cut short leaves a half store that is never
+    # put back (a "partial" sibling is only ever deleted).
+    doomed = _partial_name(path)
+    os.replace(old, doomed)
+    _remove(doomed)
     return open_store(path)
 
 

@@ -31,7 +31,7 @@ import yaml
 from .cluster import JobQueueConfig, memory_bytes, read_cluster
 from .errors import InputError
 from .memory import footprint
-from .store import check_store, tidy_siblings
+from .store import check_store, store_path, tidy_siblings
 from .survey import store_spec
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
 
@@ -328,7 +328,7 @@ def submit_workflow(
     workdir = Path(workdir or Path.cwd()).resolve()
     # The model's values are read (and hashed) only to check an existing store against
     # them: a new store needs none, and a login node need not hold the model.
-    tidy_siblings(workdir / spec.outputs.store)  # an old store a killed run moved aside
+    tidy_siblings(store_path(workdir / spec.outputs.store))  # an old store a killed run moved aside
     resumed = (workdir / spec.outputs.store).exists() and not overwrite
     # backend: auto resolved as on the job's nodes (GPUs if the cluster file asks for them),
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.

@@ -62,6 +62,8 @@ from .store import (
     field_chunks,
     finish_store,
     prepare_store,
+    store_path,
+    tidy_siblings,
     version_attrs,
     write_field,
     write_source,
@@ -232,7 +234,7 @@ def store_spec(prepared: PreparedWorkflow) -> StoreSpec:
     path, sizes, dims, the outputs asked for and the solve's precision."""
     outputs = prepared.workflow.outputs
     return StoreSpec(
-        path=Path(outputs.store),
+        path=store_path(outputs.store),
         n_sources=len(prepared.sources),
         n_receivers=len(prepared.receivers),
         dims=prepared.grid.dims,
@@ -328,6 +330,7 @@ def run_survey(
     compile_here = client is None and isinstance(config, LocalConfig)
     # Held until the store is complete: a second run on it is refused at once.
     with store_lock(spec.path):
+        tidy_siblings(spec.path, restore_foreign=True)  # under the lock: see its docstring
         found = check_store(
             spec, prepared.fingerprint, overwrite=overwrite, workflow=prepared.workflow_json,
             parts=prepared.fingerprint_parts,
@@ -349,8 +352,10 @@ def run_survey(
                     f"{spec.path}: {len(state.lost)} source(s) marked done have chunks missing "
                     f"on disk ({listed_sources(state.lost)}): solving them again"
                 )
-            if not pending.size:
+            if not pending.size and state.complete:
                 echo(f"{spec.path} is complete already: its {n} source(s) are done")
+            elif not pending.size:  # stopped in its last step (the rays' assembly)
+                echo(f"{spec.path}: its {n} source(s) are done; finishing the store")
             elif pending.size < n:
                 echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
             if pending.size:

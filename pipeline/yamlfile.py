@@ -77,8 +77,11 @@ class YamlDocument:
         line = _line(node)
         for position, part in enumerate(location):
             last = position == len(location) - 1
-            # A key of the document first: an unknown key may be spelled like a union tag
-            # ("dashboard-address"), and was skipped as one, reported at its parent's line.
+            # An unknown key (always last) spelled like a union tag ("dashboard-address") is
+            # a key of the document: skipped as a tag, it was reported at its parent's line.
+            # Elsewhere a tag is a tag, whatever stray key shares its spelling.
+            if _is_tag(part) and not last:
+                continue
             child = _child(data, node, part)
             if child is None and _is_tag(part):
                 continue

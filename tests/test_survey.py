@@ -361,21 +361,35 @@ def test_receiver_table_only(tmp_path, client):
     np.testing.assert_array_equal(dataset["receiver_traveltime"].values, table)
 
 
-def test_an_unfinished_store_without_receivers_is_drawn_without_promising_rays(tmp_path, client):
-    # Its note said "rays and the receiver gathers are drawn once the run has finished".
+@pytest.mark.parametrize(
+    "receivers, outputs, promised",
+    [
+        ([], {}, ""),
+        (None, {"rays": False, "receiver_table": False}, ""),
+        (None, {"receiver_table": False}, ": rays are drawn once the run has finished"),
+        (None, {"rays": False}, ": the receiver gathers are drawn once the run has finished"),
+    ],
+    ids=["no-receivers", "fields-only", "rays", "table"],
+)
+def test_an_unfinished_store_promises_only_what_it_keeps(
+    tmp_path, client, receivers, outputs, promised
+):
+    # Its note said "rays and the receiver gathers are drawn once the run has finished" of
+    # stores that keep neither.
     from raygrid.pipeline.inspect import plot_directory
 
-    outputs = {"store": "f.zarr", "rays": False, "receiver_table": False}
-    path = workflow_file(tmp_path, receivers=[], outputs=outputs)
-    run_workflow(read_workflow(path), client=client)
+    changes = {"outputs": {"store": "f.zarr", **outputs}}
+    if receivers is not None:
+        changes["receivers"] = receivers
+    run_workflow(read_workflow(workflow_file(tmp_path, **changes)), client=client)
     store = tmp_path / "f.zarr"
     zarr.open_array(store=str(store), path="source_done", mode="r+")[3] = 0
+    zarr.open_group(store, mode="r+").attrs["complete"] = False
+    if receivers is None and "rays" not in outputs:  # as before the end: parts, unassembled
+        (store / "ray_parts").mkdir(exist_ok=True)
     lines = []
     plot_directory(store, tmp_path, [0], echo=lines.append)
-    assert lines == [
-        f"note: {store} is not complete (4 of 5 sources): nothing is drawn once the run has "
-        "finished (no receivers)"
-    ]
+    assert lines == [f"note: {store} is not complete (4 of 5 sources){promised}"]
 
 
 def test_rays_without_fields_stop_early_and_equal_the_full_survey(tmp_path, monkeypatch):
@@ -744,16 +758,49 @@ def test_an_old_store_a_killed_overwrite_moved_aside_is_put_back_by_the_next_run
         return {name: t for name, t in _chunk_files(store).items() if "/c/" in name}
 
     before = chunks()
-    dead = f"{socket.gethostname().replace('-', '_')}-{2**22 + 1}"  # no process has it
+    host = socket.gethostname().replace("-", "_")
+    # A dead process; this very one (a container restarted with the same host name gives
+    # the new run the killed one's PID); another host (a batch job resubmitted elsewhere).
+    for killed in (f"{host}-{2**22 + 1}", f"{host}-{os.getpid()}", "othernode-17"):
+        aside = tmp_path / f".survey.zarr.replaced-{killed}-0a1b2c3d"
+        os.replace(store, aside)
+        resumed = run_workflow(read_workflow(path), client=client)  # resumed, not made again
+        assert resumed.attrs["complete"] is True, killed
+        assert chunks() == before and not aside.exists()
+    dead = f"{host}-{2**22 + 1}"
     aside = tmp_path / f".survey.zarr.replaced-{dead}-0a1b2c3d"
-    os.replace(store, aside)
-    resumed = run_workflow(read_workflow(path), client=client)  # resumed, not made again
-    assert resumed.attrs["complete"] is True
-    assert chunks() == before and not aside.exists()
     # Where the new store did take the name, the old one moved aside is deleted.
     (aside / "c").mkdir(parents=True)
     run_workflow(read_workflow(path), client=client)
     assert chunks() == before and not aside.exists()
+    # One of another host, with a store in its place: left alone (it may be that host's,
+    # alive); nothing anywhere is deleted but what this host's dead runs left.
+    foreign = tmp_path / ".survey.zarr.replaced-othernode-17-0a1b2c3d"
+    (foreign / "c").mkdir(parents=True)
+    run_workflow(read_workflow(path), client=client)
+    assert foreign.exists()
+
+
+def test_a_store_named_by_a_link_is_replaced_and_drawn_through_it(tmp_path, client):
+    # --overwrite moved the link aside, made a real folder in its place and never deleted
+    # the old store (rmtree refuses links, silently); the lock then followed the new folder.
+    # Pictures of the link went beside the store it names, named after that store.
+    from raygrid.pipeline.inspect import plot_directory
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = workflow_file(tmp_path)
+    store = tmp_path / "survey.zarr"
+    store.symlink_to(scratch / "real.zarr", target_is_directory=True)
+    run_workflow(read_workflow(path), client=client)
+    assert (scratch / "real.zarr" / "zarr.json").exists()
+    other = workflow_file(tmp_path, grid={"radius": 2})
+    assert run_workflow(read_workflow(other), client=client, overwrite=True).attrs["radius_x"] == 2
+    assert store.is_symlink() and store.resolve() == scratch / "real.zarr"
+    assert sorted(p.name for p in scratch.iterdir()) == [".real.zarr.lock", "real.zarr"]
+    assert not any(".survey.zarr." in p.name for p in tmp_path.iterdir())
+    drawn = plot_directory(store, None, [0])
+    assert drawn == [tmp_path / "survey-source0.png", tmp_path / "survey-gathers.png"]
 
 
 def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_path, client):
@@ -766,7 +813,7 @@ def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_p
     dead = f"{host}-{2**22 + 1}"  # above Linux's largest pid_max: no process has it
     left = {
         "dead": tmp_path / f".survey.zarr.partial-{dead}-0a1b2c3d",
-        "alive": tmp_path / f".survey.zarr.partial-{host}-{os.getpid()}-0a1b2c3d",
+        "alive": tmp_path / f".survey.zarr.partial-{host}-{os.getppid()}-0a1b2c3d",
         "elsewhere": tmp_path / ".survey.zarr.partial-otherhost-1-0a1b2c3d",
         "another store": tmp_path / f".other.zarr.partial-{dead}-0a1b2c3d",
     }

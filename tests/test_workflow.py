@@ -65,6 +65,14 @@ def test_survey_workflows_are_what_they_say():
         ("  shape: {z: 21, x: 31}", "  shape: {z: 1, x: 31}", 3, "model.shape.z", "equal to 2"),
         ("count: 4}", "count: 0}", 10, "receivers.line.count", "than or equal to 1"),
         ("model:", "modle:", 1, "modle", "unknown key"),
+        # A stray key spelled like a union tag does not take other keys' errors.
+        (
+            "  shape: {z: 21, x: 31}",
+            "  shape: {z: 21, x: 31}\n  spacing: -10.0\n  model-synthetic: 3",
+            4,
+            "model.spacing",
+            "greater than 0",
+        ),
         (
             "  store: out/small.zarr",
             "  store: out/small.zarr\n  plot-source: 1",
