@@ -767,6 +767,7 @@ def traveltime(
     client : distributed.Client, optional
         Where a tiled solve runs; by default the current client, else a ``LocalCluster``
         that raygrid starts (its dashboard link on stderr) and closes after the solve.
+        Without ``tiles`` it is not used, and an :class:`~.errors.InputWarning` says so.
 
     Returns
     -------
@@ -797,6 +798,13 @@ def traveltime(
     traveltimes : many sources at once.
     """
     source = as_table(source)  # a pandas Series names its dims by its index, as in traveltime_at
+    if client is not None and tiles is None:  # it was ignored, unsaid
+        warnings.warn(
+            "client is for tiled solves (tiles=...): without tiles this source is solved "
+            "here, in this process (for many sources on a cluster: raygrid run)",
+            InputWarning,
+            stacklevel=2,
+        )
     if tiles is not None:
         from .tiled import traveltime_tiled  # Dask only when asked for
 

@@ -229,6 +229,13 @@ def test_a_bad_value_is_located_without_shuffling_the_model(tmp_path, model, cap
     assert not [r for r in caplog.records if "shuffle" in r.name], caplog.text
 
 
+def test_a_client_without_tiles_is_said_to_be_unused(model):
+    # It was ignored, unsaid: the source was solved in this process all the same.
+    with pytest.warns(rg.InputWarning, match=r"client is for tiled solves \(tiles=...\)"):
+        field = rg.traveltime(model, {"z": 0.0, "x": 0.0}, radius=2, client=object())
+    np.testing.assert_array_equal(field, rg.traveltime(model, {"z": 0.0, "x": 0.0}, radius=2))
+
+
 def test_load_velocity_errors(tmp_path, model):
     with pytest.raises(rg.InputError, match="does not exist"):
         rg.load_velocity(tmp_path / "missing.zarr")
