@@ -505,8 +505,10 @@ def _local_cuda(config: LocalCUDAConfig):
             "were found here; use configs/local.yaml (CPU workers) or run on a GPU node"
         )
     devices = config.CUDA_VISIBLE_DEVICES
-    if isinstance(devices, (int, list)):
-        devices = ",".join(str(d) for d in (devices if isinstance(devices, list) else [devices]))
+    if isinstance(devices, int):
+        devices = [devices]
+    if isinstance(devices, list):
+        devices = ",".join(str(d) for d in devices)
     with _started("local-cuda", config, LocalCUDACluster,
         CUDA_VISIBLE_DEVICES=devices,
         threads_per_worker=config.threads_per_worker,

@@ -28,6 +28,11 @@ def open_survey(path: str | Path) -> xr.Dataset:
         If it does not exist or is not a raygrid survey store.
     """
     open_store(path)  # the clear errors
+    return _dataset(path)
+
+
+def _dataset(path: str | Path) -> xr.Dataset:
+    """The store at ``path``, known to be one (:func:`open_store`), opened lazily."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata: normal
         # A folder without its zarr.json (an array lost whole) is named by integrity.damage.
@@ -50,9 +55,8 @@ def _read(path: Path) -> tuple[xr.Dataset, StoreState, str | None, np.ndarray]:
     """A store as ``raygrid info`` and ``raygrid plot`` read it: lazily opened, its state,
     what damages it (:func:`~raygrid.pipeline.integrity.damage`) and which sources marked
     done have lost chunks (bool per source)."""
-    dataset = open_survey(path)
-    state = open_store(path)
-    return dataset, state, damage(path), lost_sources(path, state.done)
+    state = open_store(path)  # the clear errors, and its completion records read once
+    return _dataset(path), state, damage(path), lost_sources(path, state.done)
 
 
 def _size(path: Path) -> int:

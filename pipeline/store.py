@@ -95,17 +95,11 @@ def _partial_name(path: Path, kind: str = "partial") -> Path:
     """A hidden sibling of ``path``: a store being made (``partial``) or an old store moved
     aside by ``--overwrite`` (``replaced``), named after this host and process so that
     :func:`tidy_siblings` knows when its writer is gone."""
-    return path.with_name(f"{_partial_prefix(path, kind)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return path.with_name(f".{path.name}.{kind}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def _host() -> str:
     return socket.gethostname().replace("-", "_")  # "-" separates the name's fields
-
-
-def _partial_prefix(path: Path, kind: str = "partial", host: str | None = None) -> str:
-    """What the names of ``path``'s ``kind`` siblings made on ``host`` (default: this
-    one) start with."""
-    return f".{path.name}.{kind}-{_host() if host is None else host}-"
 
 
 def _siblings(path: Path, kind: str) -> list[tuple[Path, str, bool]]:
@@ -449,9 +443,8 @@ def check_store(
 ) -> StoreState | None:  # fmt: skip
     """What :func:`prepare_store` will find, read without touching the store.
 
-    What runs killed on this host left beside it is tidied first
-    (:func:`tidy_siblings`), so an old store that a killed ``--overwrite`` had
-    moved aside is found back in its place.
+    Its callers tidy what killed runs left beside it first (:func:`tidy_siblings`), so
+    that an old store a killed ``--overwrite`` had moved aside is found in its place.
 
     Returns the existing store's state when it is to be resumed, ``None`` when a fresh store
     will be created (none there, or ``overwrite``). A run calls it before starting a
@@ -497,7 +490,6 @@ def check_store(
     """
     path = spec.path
     check_writable(path)
-    tidy_siblings(path)
     if not path.exists():
         return None
     try:
@@ -642,6 +634,7 @@ def prepare_store(
     path = spec.path
     state = checked
     if state is ...:
+        tidy_siblings(path)
         state = check_store(spec, fingerprint, overwrite=overwrite, workflow=workflow, parts=parts)
     if state is not None:
         sweep_partials(path)

@@ -326,9 +326,9 @@ def submit_workflow(
             f"cluster: {config.cluster} (use raygrid run for that)"
         )
     workdir = Path(workdir or Path.cwd()).resolve()
+    tidy_siblings(store_path(workdir / spec.outputs.store))  # an old store a killed run moved aside
     # The model's values are read (and hashed) only to check an existing store against
     # them: a new store needs none, and a login node need not hold the model.
-    tidy_siblings(store_path(workdir / spec.outputs.store))  # an old store a killed run moved aside
     resumed = (workdir / spec.outputs.store).exists() and not overwrite
     # backend: auto resolved as on the job's nodes (GPUs if the cluster file asks for them),
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
