@@ -396,6 +396,7 @@ def dijkstra_graph(
         times_padded,
         predecessor_padded,
     )
-    times[:] = times_padded[interior]
-    predecessor[:] = predecessor_padded[interior]
+    # Gathered straight into the results: no field-sized temporary.
+    np.take(times_padded, interior, out=times)
+    np.take(predecessor_padded, interior, out=predecessor)
     return times, predecessor

@@ -109,9 +109,13 @@ class Grid:
         arrays, blocks read for legs): the tiled and plain solves equal each other bitwise
         only while they convert alike.
         """
-        if not isinstance(values, da.Array):
-            values = np.asarray(values)
-        return 1.0 / (values.astype(np.float64) * self.speed_factor)
+        if isinstance(values, da.Array):
+            return 1.0 / (values.astype(np.float64) * self.speed_factor)
+        # In place on one float64 copy: the same two roundings, without a second
+        # model-sized temporary (a big cube's conversion peaked at twice its result).
+        slowness = np.array(values, dtype=np.float64)
+        slowness *= self.speed_factor
+        return np.divide(1.0, slowness, out=slowness)
 
     def slowness_of(self, values: np.ndarray | da.Array) -> np.ndarray | da.Array:
         """Kernel slowness (s/m, 3D: a 2D model's gets ``ny == 1``) of velocity values cut
