@@ -396,7 +396,8 @@ def dijkstra_graph(
         times_padded,
         predecessor_padded,
     )
-    # Gathered straight into the results: no field-sized temporary.
-    np.take(times_padded, interior, out=times)
-    np.take(predecessor_padded, interior, out=predecessor)
+    # Gathered straight into the results, no field-sized temporary: mode="clip" because
+    # "raise" (the default) buffers ``out``, and the interior indices are in range.
+    np.take(times_padded, interior, out=times, mode="clip")
+    np.take(predecessor_padded, interior, out=predecessor, mode="clip")
     return times, predecessor

@@ -8,12 +8,13 @@ is counted here and compared with what the machine (or the worker) has, before a
 large is allocated.
 
 The count is of the arrays raygrid itself allocates (the figures below, bytes per node,
-``P`` the padded grid's nodes over the real grid's); Python objects, the heap's frontier
-and the Zarr encoder's buffers come on top, so an estimate that passes can still be tight,
-but one that fails would fail for real. Measured on one thread (the
-peak resident memory ``traveltimes`` added, over this estimate): 1601^2 radius 5 1.07 (four
-sources 1.05), 121^3 radius 2 1.06, 801^2 radius 5 with precomputed weights 1.01; the
-arrays alone (``tracemalloc``'s peak) are within 0.3 % of it at 1601^2.
+``P`` the padded grid's nodes over the real grid's); Python objects, a heap frontier wider
+than an eighth of the grid and the Zarr encoder's buffers come on top, so an estimate that
+passes can still be tight, but one that fails would fail for real. Measured on one thread (the
+peak resident memory ``traveltimes`` added, over this estimate): 1601^2 radius 5 0.97 (four
+sources 0.98), 121^3 radius 2 0.98, 801^2 radius 5 with precomputed weights 1.00, a little
+under because the heap's storage is not all touched; the arrays alone (``tracemalloc``'s
+peak) are within 0.2 % of it.
 
 ============================  ======================================================
 CPU graph, once per model     the grid's slowness ``8``, its padded copy and
@@ -22,6 +23,8 @@ CPU graph, once per model     the grid's slowness ``8``, its padded copy and
                               their index ``8 P``
 each source being solved      padded times, predecessors, settled flags and heap
                               index ``(itemsize + predecessor + 1 + 4) P``; the
+                              heap's keys and nodes ``(itemsize + 8) P / 8`` (its
+                              first size, grown only for a wider frontier); the
                               real grid's predecessors ``predecessor`` when they
                               are not kept (else they are the result's)
 each source's result          times ``itemsize``, and predecessors ``predecessor``
@@ -96,6 +99,7 @@ def footprint(
         # A solve writes predecessors with its times: into the result when they are kept,
         # else into an array of its own that lives while it runs.
         per_solve=(itemsize + predecessor + 1 + 4) * padded
+        + max(padded // 8, 1024) * (itemsize + 8)
         + (0 if predecessors else predecessor * nodes),
         per_result=nodes * (itemsize + (predecessor if predecessors else 0)),
     )
