@@ -219,8 +219,10 @@ class NodeValues:
         for key in keys:
             self._cache.move_to_end(key)
             found.append(self._cache[key])
-        # Dropped only now, so that every block asked for above is still there to return.
-        while self._held > self._cache_bytes and len(self._cache) > len(keys):
+        # Dropped only now, least recently used first, when every block asked for is in
+        # ``found``: a read needing more than the cache holds gets them all, and the cache
+        # keeps only its bound (the rest lives as long as the caller needs it).
+        while self._held > self._cache_bytes:
             _, dropped = self._cache.popitem(last=False)
             self._held -= dropped.nbytes
         return found

@@ -84,8 +84,12 @@ def test_the_cache_is_bounded(small_blocks, monkeypatch):
     assert lazy.fetched == 3
     lazy.value((0, 0, 0))  # dropped: read again
     assert lazy.fetched == 4 and len(lazy._cache) == 2
-    # A read needing more blocks than the cache holds still gets them all.
+    # A read needing more blocks than the cache holds still gets them all, and the cache
+    # keeps no more than its bound after it.
     np.testing.assert_array_equal(lazy.box((0, 0, 0), (8, 6, 10)), values)
+    assert lazy._held <= 2 * block_bytes
+    np.testing.assert_array_equal(lazy.at(np.array([[0, 0, 0], [7, 5, 9]])), [0.0, 0.0])
+    assert lazy._held <= 2 * block_bytes
     # The bound is read when a reader is made (the README names the module constant).
     monkeypatch.setattr(nodevalues, "CACHE_BYTES", 123)
     assert NodeValues(da.zeros((4, 4), chunks=2))._cache_bytes == 123
