@@ -334,7 +334,9 @@ PTX_CHECK = textwrap.dedent(
             ptx, _ = cuda.compile_ptx(kernels[kernel_name].py_func, signature, cc=(9, 0))
             assert ".target sm_90" in ptx and ".entry" in ptx, kernel_name
             if kernel_name == "step" and name == "float32":
-                assert "atom.global.min.u64" in ptx  # the packed (time, predecessor) min
+                # The packed (time, predecessor) pair by compare-and-swap, not a 64-bit min
+                # (which would swap predecessors at equal times).
+                assert "atom.global.cas.b64" in ptx and "atom.global.min.u64" not in ptx
             count += 1
     print("compiled", count)
     """
@@ -383,3 +385,30 @@ def test_on_a_real_gpu(dtype, precomputed):
         check_rays(
             slowness, spacing, star, EXACT, times[s], predecessor[s], nodes, dtype, tolerance
         )
+
+
+@simulator_only
+def test_a_float32_push_changes_a_predecessor_only_with_a_strict_drop():
+    # At an equal time the stored pair stays, whatever its offset index: a smaller k used
+    # to win (a 64-bit min of the packed pair), and where a float32 weight rounds away
+    # (t + w == t), a push through a stale read could then make two nodes each other's
+    # predecessor. A strict drop installs the new pair.
+    from numba import cuda
+
+    from raygrid.kernels.cuda.nearfar import PACKED_INF, push_time32
+
+    @cuda.jit
+    def push(packed, times, ks, dropped):
+        for i in range(times.shape[0]):
+            dropped[i] = push_time32(packed, 0, times[i], ks[i])
+
+    def pair(t, k):
+        return (np.uint64(np.float32(t).view(np.uint32)) << np.uint64(32)) | np.uint64(k + 1)
+
+    packed = np.array([PACKED_INF], dtype=np.uint64)
+    times = np.array([2.0, 2.0, 1.5, 1.5, 3.0], dtype=np.float32)
+    ks = np.array([7, 3, 9, 2, 0], dtype=np.int32)
+    dropped = np.zeros(5, dtype=np.bool_)
+    push[1, 1](packed, times, ks, dropped)
+    assert dropped.tolist() == [True, False, True, False, False]
+    assert packed[0] == pair(1.5, 9)

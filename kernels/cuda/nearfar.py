@@ -56,9 +56,8 @@ EDGES = 15  # edge relaxations attempted (frontier nodes x star size)
 CONTROL_SIZE = 16
 
 # The float32 time and its predecessor share one uint64, time bits high, so one 64-bit
-# atomic min updates both together: non-negative IEEE floats order like their bit patterns.
-# The low word holds k + 1 (0 for a seed), so at equal times a seed keeps its -1 and
-# otherwise the smallest offset index wins.
+# compare-and-swap updates both together: non-negative IEEE floats order like their bit
+# patterns. The low word holds k + 1 (0 for a seed).
 if simulating():
     # The simulator's libdevice has no bit casts; NumPy views do the same.
     def float_as_int(x):
@@ -82,11 +81,23 @@ def load_time32(packed, u):
 
 @cuda.jit(device=True, inline="always")
 def push_time32(packed, v, t, k):
-    """Atomic min of ``(t, k)`` into ``packed[v]``; True when the time strictly dropped."""
+    """Install ``(t, k)`` in ``packed[v]`` if ``t`` is below its time; True when it did.
+
+    A compare-and-swap loop, not a 64-bit atomic min: the min would also swap in a smaller
+    ``k`` at an equal time, and in float32 an edge whose weight rounds away (``t + w == t``)
+    could then make two nodes each other's predecessor (a cycle: no ray) whenever a stale
+    plain read let an equal-time push through. Here, as in the pull kernels, a predecessor
+    changes only with a strict drop of its time, so predecessors always lead to a seed (a
+    seed keeps its -1); at an exact tie the first to arrive stays.
+    """
     new = (uint64(float_as_int(t)) << uint64(32)) | uint64(k + 1)
-    old = cuda.atomic.min(packed, v, new)
-    # A tie on time with a smaller k changes only the predecessor: no need to requeue v.
-    return (new >> uint64(32)) < (old >> uint64(32))
+    old = packed[v]
+    while (new >> uint64(32)) < (old >> uint64(32)):
+        seen = cuda.atomic.cas(packed, v, old, new)
+        if seen == old:
+            return True
+        old = seen  # another thread lowered it first: try again while still better
+    return False
 
 
 @cuda.jit(device=True, inline="always")
@@ -350,8 +361,9 @@ class NearFarSolver:
 
     float64 atomic-mins the time alone and recovers predecessors afterwards with one pull
     pass (:func:`raygrid.kernels.cuda.predecessor.recover_predecessors`). float32 packs
-    ``(time bits << 32) | (k + 1)`` in one uint64 and atomic-mins that, so the time and
-    its predecessor change together.
+    ``(time bits << 32) | (k + 1)`` in one uint64 and swaps that in by compare-and-swap
+    where the time strictly drops, so the time and its predecessor change together
+    (:func:`push_time32`).
 
     Any order of relaxations reaches the same fixed point, the minimum over paths of the
     float sums of the same weights (weights in float64, rounded once to ``dtype``), so the
