@@ -65,7 +65,7 @@ def workers_kernel():
         worklist = (pending, state, near, far, far_mark, control, bounds, threshold, relaxed)
         rounds = 0
         while True:
-            tile = take_tile(near, state, pending, control, rounds)
+            tile, _ = take_tile(near, state, pending, control, rounds, rounds)
             if tile == -2:
                 return
             if tile == -1:
@@ -161,3 +161,30 @@ def test_concurrent_workers_reach_the_shortest_paths(delta, seed, where):
         assert phase == 1
     else:
         assert phase > 2 and relaxed[4] > 0  # tiles deferred to later phases
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="CUDA simulator")
+def test_a_block_idle_while_others_work_is_not_stuck():
+    # Nothing queued, one tile running elsewhere: a poll only backs off, however many this
+    # block made (``rounds``); the queue is declared stuck only after SPIN_LIMIT polls in
+    # which no block took a tile (``stalled``). A long phase once read as a stall here.
+    from raygrid.kernels.cuda import tile_queue as q
+
+    take_tile = q.take_tile
+
+    @cuda.jit
+    def poll(near, state, pending, control, rounds, stalled, out):
+        tile, head = take_tile(near, state, pending, control, rounds, stalled)
+        out[0] = tile
+        out[1] = head
+
+    near = np.full(4, q.FREE, dtype=np.int64)
+    state = np.zeros(3, dtype=np.int32)
+    pending = np.full(3, np.inf)
+    control = np.zeros(q.CONTROL_SIZE, dtype=np.int32)
+    control[[q.HEAD, q.TAIL, q.OUTSTANDING]] = (5, 5, 1)
+    out = np.zeros(2, dtype=np.int64)
+    poll[1, 1](near, state, pending, control, q.SPIN_LIMIT + 1, 0, out)
+    assert out.tolist() == [-1, 5] and control[q.ERROR] == 0
+    poll[1, 1](near, state, pending, control, 0, q.SPIN_LIMIT + 1, out)
+    assert out[0] == -2 and control[q.ERROR] == 1

@@ -487,11 +487,15 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         improved = cuda.local.array(batch, numba.int32)
         threshold = bounds[phase % 2] + delta
         worklist = (pending, state, near, far, far_mark, control, bounds, threshold, relaxed)
-        rounds = 0  # thread 0's rounds without work, for its back-off
+        rounds = 0  # thread 0's polls without work, for its back-off
+        stalled = 0  # its polls in which no block took a tile, for the stall bound
+        seen = -1  # the queue's head at its last poll
         while True:
             if cuda.threadIdx.x == 0:
-                taken = take_tile(near, state, pending, control, rounds)
+                taken, head = take_tile(near, state, pending, control, rounds, stalled)
                 rounds = 0 if taken >= 0 else rounds + 1
+                stalled = 0 if taken >= 0 or head != seen else stalled + 1
+                seen = head
                 decision[0] = taken
             cuda.syncthreads()
             tile = decision[0]

@@ -172,15 +172,18 @@ def notify_phase(tile, value, phase, worklist):
 
 
 @cuda.jit(device=True, inline="always")
-def take_tile(near, state, pending, control, rounds):
-    """For one thread of a block: the next queued tile (now ``RUNNING``), ``-1`` to try
-    again, or ``-2`` when the phase is over (nothing queued or running) or stuck."""
+def take_tile(near, state, pending, control, rounds, stalled):
+    """For one thread of a block: ``(tile, head)``, the next queued tile (now ``RUNNING``),
+    ``-1`` to try again, or ``-2`` when the phase is over (nothing queued or running) or
+    stuck; ``head`` the queue's head as read. ``rounds`` counts this block's polls without
+    a tile (its back-off), ``stalled`` the polls in which no block took one (the bound: a
+    block idle while others work is not stuck, however long the phase)."""
     if _read(control, ERROR) != 0:
-        return -2
+        return -2, -1
     head = _read(control, HEAD)
     if head < _read(control, TAIL):
         if cuda.atomic.cas(control, HEAD, head, head + 1) != head:
-            return -1  # another block took it
+            return -1, head  # another block took it
         slot = head % near.shape[0]
         waited = 0
         while True:
@@ -190,7 +193,7 @@ def take_tile(near, state, pending, control, rounds):
             waited += 1  # its writer has claimed the index but not yet written the slot
             if waited > SPIN_LIMIT or _read(control, ERROR) != 0:
                 control[ERROR] = 1
-                return -2
+                return -2, head
             _pause(waited)
         # The pusher's change of the state (before its fence) lands before this block's.
         cuda.threadfence()
@@ -203,14 +206,14 @@ def take_tile(near, state, pending, control, rounds):
         # the notifiers' atomic min; float atomic exchange is missing in numba-cuda.)
         cuda.atomic.max(pending, tile, np.inf)
         cuda.threadfence()
-        return tile
+        return tile, head
     if _read(control, OUTSTANDING) == 0:
-        return -2
-    if rounds > SPIN_LIMIT:
+        return -2, head
+    if stalled > SPIN_LIMIT:
         control[ERROR] = 1
-        return -2
+        return -2, head
     _pause(rounds)
-    return -1
+    return -1, head
 
 
 @cuda.jit(device=True, inline="always")
