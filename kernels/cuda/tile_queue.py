@@ -223,10 +223,12 @@ def finish_tile(tile, phase, worklist):
     pending, state, near, far, far_mark, control, bounds, threshold, relaxed = worklist
     cuda.threadfence()
     if cuda.atomic.cas(state, tile, RUNNING, IDLE) != RUNNING:
-        # DIRTY: only this thread changes it now. The fence: the notifier lowered the
-        # pending time before its fence and its DIRTY, which this read must see. An
-        # infinite value means the notification raced with the reset in take_tile: run it
-        # in this phase.
+        # DIRTY: only this thread changes it now. The fence: the notifier whose CAS set
+        # DIRTY lowered the pending time before its fence, which this read sees. A later
+        # notifier that found DIRTY and returned may not be seen yet: the tile may then go
+        # to the far list though its time is near, and runs one phase late, with the same
+        # floats (a fixed point of the relaxations). An infinite value means the
+        # notification raced with the reset in take_tile: run it in this phase.
         cuda.threadfence()
         value = _read(pending, tile)
         if value <= threshold or value == np.inf:
