@@ -41,6 +41,10 @@ DIMS_3D = ("z", "y", "x")
 # Relative tolerance for "uniform" spacing and for snapping a position onto a node: far
 # above the rounding of coordinates written as decimals, far below any real offset.
 _UNIFORM_RTOL = 1e-6
+#: How well stored coordinates must give the spacing (relative): the rounding of float32
+#: coordinates far from 0 may not move it by more, a fifth of the method's own error at
+#: radius 5 (0.5 %). UTM northings in float32 (0.5 m apart) pass from a 500 m span.
+_SPACING_RTOL = 1e-3
 _SNAP_TOL = 1e-9
 #: Ratio of the forward star's longest to shortest reach (radius times spacing, per axis)
 #: from which a solve warns that times along the short axis come out late
@@ -528,6 +532,7 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         )
     if not np.all(np.isfinite(values)):
         raise InputError(f"coordinate {dim!r} has non-finite values")
+    _check_resolution(stored, values, dim, unit)
     steps = np.diff(values)
     if not (np.all(steps > 0) or np.all(steps < 0)):
         raise InputError(f"coordinate {dim!r} is not monotonic")
@@ -560,6 +565,28 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"{values[worst]:.9g} and {values[worst + 1]:.9g}, mean step {h:.9g}"
         )
     return values, float(values[0]), h, unit, rounding
+
+
+def _check_resolution(stored: np.ndarray, values: np.ndarray, dim: str, unit: str) -> None:
+    """Refuse coordinates whose stored type is too coarse for their steps: float32 far from
+    the origin (UTM northings, 0.5 m apart at 4e6 m) passes the rounding tolerance of the
+    uniformity check while the spacing, read from the two ends, is off by a few percent."""
+    if stored.dtype.kind != "f":
+        return
+    span = abs(float(values[-1] - values[0]))
+    largest = float(np.max(np.abs(values)))
+    ulp = float(np.spacing(stored.dtype.type(largest)))
+    # Each end is rounded by up to half an ulp: the spacing is known to ulp / span.
+    if span > 0 and ulp / span <= _SPACING_RTOL:
+        return
+    step = span / (values.size - 1)
+    known = f"known only to {ulp / span:.2%}" if span > 0 else "lost"
+    raise InputError(
+        f"coordinate {dim!r} is stored as {stored.dtype}, which rounds values near "
+        f"{largest:g} {unit} to {ulp:g} {unit}: too coarse for steps of about {step:.6g} "
+        f"{unit} (the spacing is {known}); store the coordinates in float64, as origin + "
+        f"step * np.arange(n) (model.assign_coords({dim}=...)), or relative to a nearer origin"
+    )
 
 
 #: Speeds (m/s) outside which a whole model is probably in the wrong unit: nothing that

@@ -89,6 +89,27 @@ def test_points_on_float32_coordinates_are_on_their_nodes():
         traveltime(velocity, {"z": 0.0, "x": 516.31}, radius=2)  # 10 m out is out
 
 
+def test_float32_coordinates_too_coarse_for_their_steps_are_refused():
+    # float32 rounds values near 4.2e6 m to 0.5 m: steps of 0.7 m were stored as 0.5 and 1.0
+    # m, passed as uniform (to the float32 tolerance), and the grid was taken as 0.722 m.
+    # Rounded to equal values, the steps were refused only as "not monotonic".
+    def model(x, step):
+        z = ("z", np.arange(5) * step, {"units": "m"})
+        return xr.DataArray(
+            np.full((5, x.size), 2000.0), dims=("z", "x"), attrs={"units": "m/s"},
+            coords={"z": z, "x": ("x", x, {"units": "m"})},
+        )  # fmt: skip
+
+    coarse = r"'x' is stored as float32, which rounds values near 4\.2\d*e\+06 m to 0\.5 m"
+    for step in (0.7, 0.2):
+        x = (4.2e6 + np.arange(10) * step).astype(np.float32)
+        with pytest.raises(InputError, match=coarse + r".*store the coordinates in float64"):
+            traveltime(model(x, step), {"z": 0.0, "x": float(x[0])}, radius=2)
+    # UTM northings 10 m apart in float32 over 1 km: the spacing is known to 0.05 %, taken.
+    x = (4.2e6 + np.arange(101) * 10.0).astype(np.float32)
+    assert traveltime(model(x, 10.0), {"z": 0.0, "x": float(x[0])}, radius=2).sizes["x"] == 101
+
+
 @pytest.mark.parametrize("coords", [[str(10 * i) for i in range(9)], "datetime"])
 def test_coordinates_that_are_not_numbers_are_refused(coords):
     # Text was read as numbers (np.float64("10")), and times as nanoseconds.
