@@ -36,10 +36,14 @@ def explicit_graph(slowness, spacing, offsets, rule=EXACT) -> csr_matrix:
 def reference_times(graph: csr_matrix, seed_nodes, seed_times) -> np.ndarray:
     """Multi-seeded shortest paths: a virtual super-source joined to each seed by its time.
 
-    ``0 + t_seed`` is exact in floating point, so this equals seeding the nodes directly.
+    ``0 + t_seed`` is exact in floating point, so this equals seeding the nodes directly. A
+    node seeded twice keeps its smaller time (the sparse matrix would add the two).
     """
     n = graph.shape[0]
-    seed_nodes = np.asarray(seed_nodes)
+    seed_nodes, where = np.unique(np.asarray(seed_nodes), return_inverse=True)
+    smallest = np.full(len(seed_nodes), np.inf)
+    np.minimum.at(smallest, where.reshape(-1), np.asarray(seed_times, dtype=np.float64))
+    seed_times = smallest
     if len(seed_nodes) == 1 and seed_times[0] == 0:
         return scipy_dijkstra(graph, indices=int(seed_nodes[0]))
     coo = graph.tocoo()

@@ -71,6 +71,13 @@ def test_multiple_seeds_equal_super_source():
     expected = reference_times(graph, seeds, seed_times)
     times, _ = dijkstra(slowness, np.array(spacing), star, seeds, seed_times)
     np.testing.assert_array_equal(times, expected)
+    # A node seeded twice keeps its smaller time, in the solver and the reference alike
+    # (the reference's sparse matrix once added the two).
+    twice, twice_times = np.append(seeds, 77), np.append(seed_times, 0.0005)
+    expected = reference_times(graph, twice, twice_times)
+    times, _ = dijkstra(slowness, np.array(spacing), star, twice, twice_times)
+    np.testing.assert_array_equal(times, expected)
+    assert times[77] == 0.0005
 
 
 def test_early_exit_settles_the_targets():
