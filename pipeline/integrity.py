@@ -33,6 +33,7 @@ __all__ = [
     "lost_arrays",
     "lost_sources",
     "missing_arrays",
+    "unreadable_arrays",
 ]
 
 
@@ -74,6 +75,27 @@ def _intact_chunks(array: zarr.Array, folder: Path) -> set[str]:
     blosc = _blosc(array)
     keys = _files(folder) - {"zarr.json", ".zarray", ".zattrs"}  # metadata, not chunks
     return {key for key in keys if not _cut_short(folder / key, blosc)}
+
+
+def _metadata_reads(folder: Path) -> bool:
+    """Whether the metadata of the array or group at ``folder`` (its ``zarr.json``) reads,
+    or is not there (an array lost whole, named by :func:`missing_arrays`). A copy cut
+    short or a disk that filled leaves it empty or torn, and zarr then fails with a
+    ``JSONDecodeError`` on every listing of the store."""
+    try:
+        json.loads((folder / "zarr.json").read_bytes())
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):  # unreadable, not JSON (UnicodeDecodeError is one)
+        return False
+    return True
+
+
+def unreadable_arrays(path: str | Path) -> tuple[str, ...]:
+    """The store's arrays and groups whose metadata does not read (:func:`_metadata_reads`),
+    sorted: no rerun writes it again, and nothing lists the store while it is so."""
+    folders = (meta.parent for meta in Path(path).glob("*/zarr.json"))
+    return tuple(sorted(folder.name for folder in folders if not _metadata_reads(folder)))
 
 
 def _chunk_keys(array: zarr.Array) -> set[str]:
@@ -156,8 +178,8 @@ def _lost_rays(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
     chunk = None  # the key of a part's one chunk, from any part there (zarr's default)
     for source in np.flatnonzero(done):
         name = ray_part(int(source))
-        if f"{name}/zarr.json" not in present:
-            lost[source] = True
+        if f"{name}/zarr.json" not in present or not _metadata_reads(path / RAY_PARTS / name):
+            lost[source] = True  # written again (it is replaced whole)
             continue
         if chunk is None:
             chunk = parts[name].metadata.encode_chunk_key((0, 0))
@@ -279,10 +301,18 @@ def missing_arrays(path: str | Path) -> tuple[str, ...]:
 
 
 def damage(path: str | Path) -> str | None:
-    """Why a store is damaged beyond what a rerun mends, or ``None``: arrays lost whole
-    (:func:`missing_arrays`), or chunks lost of arrays written once (:func:`lost_arrays`).
+    """Why a store is damaged beyond what a rerun mends, or ``None``: metadata that does not
+    read (:func:`unreadable_arrays`), arrays lost whole (:func:`missing_arrays`), or chunks
+    lost of arrays written once (:func:`lost_arrays`).
     A run, ``raygrid info`` and ``raygrid plot`` say it alike; ``--overwrite`` is the way
     out (a rerun that tried to write into a lost array failed the same way every time)."""
+    unreadable = unreadable_arrays(path)
+    if unreadable:
+        return (
+            f"{path} is damaged: the metadata (zarr.json) of {', '.join(unreadable)} does "
+            "not read (cut short: a copy interrupted, or a disk that filled; no rerun writes "
+            "it again): rerun its workflow with --overwrite to make it again"
+        )
     missing = missing_arrays(path)
     if missing:
         return (

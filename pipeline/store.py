@@ -51,11 +51,19 @@ from zarr.codecs import BloscCodec
 
 from .errors import InputError
 from .fingerprint import FINGERPRINT_PARTS
-from .integrity import chunks_whole, completion_records, damage, forget_sources, lost_sources
+from .integrity import (
+    chunks_whole,
+    completion_records,
+    damage,
+    forget_sources,
+    lost_sources,
+    unreadable_arrays,
+)
 from .storenames import RAY_PARTS, ray_part
 from .version import __version__
 
 __all__ = [
+    "DamagedStore",
     "SourceResult",
     "SourceWriter",
     "StoreState",
@@ -381,11 +389,20 @@ def point_names(dataset: xr.Dataset, what: str) -> list[str] | None:
     return [str(n) for n in dataset[what].values] if what in dataset.coords else None
 
 
+class DamagedStore(InputError):
+    """A raygrid survey store that cannot be read for its completion records: metadata cut
+    short, or ``source_done`` lost whole. ``--overwrite`` replaces it, as it replaces any
+    raygrid store (and never a folder that is not one)."""
+
+
 def open_store(path: str | Path) -> StoreState:
     """Read a store's attributes and completion records.
 
     Raises
     ------
+    DamagedStore
+        If it is a raygrid survey store whose metadata does not read, or that lost its
+        completion records whole.
     InputError
         If ``path`` does not exist or is not a raygrid survey store.
     """
@@ -402,6 +419,12 @@ def open_store(path: str | Path) -> StoreState:
     except Exception as error:  # metadata that does not read (cut short, not JSON)
         raise InputError(f"{path} is not a Zarr store ({type(error).__name__}: {error})") from None
     attrs = dict(group.attrs)
+    # A store raygrid made (its fingerprint is written with the group) that lost what
+    # every read needs is damaged, not foreign: --overwrite replaces it (DamagedStore).
+    if "workflow_sha256" in attrs and (
+        unreadable_arrays(path) or not (path / "source_done" / "zarr.json").exists()
+    ):
+        raise DamagedStore(damage(path))
     if "source_done" not in group:
         raise InputError(f"{path} is a Zarr store but not a raygrid survey store")
     return StoreState(
@@ -494,6 +517,10 @@ def check_store(
         return None
     try:
         state = open_store(path)
+    except DamagedStore as error:
+        if overwrite and not holds(path, Path.cwd()):
+            return None
+        raise InputError(str(error)) from None
     except InputError as error:
         # --overwrite replaces a raygrid store, never whatever else a mistyped path names (a
         # folder of the user's, the model, the working directory).
@@ -728,7 +755,7 @@ class SourceWriter:
             return True
         try:
             part = zarr.open_array(store=self.store, path=f"{RAY_PARTS}/{ray_part(i)}", mode="r")
-        except FileNotFoundError:  # zarr's ArrayNotFoundError is one
+        except (FileNotFoundError, ValueError):  # zarr's ArrayNotFoundError; torn metadata
             return False
         return chunks_whole(part, Path(self.store) / RAY_PARTS / ray_part(i))
 

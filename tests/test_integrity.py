@@ -56,6 +56,12 @@ def test_a_missing_ray_part_counts_until_the_rays_are_assembled(tmp_path):
     part = store / RAY_PARTS / ray_part(2)
     (part / "c" / "0" / "0").unlink()  # its data, its metadata left
     np.testing.assert_array_equal(lost_sources(store, DONE), [0, 0, 1, 0])
+    # Another part's metadata cut short (a JSONDecodeError from zarr, before): lost too.
+    metadata = store / RAY_PARTS / ray_part(0) / "zarr.json"
+    kept = metadata.read_bytes()
+    metadata.write_bytes(kept[:12])
+    np.testing.assert_array_equal(lost_sources(store, DONE), [1, 0, 1, 0])
+    metadata.write_bytes(kept)
     for name in part.iterdir():  # the whole part
         if name.is_file():
             name.unlink()
@@ -93,6 +99,9 @@ def test_a_task_run_twice_leaves_a_whole_ray_part_alone(tmp_path):
     SourceWriter(store).write(result)
     assert {p: p.stat().st_ino for p in part.rglob("*") if p.is_file()} == first  # untouched
     (part / "c" / "0" / "0").unlink()  # a part cut short is written again
+    SourceWriter(store).write(result)
+    np.testing.assert_array_equal(zarr.open_array(part, mode="r")[:], rays)
+    (part / "zarr.json").write_bytes(b"")  # its metadata cut short: written again too
     SourceWriter(store).write(result)
     np.testing.assert_array_equal(zarr.open_array(part, mode="r")[:], rays)
     # Once the rays are assembled, a late run adds no part to the finished store.

@@ -584,6 +584,44 @@ def test_an_array_lost_whole_makes_the_store_damaged_not_a_rerun_loop(tmp_path, 
     xr.testing.assert_identical(again, first)
 
 
+@pytest.mark.parametrize(
+    "damage", ["traveltime/zarr.json cut", "source_done lost", "source_done/zarr.json cut"]
+)
+def test_metadata_cut_short_or_records_lost_whole_are_damage_overwrite_replaces(
+    tmp_path, client, damage
+):
+    # An array's zarr.json cut short (an interrupted copy) gave a JSONDecodeError traceback
+    # in run, info and plot; a store without source_done was "not a raygrid survey store",
+    # which --overwrite refused to replace: the user had to delete it by hand.
+    from raygrid.pipeline.inspect import describe, plot_directory
+
+    path = workflow_file(tmp_path)
+    first = run_workflow(read_workflow(path), client=client).load()
+    store = tmp_path / "survey.zarr"
+    name, what = damage.split()[0].split("/")[0], damage.split()[-1]
+    if what == "cut":
+        (store / damage.split()[0]).write_bytes(b"")
+        said = rf"is damaged: the metadata \(zarr.json\) of {name} does not read"
+    else:
+        shutil.rmtree(store / name)
+        said = rf"is damaged: it has no {name} \(lost whole"
+    said += r".*--overwrite to make it again"
+    for read in (describe, lambda s: plot_directory(s, tmp_path / "pictures", [])):
+        with pytest.raises(InputError, match=said):
+            read(store)
+    with pytest.raises(InputError, match=said):
+        run_workflow(read_workflow(path), client=client)
+    again = run_workflow(read_workflow(path), client=client, overwrite=True).load()
+    xr.testing.assert_identical(again, first)
+    # A Zarr store raygrid did not make is still never replaced.
+    zarr.open_group(tmp_path / "foreign.zarr", mode="w").create_array("a", shape=(2,), dtype="f8")
+    spec = yaml.safe_load(path.read_text())
+    spec["outputs"]["store"] = str(tmp_path / "foreign.zarr")
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError, match="not a raygrid survey store; it is left untouched"):
+        run_workflow(read_workflow(path), client=client, overwrite=True)
+
+
 @pytest.mark.parametrize("how", ["lost", "cut-short"])
 def test_a_lost_completion_record_is_not_called_complete(tmp_path, client, how):
     # A record's file cut short stopped every run and info in Blosc's decompression.
