@@ -97,15 +97,24 @@ def _identity(store: str | Path) -> tuple[int, int] | None:
     return status.st_dev, status.st_ino
 
 
-def _finished(store: str | Path) -> str:
-    """How many sources a store holds done, for the message of an interrupted run."""
-    from .store import done_sources
+def _kept(store: str | Path) -> str:
+    """What an interrupted run left in its store, and what to do next."""
+    from .store import open_store
 
+    again = "run the same command again (without --overwrite)"
     try:
-        done = done_sources(store)
+        state = open_store(store)
     except Exception:  # a store stopped while it was made: zarr raises several kinds
-        return "the sources finished so far"
-    return f"the {int(done.sum())} of {done.size} sources finished so far"
+        return f"the sources finished so far are in {store}; {again} to resume"
+    if state.complete:  # stopped while the pictures were drawn
+        return (
+            f"{store} is complete ({state.done.size} sources); only its pictures may be "
+            f"missing: {again} to draw them"
+        )
+    return (
+        f"the {int(state.done.sum())} of {state.done.size} sources finished so far are in "
+        f"{store}; {again} to resume"
+    )
 
 
 @main.command()
@@ -153,10 +162,7 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         if old is not None and _identity(store) == old:
             said = f"{store} was not replaced: the old store is as it was"
         elif store is not None and Path(store).exists():
-            said = (
-                f"{_finished(store)} are in {store}; run the same command again (without "
-                "--overwrite) to resume"
-            )
+            said = _kept(store)
         else:
             said = "nothing was written"
         how = "interrupted" if stopped_by == signal.SIGINT else "terminated (SIGTERM)"

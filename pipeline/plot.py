@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -273,10 +274,19 @@ def plot_store(dataset: xr.Dataset, path: str | Path, source: int = 0) -> list[P
 
 
 def _save(fig, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` whole or not at all: drawn beside it under a hidden name
+    (same suffix, same format) and renamed, so that a full disk or an interrupt never
+    leaves a picture cut short under its name, nor spoils the one a rerun would replace."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    drawing = path.with_name(f".{path.stem}.drawing-{os.getpid()}{path.suffix}")
+    try:
+        # The format named, so that matplotlib appends no suffix to a name without one.
+        fig.savefig(drawing, dpi=120, format=path.suffix[1:] or plt.rcParams["savefig.format"])
+        os.replace(drawing, path)
+    finally:
+        plt.close(fig)
+        drawing.unlink(missing_ok=True)
     return path
 
 

@@ -262,3 +262,25 @@ def test_an_unfinished_store_says_why_no_rays_are_drawn(tmp_path, figures):
     assert "store not complete (0 of 1 sources done): rays are drawn once the run has" in (
         figures[0].get_suptitle()
     )
+
+
+def test_a_picture_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    # A full disk or an interrupt while drawing left a picture cut short (0 bytes) under
+    # its name: it is drawn beside it and renamed, and a failed draw keeps the old one.
+    path = tmp_path / "survey.png"
+    fig = plt.figure()
+    assert plot._save(fig, path) == path and path.read_bytes()[:4] == b"\x89PNG"
+    old = path.read_bytes()
+
+    def full_disk(self, fname, **kwargs):
+        Path(fname).write_bytes(b"")  # what a write cut short leaves
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plt.Figure, "savefig", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        plot._save(plt.figure(), path)
+    assert path.read_bytes() == old and sorted(tmp_path.iterdir()) == [path]
+    monkeypatch.undo()
+    # A name without a suffix gets the picture itself, not another file with ".png" added.
+    assert plot._save(plt.figure(), tmp_path / "picture") == tmp_path / "picture"
+    assert (tmp_path / "picture").read_bytes()[:4] == b"\x89PNG"

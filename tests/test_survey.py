@@ -622,6 +622,23 @@ def test_metadata_cut_short_or_records_lost_whole_are_damage_overwrite_replaces(
         run_workflow(read_workflow(path), client=client, overwrite=True)
 
 
+def test_an_interrupt_after_the_store_is_complete_says_so(tmp_path, client):
+    # Stopped while the pictures were drawn, a run said "the 4 of 4 sources finished so far
+    # are in ...; run the same command again to resume": only the pictures were missing.
+    from raygrid.pipeline.cli import _kept
+
+    run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    store = tmp_path / "survey.zarr"
+    n = int(zarr.open_array(store=str(store), path="source_done", mode="r").shape[0])
+    assert _kept(store) == (
+        f"{store} is complete ({n} sources); only its pictures may be missing: run the same "
+        "command again (without --overwrite) to draw them"
+    )
+    zarr.open_array(store=str(store), path="source_done", mode="r+")[0] = 0
+    zarr.open_group(store, mode="r+").attrs["complete"] = False
+    assert _kept(store).startswith(f"the {n - 1} of {n} sources finished so far are in {store}")
+
+
 @pytest.mark.parametrize("how", ["lost", "cut-short"])
 def test_a_lost_completion_record_is_not_called_complete(tmp_path, client, how):
     # A record's file cut short stopped every run and info in Blosc's decompression.
