@@ -408,6 +408,13 @@ def open_store(path: str | Path) -> StoreState:
     """
     path = Path(path)
     if not path.exists():
+        aside = _siblings(path, "replaced")
+        if aside:  # a killed --overwrite's: raygrid info and plot would call it gone
+            raise InputError(
+                f"store {path} does not exist, but a run stopped while it replaced it "
+                f"(--overwrite) left the old store aside as {aside[0][0]}: the next "
+                "`raygrid run` of its workflow puts it back (so may you, renaming it)"
+            )
         raise InputError(f"store {path} does not exist")
     try:
         group = zarr.open_group(path, mode="r")

@@ -819,6 +819,9 @@ def test_an_old_store_a_killed_overwrite_moved_aside_is_put_back_by_the_next_run
     for killed in (f"{host}-{2**22 + 1}", f"{host}-{os.getpid()}", "othernode-17"):
         aside = tmp_path / f".survey.zarr.replaced-{killed}-0a1b2c3d"
         os.replace(store, aside)
+        # raygrid info and plot said "does not exist", as if the results were gone.
+        with pytest.raises(InputError, match=f"left the old store aside as {aside}: the next"):
+            rg.open_survey(store)
         resumed = run_workflow(read_workflow(path), client=client)  # resumed, not made again
         assert resumed.attrs["complete"] is True, killed
         assert chunks() == before and not aside.exists()
