@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import select
 import signal
 import sys
@@ -37,7 +38,14 @@ def _input_errors(command: Callable) -> Callable:
                 # `raygrid ... | head` (not a socket to a worker): click ends quietly with
                 # status 1, as it does for --help.
                 raise
-            click.echo(f"error: {error}", err=True)
+            said = f"error: {error}"
+            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+                # Zarr's chunk writes name no file: say what to do, not only what failed.
+                said += (
+                    " (the disk or quota is full: free some space, then run the same command "
+                    "again; a run keeps what it finished and resumes)"
+                )
+            click.echo(said, err=True)
             sys.exit(2)
         except RunFailed as error:
             click.echo(f"error: {error}", err=True)

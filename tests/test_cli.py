@@ -515,6 +515,24 @@ def test_a_run_that_failed_part_way_is_one_line_and_status_1(capsys):
     )
 
 
+def test_a_full_disk_says_what_to_do(capsys):
+    # Zarr's chunk writes name no file: "error: [Errno 28] No space left on device" alone.
+    import errno
+
+    import raygrid.pipeline.cli as cli
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(SystemExit) as exit_:
+        cli._input_errors(full)()
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: [Errno 28] No space left on device (the disk or quota is full: free some "
+        "space, then run the same command again; a run keeps what it finished and resumes)\n"
+    )
+
+
 def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
     # It said "(GroupNotFoundError: No group found in store PosixPath(...))".
     (tmp_path / "notastore").mkdir()
