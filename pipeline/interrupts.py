@@ -1,4 +1,5 @@
-"""Ctrl-C on a local cluster: only the client process handles it, whenever it comes."""
+"""Ctrl-C (and SIGTERM) on a local cluster: only the client process handles it, whenever it
+comes."""
 
 from __future__ import annotations
 
@@ -49,9 +50,14 @@ def interrupts_held() -> Iterator[None]:
       to any thread that does not block it (Numba's or Dask's pool threads), and Python
       would run its handler in the main thread all the same.
 
-    At the end the mask and the handler are restored and a noted Ctrl-C is raised again, so
-    the caller gets its ``KeyboardInterrupt`` with the cluster whole and closable. A no-op
-    off the main thread or without POSIX signal masks (Windows).
+    - SIGTERM (a batch system's time limit, ``kill``) is noted by the same handler but not
+      blocked: a blocked SIGTERM would be inherited by the worker processes, which their
+      nannies stop with SIGTERM. Acted on at once, it left Dask's exit hook closing workers
+      still starting (some 40 lines of ``Status.init`` tracebacks).
+
+    At the end the mask and the handlers are restored and the first noted signal is raised
+    again, so the caller gets its ``KeyboardInterrupt`` with the cluster whole and
+    closable. A no-op off the main thread or without POSIX signal masks (Windows).
     """
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
         threading.main_thread()
@@ -69,15 +75,16 @@ def interrupts_held() -> Iterator[None]:
             print("stopping once the workers have started...", file=sys.stderr, flush=True)
         noted.append(signum)
 
-    handler = signal.signal(signal.SIGINT, note)
+    handlers = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT is noted here
-        signal.signal(signal.SIGINT, handler)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         if noted:
-            signal.raise_signal(signal.SIGINT)  # the restored handler's to act on
+            signal.raise_signal(noted[0])  # the restored handler's to act on
 
 
 @contextmanager
