@@ -532,9 +532,16 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         )
     if not np.all(np.isfinite(values)):
         raise InputError(f"coordinate {dim!r} has non-finite values")
-    _check_resolution(stored, values, dim, unit)
     steps = np.diff(values)
     if not (np.all(steps > 0) or np.all(steps < 0)):
+        if stored.dtype.kind == "f" and stored.dtype.itemsize < 8 and np.any(steps == 0):
+            rounded, ulp = _rounding_of(stored, values, unit)
+            moved = np.abs(steps[steps != 0])
+            if moved.size and moved.min() <= 2 * ulp:  # the rest are a rounding apart too
+                raise InputError(
+                    f"coordinate {dim!r} is not monotonic: neighbours are equal in "
+                    f"{rounded}; " + _IN_FLOAT64.format(dim=dim)
+                )
         raise InputError(f"coordinate {dim!r} is not monotonic")
     if steps[0] < 0:
         span = f"from {values[0] + 0.0:g} to {values[-1] + 0.0:g} {unit}"  # + 0.0: no "-0"
@@ -552,6 +559,7 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"coordinate {dim!r} decreases ({span}); sort the model so that it increases "
             f'(model.sortby("{dim}"))'
         )
+    _check_resolution(stored, values, steps, dim, unit)
     h = float(values[-1] - values[0]) / (values.size - 1)
     # Coordinates stored in float32 (common in NetCDF files) are rounded to 6e-8 of their
     # magnitude, which moves steps of 0.1 km by 2e-6 of a step: a few units in the last
@@ -567,26 +575,39 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
     return values, float(values[0]), h, unit, rounding
 
 
-def _check_resolution(stored: np.ndarray, values: np.ndarray, dim: str, unit: str) -> None:
-    """Refuse coordinates whose stored type is too coarse for their steps: float32 far from
-    the origin (UTM northings, 0.5 m apart at 4e6 m) passes the rounding tolerance of the
-    uniformity check while the spacing, read from the two ends, is off by a few percent."""
-    if stored.dtype.kind != "f":
-        return
-    span = abs(float(values[-1] - values[0]))
+def _rounding_of(stored: np.ndarray, values: np.ndarray, unit: str) -> tuple[str, float]:
+    """What a narrow float type does to coordinates, ``"float32, which rounds values near
+    4.2e+06 m to 0.5 m"``, and that rounding (an ulp at the largest value)."""
     largest = float(np.max(np.abs(values)))
     ulp = float(np.spacing(stored.dtype.type(largest)))
-    # Each end is rounded by up to half an ulp: the spacing is known to ulp / span.
-    if span > 0 and ulp / span <= _SPACING_RTOL:
+    return f"{stored.dtype}, which rounds values near {largest:g} {unit} to {ulp:g} {unit}", ulp
+
+
+def _check_resolution(stored: np.ndarray, values: np.ndarray, steps: np.ndarray, dim: str,
+                      unit: str) -> None:  # fmt: skip
+    """Refuse increasing coordinates whose stored type is too coarse for their steps:
+    float32 far from the origin (UTM northings, 0.5 m apart at 4e6 m) passes the rounding
+    tolerance of the uniformity check while the spacing, read from the two ends, is off by
+    a few percent. Steps all equal as stored are exact, whatever the type."""
+    if stored.dtype.kind != "f" or stored.dtype.itemsize >= 8 or np.all(steps == steps[0]):
         return
-    step = span / (values.size - 1)
-    known = f"known only to {ulp / span:.2%}" if span > 0 else "lost"
+    span = float(values[-1] - values[0])
+    rounded, ulp = _rounding_of(stored, values, unit)
+    # Each end is rounded by up to half an ulp: the spacing is known to ulp / span.
+    if ulp / span <= _SPACING_RTOL:
+        return
     raise InputError(
-        f"coordinate {dim!r} is stored as {stored.dtype}, which rounds values near "
-        f"{largest:g} {unit} to {ulp:g} {unit}: too coarse for steps of about {step:.6g} "
-        f"{unit} (the spacing is {known}); store the coordinates in float64, as origin + "
-        f"step * np.arange(n) (model.assign_coords({dim}=...)), or relative to a nearer origin"
+        f"coordinate {dim!r} is stored as {rounded}: too coarse for steps of about "
+        f"{span / (values.size - 1):.6g} {unit} (the spacing is known only to "
+        f"{ulp / span:.2%}); {_IN_FLOAT64.format(dim=dim)}"
     )
+
+
+#: How to store coordinates a narrow float type cannot resolve.
+_IN_FLOAT64 = (
+    "store the coordinates in float64, as origin + step * np.arange(n) "
+    "(model.assign_coords({dim}=...)), or relative to a nearer origin"
+)
 
 
 #: Speeds (m/s) outside which a whole model is probably in the wrong unit: nothing that

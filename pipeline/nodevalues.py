@@ -221,8 +221,9 @@ class NodeValues:
             found.append(self._cache[key])
         # Dropped only now, least recently used first, when every block asked for is in
         # ``found``: a read needing more than the cache holds gets them all, and the cache
-        # keeps only its bound (the rest lives as long as the caller needs it).
-        while self._held > self._cache_bytes:
+        # keeps only its bound (the rest lives as long as the caller needs it), but always
+        # its newest block (a bound below one block would make each step a round trip).
+        while self._held > self._cache_bytes and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
             self._held -= dropped.nbytes
         return found

@@ -426,12 +426,14 @@ def open_store(path: str | Path) -> StoreState:
     except Exception as error:  # metadata that does not read (cut short, not JSON)
         raise InputError(f"{path} is not a Zarr store ({type(error).__name__}: {error})") from None
     attrs = dict(group.attrs)
-    # A store raygrid made (its fingerprint is written with the group) that lost what
-    # every read needs is damaged, not foreign: --overwrite replaces it (DamagedStore).
-    if "workflow_sha256" in attrs and (
-        unreadable_arrays(path) or not (path / "source_done" / "zarr.json").exists()
-    ):
-        raise DamagedStore(damage(path))
+    # A store raygrid made that lost what every read needs is damaged, not foreign:
+    # --overwrite replaces it (DamagedStore). Its fingerprint alone does not tell (xarray
+    # copies a dataset's attributes into any store written from a survey's), so its
+    # completion records' folder must be there too, with or without their metadata.
+    records = path / "source_done"
+    if "workflow_sha256" in attrs and records.is_dir():
+        if unreadable_arrays(path) or not (records / "zarr.json").exists():
+            raise DamagedStore(damage(path))
     if "source_done" not in group:
         raise InputError(f"{path} is a Zarr store but not a raygrid survey store")
     return StoreState(

@@ -100,14 +100,23 @@ def test_float32_coordinates_too_coarse_for_their_steps_are_refused():
             coords={"z": z, "x": ("x", x, {"units": "m"})},
         )  # fmt: skip
 
-    coarse = r"'x' is stored as float32, which rounds values near 4\.2\d*e\+06 m to 0\.5 m"
-    for step in (0.7, 0.2):
+    rounds = r"float32, which rounds values near 4\.2\d*e\+06 m to 0\.5 m"
+    then = r".*store the coordinates in float64"
+    coarse = {0.7: f"'x' is stored as {rounds}: too coarse",
+              0.2: f"'x' is not monotonic: neighbours are equal in {rounds}"}  # fmt: skip
+    for step, said in coarse.items():
         x = (4.2e6 + np.arange(10) * step).astype(np.float32)
-        with pytest.raises(InputError, match=coarse + r".*store the coordinates in float64"):
+        with pytest.raises(InputError, match=said + then):
             traveltime(model(x, step), {"z": 0.0, "x": float(x[0])}, radius=2)
-    # UTM northings 10 m apart in float32 over 1 km: the spacing is known to 0.05 %, taken.
-    x = (4.2e6 + np.arange(101) * 10.0).astype(np.float32)
-    assert traveltime(model(x, 10.0), {"z": 0.0, "x": float(x[0])}, radius=2).sizes["x"] == 101
+    # UTM northings 10 m apart in float32 over 1 km: the spacing is known to 0.05 %, taken;
+    # over 300 m, taken too as its steps are exact (all equal as stored).
+    for n in (101, 31):
+        x = (4.2e6 + np.arange(n) * 10.0).astype(np.float32)
+        assert traveltime(model(x, 10.0), {"z": 0.0, "x": float(x[0])}, radius=2).sizes["x"] == n
+    # Equal values that are no rounding, and float64, are "not monotonic" as before.
+    for x in (np.array([0.0, 10.0, 10.0, 20.0], np.float32), np.zeros(3)):
+        with pytest.raises(InputError, match="'x' is not monotonic$"):
+            traveltime(model(x, 10.0), {"z": 0.0, "x": 0.0}, radius=1)
 
 
 @pytest.mark.parametrize("coords", [[str(10 * i) for i in range(9)], "datetime"])

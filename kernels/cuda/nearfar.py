@@ -1,4 +1,5 @@
-"""Near-Far ("two buckets") GPU shortest paths: push relaxation with atomic min.
+"""Near-Far ("two buckets") GPU shortest paths: push relaxation by atomic min (float64) or a
+compare-and-swap of the packed time and predecessor (float32).
 
 The whole search runs on the device as a chain of identical *step* kernels; each step reads
 a small control array that the previous steps wrote and either relaxes the near frontier or,
@@ -206,7 +207,7 @@ def near_far_kernels(rule: int, precomputed: bool, dtype_name: str):
             control[REMAIN + (n + 2) % 3] = 0
         if n_near > 0:
             # --- Relax: one thread per (frontier node, offset) pair, pushing t(u) + w(u, v)
-            # into v by atomic min (Davidson et al. 2014, Near-Far pile).
+            # into v atomically (push_time; Davidson et al. 2014, Near-Far pile).
             if tid == 0:
                 control[EPOCH + (n + 1) % 3] = epoch
                 control[RELAX_STEPS] += 1
