@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import select
 import signal
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .errors import InputError, InputWarning, RunFailed
+from .errors import InputError, InputWarning, RunFailed, full_disk
 from .version import __version__
 
 __all__ = ["main"]
@@ -38,14 +37,7 @@ def _input_errors(command: Callable) -> Callable:
                 # `raygrid ... | head` (not a socket to a worker): click ends quietly with
                 # status 1, as it does for --help.
                 raise
-            said = f"error: {error}"
-            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-                # Zarr's chunk writes name no file: say what to do, not only what failed.
-                said += (
-                    " (the disk or quota is full: free some space, then run the same command "
-                    "again; a run keeps what it finished and resumes)"
-                )
-            click.echo(said, err=True)
+            click.echo(f"error: {error}{full_disk(error)}", err=True)
             sys.exit(2)
         except RunFailed as error:
             click.echo(f"error: {error}", err=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
-__all__ = ["InputError", "InputWarning", "RunFailed", "missing_file"]
+__all__ = ["InputError", "InputWarning", "RunFailed", "full_disk", "missing_file"]
 
 
 class InputError(ValueError):
@@ -22,6 +23,18 @@ class RunFailed(RuntimeError):
     """A run that stopped part-way for a reason other than its input: a worker lost with
     the work it held, a task that failed. What was finished is kept; the message says so,
     and how to go on."""
+
+
+def full_disk(error: BaseException | None) -> str:
+    """What to do about ``error`` if it is a full disk or quota (``ENOSPC``, ``EDQUOT``),
+    as a parenthesis to append to its message, else ``""``: zarr's chunk writes name no
+    file, so the error alone says what failed, not what to do."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            " (the disk or quota is full: free some space, then run the same command again; "
+            "a run keeps what it finished and resumes)"
+        )
+    return ""
 
 
 class InputWarning(UserWarning):

@@ -33,7 +33,7 @@ from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
 from .cluster import LocalConfig, connect, worker_info
-from .errors import InputError, RunFailed
+from .errors import InputError, RunFailed, full_disk
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .integrity import listed_sources
@@ -595,12 +595,13 @@ def _failure(which: str, error: BaseException | None) -> Exception:
             f"see the workers' logs) holding data it needed; the {resume}, with more memory "
             "per worker if that was the cause"
         )
+    failed = f"the task solving {which} failed: {type(error).__name__}: {error}"
+    if full_disk(error):  # which says that a rerun resumes
+        return RunFailed(failed + full_disk(error))
     hint = ""
     if type(error).__name__ == "KilledWorker":
         hint = " (every worker that ran it died: too little memory per worker?)"
-    return RunFailed(
-        f"the task solving {which} failed: {type(error).__name__}: {error}{hint}; the {resume}"
-    )
+    return RunFailed(f"{failed}{hint}; the {resume}")
 
 
 def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, bar) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -527,9 +528,18 @@ def test_a_full_disk_says_what_to_do(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli._input_errors(full)()
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == (
-        "error: [Errno 28] No space left on device (the disk or quota is full: free some "
-        "space, then run the same command again; a run keeps what it finished and resumes)\n"
+    hint = (
+        " (the disk or quota is full: free some space, then run the same command again; a run "
+        "keeps what it finished and resumes)"
+    )
+    assert capsys.readouterr().err == f"error: [Errno 28] No space left on device{hint}\n"
+    # Most writes are a worker's: its error comes back through the survey's RunFailed,
+    # which said only "the task solving source(s) 3 failed: OSError: ...".
+    from raygrid.pipeline.survey import _failure
+
+    pickled = pickle.loads(pickle.dumps(OSError(errno.ENOSPC, "No space left on device")))
+    assert str(_failure("source(s) 3", pickled)) == (
+        f"the task solving source(s) 3 failed: OSError: [Errno 28] No space left on device{hint}"
     )
 
 
