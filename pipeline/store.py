@@ -408,12 +408,18 @@ def open_store(path: str | Path) -> StoreState:
     """
     path = Path(path)
     if not path.exists():
-        aside = _siblings(path, "replaced")
-        if aside:  # a killed --overwrite's: raygrid info and plot would call it gone
+        aside = _siblings(store_path(path), "replaced")  # beside a link's target, if one
+        if aside and aside[0][2]:  # a killed --overwrite's: info and plot called it gone
             raise InputError(
                 f"store {path} does not exist, but a run stopped while it replaced it "
                 f"(--overwrite) left the old store aside as {aside[0][0]}: the next "
                 "`raygrid run` of its workflow puts it back (so may you, renaming it)"
+            )
+        if aside:  # its run may be alive (here, or on another host)
+            raise InputError(
+                f"store {path} does not exist: a run replacing it (--overwrite) has the old "
+                f"store aside as {aside[0][0]}, until its new store takes the name (if that "
+                "run was stopped, the next `raygrid run` of its workflow puts it back)"
             )
         raise InputError(f"store {path} does not exist")
     try:
