@@ -57,21 +57,21 @@ def random_graph(n: int, degree: int, seed: int) -> tuple[np.ndarray, np.ndarray
 
 def workers_kernel():
     # `cuda` is a module global: the simulator swaps in its own module through globals.
-    from raygrid.kernels.cuda.tile_queue import finish_tile, notify_phase, take_tile
+    from raygrid.kernels.cuda.tile_queue import finish_tile, next_tile, notify_phase
 
     def workers(neighbours, weights, dist, pending, state, near, far, far_mark, control,
                 bounds, relaxed, running, spin, delta, phase):  # fmt: skip
         threshold = bounds[phase % 2] + delta
         worklist = (pending, state, near, far, far_mark, control, bounds, threshold, relaxed)
-        rounds = 0
+        rounds, stalled, seen = 0, 0, -1
         while True:
-            tile, _ = take_tile(near, state, pending, control, rounds, rounds)
+            tile, rounds, stalled, seen = next_tile(
+                near, state, pending, control, rounds, stalled, seen
+            )
             if tile == -2:
                 return
             if tile == -1:
-                rounds += 1
                 continue
-            rounds = 0
             if cuda.atomic.add(running, tile, 1) != 0:
                 cuda.atomic.add(relaxed, 5, 1)  # two workers on one tile: must not happen
             cuda.atomic.add(relaxed, 0, 1)
@@ -164,27 +164,35 @@ def test_concurrent_workers_reach_the_shortest_paths(delta, seed, where):
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="CUDA simulator")
-def test_a_block_idle_while_others_work_is_not_stuck():
-    # Nothing queued, one tile running elsewhere: a poll only backs off, however many this
-    # block made (``rounds``); the queue is declared stuck only after SPIN_LIMIT polls in
-    # which no block took a tile (``stalled``). A long phase once read as a stall here.
+def test_a_block_idle_while_others_work_is_not_stuck(monkeypatch):
+    # Nothing queued for this block while others push and take tiles: it polls on, however
+    # many polls it makes; the queue is declared stuck only after SPIN_LIMIT polls in which
+    # no block took a tile. A block's own idle polls once counted, so a long phase (4 s
+    # idle) read as a stall.
     from raygrid.kernels.cuda import tile_queue as q
 
-    take_tile = q.take_tile
+    monkeypatch.setattr(q, "SPIN_LIMIT", 5)  # the simulator reads it as the code runs
+    next_tile, head, tail = q.next_tile, q.HEAD, q.TAIL
 
     @cuda.jit
-    def poll(near, state, pending, control, rounds, stalled, out):
-        tile, head = take_tile(near, state, pending, control, rounds, stalled)
-        out[0] = tile
-        out[1] = head
+    def poll(near, state, pending, control, others, taken):
+        rounds, stalled, seen = 0, 0, -1
+        for i in range(others.shape[0]):
+            if others[i]:  # another block queued a tile and took it since the last poll
+                control[tail] += 1
+                control[head] += 1
+            taken[i], rounds, stalled, seen = next_tile(
+                near, state, pending, control, rounds, stalled, seen
+            )
 
-    near = np.full(4, q.FREE, dtype=np.int64)
-    state = np.zeros(3, dtype=np.int32)
-    pending = np.full(3, np.inf)
-    control = np.zeros(q.CONTROL_SIZE, dtype=np.int32)
-    control[[q.HEAD, q.TAIL, q.OUTSTANDING]] = (5, 5, 1)
-    out = np.zeros(2, dtype=np.int64)
-    poll[1, 1](near, state, pending, control, q.SPIN_LIMIT + 1, 0, out)
-    assert out.tolist() == [-1, 5] and control[q.ERROR] == 0
-    poll[1, 1](near, state, pending, control, 0, q.SPIN_LIMIT + 1, out)
-    assert out[0] == -2 and control[q.ERROR] == 1
+    def polls(others):
+        control = np.zeros(q.CONTROL_SIZE, dtype=np.int32)
+        control[[q.HEAD, q.TAIL, q.OUTSTANDING]] = (5, 5, 1)  # one tile running elsewhere
+        taken = np.zeros(len(others), dtype=np.int64)
+        poll[1, 1](np.full(4, q.FREE, dtype=np.int64), np.zeros(3, dtype=np.int32),
+                   np.full(3, np.inf), control, np.array(others), taken)  # fmt: skip
+        return taken.tolist(), control[q.ERROR]
+
+    assert polls([True] * 20) == ([-1] * 20, 0)  # others work: waits on
+    taken, error = polls([False] * 20)  # nothing moves: stuck after SPIN_LIMIT polls
+    assert taken[:6] == [-1] * 6 and taken[7:] == [-2] * 13 and error == 1

@@ -32,7 +32,7 @@ from ..crossings import star_crossings
 from ..layout import PaddedLayout, flat_steps
 from ..rules import EXACT
 from ..star import Star
-from .tile_queue import end_phase, finish_tile, notify_phase, take_tile
+from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
@@ -487,15 +487,12 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         improved = cuda.local.array(batch, numba.int32)
         threshold = bounds[phase % 2] + delta
         worklist = (pending, state, near, far, far_mark, control, bounds, threshold, relaxed)
-        rounds = 0  # thread 0's polls without work, for its back-off
-        stalled = 0  # its polls in which no block took a tile, for the stall bound
-        seen = -1  # the queue's head at its last poll
+        rounds, stalled, seen = 0, 0, -1  # thread 0's poll counts (next_tile)
         while True:
             if cuda.threadIdx.x == 0:
-                taken, head = take_tile(near, state, pending, control, rounds, stalled)
-                rounds = 0 if taken >= 0 else rounds + 1
-                stalled = 0 if taken >= 0 or head != seen else stalled + 1
-                seen = head
+                taken, rounds, stalled, seen = next_tile(
+                    near, state, pending, control, rounds, stalled, seen
+                )
                 decision[0] = taken
             cuda.syncthreads()
             tile = decision[0]

@@ -55,7 +55,7 @@ from .device import simulating
 __all__ = [
     "IDLE", "NEAR", "RUNNING", "DIRTY", "FAR",
     "HEAD", "TAIL", "OUTSTANDING", "EXITED", "FAR_COUNT", "ERROR", "CONTROL_SIZE",
-    "notify_phase", "take_tile", "finish_tile", "end_phase", "promote_kernel", "FREE",
+    "notify_phase", "take_tile", "next_tile", "finish_tile", "end_phase", "promote_kernel", "FREE",
     "free_slot", "first_phase",
 ]  # fmt: skip
 
@@ -214,6 +214,19 @@ def take_tile(near, state, pending, control, rounds, stalled):
         return -2, head
     _pause(rounds)
     return -1, head
+
+
+@cuda.jit(device=True, inline="always")
+def next_tile(near, state, pending, control, rounds, stalled, seen):
+    """:func:`take_tile` for the thread of a block that polls the queue, its counts kept:
+    ``(tile, rounds, stalled, seen)``, to pass back at the next poll (start from
+    ``0, 0, -1``). ``rounds`` counts the block's polls without a tile (its back-off),
+    ``stalled`` the polls in which no block took one (the stall bound: a block idle while
+    others work is not stuck, however long the phase), ``seen`` the queue's head."""
+    tile, head = take_tile(near, state, pending, control, rounds, stalled)
+    rounds = 0 if tile >= 0 else rounds + 1
+    stalled = 0 if tile >= 0 or head != seen else stalled + 1
+    return tile, rounds, stalled, head
 
 
 @cuda.jit(device=True, inline="always")
