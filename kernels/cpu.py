@@ -13,7 +13,7 @@ from numba import types
 from numba.extending import overload
 
 from .graph import MoserGraph, moser_graph
-from .heap import heap_grow, heap_lower, heap_new, heap_pop
+from .heap import heap_capacity, heap_grow, heap_lower, heap_new, heap_pop
 from .rules import EXACT, MEAN, WEIGHT_RULES
 from .seeds import checked_seeds
 from .segment import mean_slowness_time, segment_time
@@ -237,7 +237,7 @@ def _dijkstra(
             wanted[target_nodes[i]] = 1
             remaining[0] += 1
 
-    keys, nodes = heap_new(max(times.shape[0] // 8, 4 * step.shape[0] + 1024), times)
+    keys, nodes = heap_new(heap_capacity(times.shape[0], step.shape[0]), times)
     size = 0
     for i in range(seed_nodes.shape[0]):
         s = seed_nodes[i]

@@ -19,10 +19,19 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["ARITY", "heap_new", "heap_grow", "heap_lower", "heap_pop"]
+__all__ = ["ARITY", "heap_capacity", "heap_new", "heap_grow", "heap_lower", "heap_pop"]
 
 #: Children per entry: those of slot ``i`` are ``ARITY * i + 1 ... ARITY * i + ARITY``.
 ARITY = 4
+
+
+@numba.njit(cache=True)
+def heap_capacity(n_nodes, n_offsets):
+    """The entries a Dijkstra's heap starts with room for, on ``n_nodes`` (padded) nodes
+    and a star of ``n_offsets``: an eighth of the nodes (a wide wavefront), and at least a
+    few stars' worth; grown (doubled) only for a wider frontier. The memory estimate of a
+    solve (:mod:`raygrid.pipeline.memory`) counts it."""
+    return max(n_nodes // 8, 4 * n_offsets + 1024)
 
 
 @numba.njit(cache=True)

@@ -41,6 +41,7 @@ import numpy as np
 from dask.utils import format_bytes
 
 from ..kernels import Star
+from ..kernels.heap import heap_capacity
 from .errors import InputError
 
 __all__ = ["Footprint", "footprint", "available_memory", "check_fits"]
@@ -99,7 +100,7 @@ def footprint(
         # A solve writes predecessors with its times: into the result when they are kept,
         # else into an array of its own that lives while it runs.
         per_solve=(itemsize + predecessor + 1 + 4) * padded
-        + max(padded // 8, 1024) * (itemsize + 8)
+        + heap_capacity(padded, star.offsets.shape[0]) * (itemsize + 8)
         + (0 if predecessors else predecessor * nodes),
         per_result=nodes * (itemsize + (predecessor if predecessors else 0)),
     )
