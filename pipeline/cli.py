@@ -97,8 +97,9 @@ def _identity(store: str | Path) -> tuple[int, int] | None:
     return status.st_dev, status.st_ino
 
 
-def _kept(store: str | Path) -> str:
-    """What an interrupted run left in its store, and what to do next."""
+def _kept(store: str | Path, pictures: bool = True) -> str:
+    """What an interrupted run left in its store, and what to do next (``pictures``: its
+    workflow draws some)."""
     from .store import open_store
 
     again = "run the same command again (without --overwrite)"
@@ -106,6 +107,8 @@ def _kept(store: str | Path) -> str:
         state = open_store(store)
     except Exception:  # a store stopped while it was made: zarr raises several kinds
         return f"the sources finished so far are in {store}; {again} to resume"
+    if state.complete and not pictures:  # stopped while the cluster closed
+        return f"{store} is complete ({state.done.size} sources): nothing is left to do"
     if state.complete:  # stopped while the pictures were drawn
         return (
             f"{store} is complete ({state.done.size} sources); only its pictures may be "
@@ -162,7 +165,7 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         if old is not None and _identity(store) == old:
             said = f"{store} was not replaced: the old store is as it was"
         elif store is not None and Path(store).exists():
-            said = _kept(store)
+            said = _kept(store, pictures=spec.outputs.plot is not None)
         else:
             said = "nothing was written"
         how = "interrupted" if stopped_by == signal.SIGINT else "terminated (SIGTERM)"

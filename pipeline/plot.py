@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -279,6 +280,7 @@ def _save(fig, path: str | Path) -> Path:
     leaves a picture cut short under its name, nor spoils the one a rerun would replace."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _tidy_drawings(path)
     drawing = path.with_name(f".{path.stem}.drawing-{os.getpid()}{path.suffix}")
     try:
         # The format named, so that matplotlib appends no suffix to a name without one.
@@ -288,6 +290,18 @@ def _save(fig, path: str | Path) -> Path:
         plt.close(fig)
         drawing.unlink(missing_ok=True)
     return path
+
+
+def _tidy_drawings(path: Path) -> None:
+    """Remove what drawings of ``path`` by killed processes (SIGKILL, a node lost) left
+    beside it: their hidden files, named after their process."""
+    import psutil  # a dependency of distributed
+
+    prefix = f".{path.stem}.drawing-"
+    for left in path.parent.glob(f"{glob.escape(prefix)}*{glob.escape(path.suffix)}"):
+        pid = left.name[len(prefix) : len(left.name) - len(path.suffix)]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            left.unlink(missing_ok=True)
 
 
 def _unit(dataset: xr.Dataset) -> str:

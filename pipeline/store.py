@@ -533,9 +533,9 @@ def check_store(
     try:
         state = open_store(path)
     except DamagedStore as error:
-        if overwrite and not holds(path, Path.cwd()):
-            return None
-        raise InputError(str(error)) from None
+        if not overwrite:
+            raise InputError(str(error)) from None
+        state = None  # replaced as any raygrid store is, unless it holds the working directory
     except InputError as error:
         # --overwrite replaces a raygrid store, never whatever else a mistyped path names (a
         # folder of the user's, the model, the working directory).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from itertools import product
 from pathlib import Path
 
@@ -281,6 +282,14 @@ def test_a_picture_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
         plot._save(plt.figure(), path)
     assert path.read_bytes() == old and sorted(tmp_path.iterdir()) == [path]
     monkeypatch.undo()
+    # What a killed drawing left (its process gone) goes with the next; a live one stays.
+    killed = tmp_path / f".survey.drawing-{2**22 + 1}.png"
+    alive = tmp_path / f".survey.drawing-{os.getppid()}.png"
+    killed.write_bytes(b"")
+    alive.write_bytes(b"")
+    plot._save(plt.figure(), path)
+    assert not killed.exists() and alive.exists()
+    alive.unlink()
     # A name without a suffix gets the picture itself, not another file with ".png" added.
     assert plot._save(plt.figure(), tmp_path / "picture") == tmp_path / "picture"
     assert (tmp_path / "picture").read_bytes()[:4] == b"\x89PNG"

@@ -636,6 +636,8 @@ def test_an_interrupt_after_the_store_is_complete_says_so(tmp_path, client):
         f"{store} is complete ({n} sources); only its pictures may be missing: run the same "
         "command again (without --overwrite) to draw them"
     )
+    said = f"{store} is complete ({n} sources): nothing is left to do"
+    assert _kept(store, pictures=False) == said  # a workflow that draws none
     zarr.open_array(store=str(store), path="source_done", mode="r+")[0] = 0
     zarr.open_group(store, mode="r+").attrs["complete"] = False
     assert _kept(store).startswith(f"the {n - 1} of {n} sources finished so far are in {store}")
