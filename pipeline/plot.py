@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from .store import point_names  # noqa: E402
+from .store import hidden_sibling, point_names, remove_left  # noqa: E402
 
 __all__ = ["plot_field", "plot_gathers", "plot_store"]
 
@@ -276,12 +275,13 @@ def plot_store(dataset: xr.Dataset, path: str | Path, source: int = 0) -> list[P
 
 def _save(fig, path: str | Path) -> Path:
     """Write ``fig`` to ``path`` whole or not at all: drawn beside it under a hidden name
-    (same suffix, same format) and renamed, so that a full disk or an interrupt never
-    leaves a picture cut short under its name, nor spoils the one a rerun would replace."""
+    (:func:`~raygrid.pipeline.store.hidden_sibling`, as stores are made) and renamed, so
+    that a full disk or an interrupt never leaves a picture cut short under its name, nor
+    spoils the one a rerun would replace. What killed drawings left is removed first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _tidy_drawings(path)
-    drawing = path.with_name(f".{path.stem}.drawing-{os.getpid()}{path.suffix}")
+    remove_left(path, "drawing")
+    drawing = hidden_sibling(path, "drawing")
     try:
         # The format named, so that matplotlib appends no suffix to a name without one.
         fig.savefig(drawing, dpi=120, format=path.suffix[1:] or plt.rcParams["savefig.format"])
@@ -290,18 +290,6 @@ def _save(fig, path: str | Path) -> Path:
         plt.close(fig)
         drawing.unlink(missing_ok=True)
     return path
-
-
-def _tidy_drawings(path: Path) -> None:
-    """Remove what drawings of ``path`` by killed processes (SIGKILL, a node lost) left
-    beside it: their hidden files, named after their process."""
-    import psutil  # a dependency of distributed
-
-    prefix = f".{path.stem}.drawing-"
-    for left in path.parent.glob(f"{glob.escape(prefix)}*{glob.escape(path.suffix)}"):
-        pid = left.name[len(prefix) : len(left.name) - len(path.suffix)]
-        if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            left.unlink(missing_ok=True)
 
 
 def _unit(dataset: xr.Dataset) -> str:

@@ -72,10 +72,12 @@ __all__ = [
     "create_store",
     "done_sources",
     "finish_store",
+    "hidden_sibling",
     "holds",
     "open_store",
     "point_names",
     "prepare_store",
+    "remove_left",
     "store_path",
     "tidy_siblings",
     "write_field",
@@ -99,10 +101,11 @@ def field_compressors() -> tuple:
     return (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),)
 
 
-def _partial_name(path: Path, kind: str = "partial") -> Path:
-    """A hidden sibling of ``path``: a store being made (``partial``) or an old store moved
-    aside by ``--overwrite`` (``replaced``), named after this host and process so that
-    :func:`tidy_siblings` knows when its writer is gone."""
+def hidden_sibling(path: Path, kind: str = "partial") -> Path:
+    """A hidden sibling of ``path``: a store being made (``partial``), an old store moved
+    aside by ``--overwrite`` (``replaced``), a picture being drawn (``drawing``), named
+    after this host and process so that :func:`tidy_siblings` and :func:`remove_left` know
+    when its writer is gone."""
     return path.with_name(f".{path.name}.{kind}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
@@ -140,6 +143,14 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def remove_left(path: Path, kind: str) -> None:
+    """Delete the ``kind`` siblings of ``path`` (:func:`hidden_sibling`) that killed runs
+    on this host left: of dead processes only, never another host's."""
+    for sibling, _, gone in _siblings(path, kind):
+        if gone:
+            _remove(sibling)
+
+
 def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
     """Tidy what a killed run (SIGKILL, out of memory, a node lost) left beside ``path``.
 
@@ -151,9 +162,7 @@ def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
     aside by a run on another host is put back too: a batch job killed on one node and
     resubmitted to another. Siblings of live processes are left alone.
     """
-    for sibling, _, gone in _siblings(path, "partial"):
-        if gone:
-            _remove(sibling)
+    remove_left(path, "partial")
     for sibling, host, gone in _siblings(path, "replaced"):
         if not (gone or (restore_foreign and host != _host())):
             continue
@@ -339,7 +348,7 @@ def create_store(
     template.attrs["store_arrays"] = sorted(str(name) for name in template.variables)
 
     spec.path.parent.mkdir(parents=True, exist_ok=True)
-    partial = _partial_name(spec.path)
+    partial = hidden_sibling(spec.path)
     try:
         template.to_zarr(
             partial,
@@ -691,7 +700,7 @@ def prepare_store(
     # cannot be read, Ctrl-C) puts it back, and one killed outright leaves it for the next
     # run to put back (tidy_siblings). Deleted in place, a deletion cut short would
     # leave a half store whose completion records could outlive its chunks.
-    old = _partial_name(path, "replaced")
+    old = hidden_sibling(path, "replaced")
     os.replace(path, old)
     try:
         create()
@@ -701,7 +710,7 @@ def prepare_store(
         raise
     # Renamed before it is deleted: a deletion cut short leaves a half store that is never
     # put back (a "partial" sibling is only ever deleted).
-    doomed = _partial_name(path)
+    doomed = hidden_sibling(path)
     os.replace(old, doomed)
     _remove(doomed)
     return open_store(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from itertools import product
 from pathlib import Path
 
@@ -283,8 +284,9 @@ def test_a_picture_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert path.read_bytes() == old and sorted(tmp_path.iterdir()) == [path]
     monkeypatch.undo()
     # What a killed drawing left (its process gone) goes with the next; a live one stays.
-    killed = tmp_path / f".survey.drawing-{2**22 + 1}.png"
-    alive = tmp_path / f".survey.drawing-{os.getppid()}.png"
+    host = socket.gethostname().replace("-", "_")
+    killed = tmp_path / f".survey.png.drawing-{host}-{2**22 + 1}-0a1b2c3d"
+    alive = tmp_path / f".survey.png.drawing-{host}-{os.getppid()}-0a1b2c3d"
     killed.write_bytes(b"")
     alive.write_bytes(b"")
     plot._save(plt.figure(), path)
