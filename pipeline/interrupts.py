@@ -109,15 +109,20 @@ def interrupts_kept() -> Iterator[None]:
         raise KeyboardInterrupt
 
     # SIGTERM ended the process at once (exit 143, a semaphore warning): the same stop as
-    # Ctrl-C instead, with its message and the cluster closed.
-    previous = {sig: signal.signal(sig, keep) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Ctrl-C instead, with its message and the cluster closed. The handlers are read first
+    # and go in inside the `try`: a signal as soon as one is in raises there, and both are
+    # restored all the same (None: one set outside Python, which cannot be put back).
     _stopped_by.clear()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        for sig in previous:
+            signal.signal(sig, keep)
         yield
         check_interrupts()
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if handler is not None:
+                signal.signal(sig, handler)
         _kept.clear()
 
 

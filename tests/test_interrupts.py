@@ -318,3 +318,31 @@ def test_an_early_sync_cancel_is_not_logged_as_a_traceback(caplog):
             application.error("Exception in callback", exc_info=(NameError, other, None))
             assert len(logged()) == 1
     assert sum(f.__name__ == "_not_an_early_sync_cancel" for f in application.filters) == 1
+
+
+def test_a_signal_as_the_handlers_go_in_leaves_the_previous_handlers(monkeypatch):
+    # A SIGTERM just after the handlers went in raised KeyboardInterrupt before the
+    # block's `try`: the process kept raygrid's handlers for good, so a later Ctrl-C at a
+    # prompt raised where nothing expected it.
+    import raygrid.pipeline.interrupts as interrupts
+
+    installed = []
+    install = signal.signal
+
+    def install_then_signal(sig, handler):
+        before = install(sig, handler)
+        installed.append(sig)
+        if installed == [signal.SIGINT, signal.SIGTERM]:  # both in, and not yet restored
+            signal.raise_signal(signal.SIGTERM)
+        return before
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(interrupts.signal, "signal", install_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_kept():
+            pass
+    monkeypatch.undo()
+    assert installed[:2] == [signal.SIGINT, signal.SIGTERM]
+    assert {sig: signal.getsignal(sig) for sig in previous} == previous
+    assert interrupts.stopping_signal() == signal.SIGTERM
+    check_interrupts()  # nothing kept once the block is over
