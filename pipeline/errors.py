@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-__all__ = ["InputError", "InputWarning", "RunFailed", "full_disk", "missing_file"]
+__all__ = ["InputError", "InputWarning", "RunFailed", "full_disk", "missing_file", "other_case"]
 
 
 class InputError(ValueError):
@@ -40,6 +40,23 @@ def full_disk(error: BaseException | None) -> str:
 class InputWarning(UserWarning):
     """Input that runs but is probably not what was meant (e.g. a velocity in km/s labelled
     m/s); the CLI prints it as ``warning: ...``."""
+
+
+def other_case(given: list, missing: list[str]) -> str:
+    """The hint for missing dims given in another case (``Z`` for ``z``), or ``""``: dim
+    names are lower case, as a CSV file's header is told (``Z`` often means elevation)."""
+    cased = [
+        (name, name.lower())
+        for name in given
+        if isinstance(name, str) and name != name.lower() and name.lower() in missing
+    ]
+    if not cased:
+        return ""
+    meant = ", ".join(f"{lower!r} for {name!r}" for name, lower in cased)
+    return (
+        f"; did you mean {meant}? (dim names are lower case; raygrid's z is depth below the "
+        "model's top, positive down)"
+    )
 
 
 def missing_file(path: str | Path, what: str) -> InputError:

@@ -18,7 +18,7 @@ import xarray as xr
 
 from ..kernels import point_box, point_leg_times, segment_time_cpu
 from ..kernels.layout import flat_steps
-from .errors import InputError, InputWarning
+from .errors import InputError, InputWarning, other_case
 from .nodevalues import NodeValues
 
 __all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity", "solved_grid"]
@@ -451,6 +451,7 @@ class Grid:
             raise InputError(
                 f"{what} must give a coordinate for exactly the dims {self.dims}; "
                 f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
+                f"{other_case(sorted(unknown), sorted(missing))}"
             )
         index = {}
         rounding = self.rounding or (0.0,) * len(self.dims)

@@ -27,7 +27,7 @@ from ..kernels import (
     moser_graph,
     with_weights,
 )
-from .errors import InputError, InputWarning
+from .errors import InputError, InputWarning, other_case
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint
 from .models import constant_model
@@ -480,7 +480,10 @@ def source_list(
     if isinstance(points, xr.Dataset) or hasattr(points, "columns") or isinstance(points, Mapping):
         missing = [d for d in dims if d not in points]
         if missing:
-            raise InputError(f"the {what} table has no column for {missing}")
+            given = list(points.variables if isinstance(points, xr.Dataset) else points.keys())
+            raise InputError(
+                f"the {what} table has no column for {missing}{other_case(given, missing)}"
+            )
         columns = {}
         for d in dims:
             try:

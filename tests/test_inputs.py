@@ -153,6 +153,30 @@ def test_a_dim_given_in_both_cases_is_not_told_to_rename_into_a_duplicate(tmp_pa
     ) in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "sources",
+    [
+        [{"Z": 0.0, "x": 100.0}],
+        {"Z": [0.0], "x": [100.0]},
+        pd.DataFrame({"Z": [0.0], "x": [100.0]}),
+        xr.Dataset({"Z": ("p", [0.0]), "x": ("p", [100.0])}),
+    ],
+    ids=["mappings", "dict", "dataframe", "dataset"],
+)
+def test_python_sources_with_a_dim_in_upper_case_name_the_dim_meant(sources):
+    # As a CSV header is told: in Python the message named only the missing dim.
+    velocity = constant_model({"z": 5, "x": 11}, spacing=10.0, velocity=2000.0)
+    with pytest.raises(InputError, match=r"did you mean 'z' for 'Z'\? \(dim names are lower"):
+        traveltimes(velocity, sources)
+
+
+def test_a_missing_dim_not_given_in_another_case_gets_no_hint():
+    velocity = constant_model({"z": 5, "x": 11}, spacing=10.0, velocity=2000.0)
+    with pytest.raises(InputError) as error:
+        traveltimes(velocity, {"y": [0.0], "x": [100.0]})
+    assert str(error.value) == "the sources table has no column for ['z']"
+
+
 def test_a_column_of_codes_gets_no_note_on_z(tmp_path):
     with pytest.warns(InputWarning) as record:
         receivers(tmp_path, "code,x,z\nA1,10,0\n")
