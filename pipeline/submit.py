@@ -214,22 +214,48 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
     return [f"#PBS {line}" for line in lines]
 
 
+def _prologue(config: JobQueueConfig) -> list[str]:
+    """The cluster file's prologue lines, run without ``set -u``: environment scripts
+    (conda's ``activate``, some sites' ``module`` functions) read unset variables, and
+    under ``-u`` the job ended at its first line with "unbound variable"."""
+    if not config.prologue:
+        return []
+    return ["set +u", *config.prologue, "set -u"]
+
+
 def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
-    """PBS: the script ``pbsdsh`` runs once on every node: its share of the workers."""
+    """PBS: the script ``pbsdsh`` runs once on every node: its share of the workers.
+
+    With GPUs, worker ``k`` gets the ``k``-th share of the node's GPUs: those PBS gave
+    the job (its ``CUDA_VISIBLE_DEVICES``, where its cgroup hook sets one, often as
+    UUIDs), else the node's first ones, numbered from 0.
+    """
     worker = _join(_worker_command(config, directory / "scheduler.json"))
     gpus = config.gpus_per_worker
+    per_node = config.workers_per_node
     lines = ["#!/usr/bin/env bash", "# raygrid: the Dask workers of one node", "set -eu"]
-    lines += config.prologue
+    lines += _prologue(config)
     lines += [f"cd {shlex.quote(str(workdir))}"]
-    lines += [f"for k in $(seq 0 {config.workers_per_node - 1}); do"]
     if gpus:
         lines += [
-            f"  first=$((k * {gpus})); last=$((first + {gpus} - 1))",
-            '  CUDA_VISIBLE_DEVICES=$(seq -s, "$first" "$last") \\',
-            f"    {worker} > {shlex.quote(str(directory))}/worker-$(hostname)-$k.log 2>&1 &",
+            f'IFS=, read -r -a visible <<< "${{CUDA_VISIBLE_DEVICES:-$(seq -s, 0 '
+            f'{gpus * per_node - 1})}}"',
+            f'if [ "${{#visible[@]}}" -lt {gpus * per_node} ]; then',
+            f'  echo "raygrid: {per_node} worker(s) of {gpus} GPU(s) each, but this node '
+            f'shows ${{#visible[@]}} (CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES:-}})" >&2',
+            "  exit 1",
+            "fi",
+        ]
+    lines += [f"for k in $(seq 0 {per_node - 1}); do"]
+    log = f"{shlex.quote(str(directory))}/worker-$(hostname)-$k.log"
+    if gpus:
+        lines += [
+            f'  share=("${{visible[@]:$((k * {gpus})):{gpus}}}")',
+            '  CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${share[*]}") \\',
+            f"    {worker} > {log} 2>&1 &",
         ]
     else:
-        lines += [f"  {worker} > {shlex.quote(str(directory))}/worker-$(hostname)-$k.log 2>&1 &"]
+        lines += [f"  {worker} > {log} 2>&1 &"]
     lines += ["done", "wait", ""]
     return "\n".join(lines)
 
@@ -266,7 +292,7 @@ def batch_script(
         f"# Written by raygrid submit: runs {workflow} on this job's allocation.",
         "# A Dask scheduler here, one worker per batch task, then `raygrid run`.",
         "set -euo pipefail",
-        *config.prologue,
+        *_prologue(config),
         f"cd {shlex.quote(str(workdir))}",
         f"rm -f {shlex.quote(str(scheduler_file))}",
         f"{_join(_scheduler_command(config, scheduler_file))} > {quoted_dir}/scheduler.log 2>&1 &",

@@ -113,9 +113,68 @@ def test_pbs_script(tmp_path):
     assert "#PBS -q gpu" in text and "#PBS -l walltime=00:10:00" in text
     assert f"pbsdsh -u -- bash {job.directory}/node.sh" in text
     node = (job.directory / "node.sh").read_text()
-    assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(seq -s," in node
+    assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(IFS=," in node
     for script in (job.script, job.directory / "node.sh"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def _run_node_script(tmp_path: Path, visible: str | None) -> list[str]:
+    """Run a PBS job's node.sh for real, its workers a stub that says which GPUs it got."""
+    stub = tmp_path / "python"
+    stub.write_text('#!/bin/sh\necho "gpus=$CUDA_VISIBLE_DEVICES"\n')
+    stub.chmod(0o755)
+    workflow, cluster = setup(tmp_path, "pbs", workers=6, workers_per_node=3,
+                              gpus_per_worker=2, python=str(stub),
+                              prologue=['echo "$AN_UNSET_VARIABLE" > /dev/null'])  # fmt: skip
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    node = subprocess.run(["bash", str(job.directory / "node.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert node.returncode == 0 or visible == "GPU-a", node.stderr
+    if node.returncode:
+        return [node.stderr.strip()]
+    host = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+    return [(job.directory / f"worker-{host}-{k}.log").read_text().strip() for k in range(3)]
+
+
+def test_pbs_workers_share_the_gpus_the_job_was_given(tmp_path):
+    # PBS's cgroup hook gives the job its GPUs in CUDA_VISIBLE_DEVICES (often as UUIDs):
+    # workers numbered 0, 1, ... from the node's first GPU were given GPUs not the job's.
+    given = "GPU-a,GPU-b,GPU-c,GPU-d,GPU-e,GPU-f"
+    assert _run_node_script(tmp_path, given) == ["gpus=GPU-a,GPU-b", "gpus=GPU-c,GPU-d",
+                                                  "gpus=GPU-e,GPU-f"]  # fmt: skip
+
+
+def test_pbs_workers_number_the_gpus_from_0_when_pbs_says_nothing(tmp_path):
+    assert _run_node_script(tmp_path, None) == ["gpus=0,1", "gpus=2,3", "gpus=4,5"]
+
+
+def test_pbs_workers_too_many_for_the_gpus_given_say_so(tmp_path):
+    (said,) = _run_node_script(tmp_path, "GPU-a")
+    assert said == (
+        "raygrid: 3 worker(s) of 2 GPU(s) each, but this node shows 1 (CUDA_VISIBLE_DEVICES=GPU-a)"
+    )
+
+
+def test_the_prologue_runs_without_set_u(tmp_path):
+    # Conda's activate and some sites' module functions read unset variables: under -u
+    # the job ended at its first prologue line ("unbound variable").
+    workflow, cluster = setup(tmp_path, prologue=["source ./activate"])
+    (tmp_path / "activate").write_text('echo "${CONDA_SHLVL}" > prologue-ran\n')
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    lines = job.script.read_text().splitlines()
+    at = lines.index("source ./activate")
+    assert lines[at - 1 : at + 2] == ["set +u", "source ./activate", "set -u"]
+    assert lines.index("set -euo pipefail") < at - 1
+    # What the script runs up to the prologue's end, run for real.
+    head = "\n".join(lines[: at + 2]) + "\n"
+    env = {k: v for k, v in os.environ.items() if k != "CONDA_SHLVL"}
+    ran = subprocess.run(["bash", "-c", head], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "prologue-ran").exists()
 
 
 def test_a_job_asks_for_its_scheduler_and_client_on_top_of_its_workers(tmp_path):
