@@ -14,6 +14,7 @@ Results: ``results/gpu_sweep_h100.jsonl`` (see ``results/gpu_study_h100.md``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -64,7 +65,13 @@ def band(slowness, spacing, star, block, tiles):
     return tiles * default_delta(slowness, spacing, layout) / DELTA_TILES
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    # No options: the parser gives --help (a bare script ran the sweep and, on a machine
+    # without a GPU, ended in a CudaSupportError traceback).
+    argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog="Prints one JSON object per line (the device first); needs an NVIDIA GPU.",
+    ).parse_args(argv)
     print(json.dumps({"device": device_info()}), flush=True)
     h2 = np.array([10.0, 1.0, 10.0])
 

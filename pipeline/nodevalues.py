@@ -57,8 +57,9 @@ class NodeValues:
     :mod:`raygrid.kernels.segment`) compile once for every caller. A leg's time on a box
     shifted to its corner equals its time on the whole model bit for bit: between nodes its
     face parameters are quotients of exact half-integers, unchanged by an integer shift
-    (docs/method.md section 1); for a leg from a point, the point is shifted by whole nodes
-    to ``point - low`` with ``low <= floor(point)``, which is exact.
+    (:func:`raygrid.kernels.segment.segment_time`'s notes); for a leg from a point, the
+    point is shifted by whole nodes to ``point - low`` with ``low <= floor(point)``, which
+    is exact.
     """
 
     def __init__(

@@ -637,6 +637,15 @@ def traveltimes(
         given); with ``predecessors=True`` a
         Dataset as for :func:`traveltime`, with the ``source`` dim.
 
+    Raises
+    ------
+    InputError
+        For a bad model or option (``batch`` or ``threads`` not a positive integer), no
+        sources, sources without names for some or with blank or repeated names, or a
+        solve that would not fit in the memory left, before anything is computed;
+        :class:`~raygrid.pipeline.errors.PointError` (an ``InputError``) for a source
+        outside the model, naming it by its number.
+
     See Also
     --------
     traveltime : one source.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -28,3 +29,21 @@ def test_wheel_contains_every_module(tmp_path):
     assert (
         "raygrid = raygrid.pipeline.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     )
+
+
+BENCHMARKS = sorted((ROOT / "benchmarks").glob("*.py"))
+
+
+def test_every_benchmark_script_prints_its_help_without_a_gpu_or_peers():
+    # The scripts are what users run to check our numbers: each must at least start and say
+    # what it takes on a machine without a GPU or the peer packages (gpu_sweep.py had no
+    # options and ended in a CudaSupportError traceback).
+    assert len(BENCHMARKS) >= 7
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    for script in BENCHMARKS:
+        shown = subprocess.run(
+            [sys.executable, str(script), "--help"], capture_output=True, text=True,
+            timeout=120, cwd=ROOT, env=env,
+        )  # fmt: skip
+        assert shown.returncode == 0, (script.name, shown.stderr[-2000:])
+        assert shown.stdout.startswith("usage: "), script.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -578,3 +579,40 @@ def test_a_star_lopsided_for_the_spacing_is_warned_about_at_the_radius(tmp_path)
         prepare_workflow(
             read_workflow(write(tmp_path, even, "even.yaml")), here=False, values=False
         )
+
+
+def _documented_keys() -> dict[str, str]:
+    """The README's table of workflow keys: each ``section.key`` and its default cell."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Workflow keys", 1)[1]
+    table = [line for line in section.split("\n\n")[2].splitlines() if line.startswith("|")]
+    rows = {}
+    for line in table[2:]:
+        keys, default, _ = (cell.strip() for cell in line.strip("|").split("|"))
+        for key in re.findall(r"`([a-z_.]+)`", keys):
+            rows[key] = default if keys.count("`") == 2 else ""
+    return rows
+
+
+def test_the_readme_documents_every_workflow_key_with_its_default():
+    # A key added to the schema and not to the table (compute.cuda_batch, outputs.plot_source
+    # were so) is one users cannot find; a key the schema lost is one they are refused.
+    from raygrid.pipeline.workflow import Compute, FileModel, GridOptions, Outputs, SyntheticModel
+
+    sections = {
+        "model": [SyntheticModel, FileModel], "grid": [GridOptions], "outputs": [Outputs],
+        "compute": [Compute],
+    }  # fmt: skip
+    schema = {"sources", "receivers"}
+    defaults = {}
+    for section, models in sections.items():
+        for model in models:
+            for name, field in model.model_fields.items():
+                schema.add(f"{section}.{name}")
+                if model is not FileModel:  # a file's keys default to what the file says
+                    defaults[f"{section}.{name}"] = field.default
+    documented = _documented_keys()
+    assert set(documented) == schema
+    for key, cell in documented.items():
+        if cell.startswith("`") and cell.count("`") == 2 and key in defaults:
+            assert yaml.safe_load(cell.strip("`")) == defaults[key], key
