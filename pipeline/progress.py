@@ -93,6 +93,16 @@ class Progress:
             if self.tty or self.done >= self.total or now - self.last >= self.every:
                 self._draw()
 
+    def note(self, message: str) -> None:
+        """Say ``message`` on a line of its own above the bar (whether or not the bar is
+        drawn: what it says matters in a batch job's log too)."""
+        with self._lock:
+            if self.enabled and self.tty:
+                print("\r\x1b[K" + message, file=self.stream, flush=True)  # over the bar
+                self._draw()
+            else:
+                print(message, file=self.stream, flush=True)
+
     def _draw(self) -> None:
         if not self.enabled:
             return

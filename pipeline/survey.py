@@ -9,7 +9,10 @@ in batches. Each task solves its batch with the backend's solver (the
 same :func:`raygrid.pipeline.solve.solve_seeds` dispatch as :func:`traveltimes`: the Dask
 layer ships the kernels, it never re-implements them), writes each source's chunks and then
 its completion record, and returns a small summary. A worker that dies mid-task loses only
-that task, which the scheduler runs again elsewhere: its writes are idempotent.
+that task, which the scheduler runs again elsewhere: its writes are idempotent. When every
+worker holding the model has died (a nanny's restart, batch jobs reaching their time
+limit), the model is sent again to the workers there are and the sources left go on
+(:data:`RESENDS` times in a row at most).
 """
 
 from __future__ import annotations
@@ -515,18 +518,57 @@ def _solve_pending(
         if spec.fields or not spec.n_receivers
         else receiver_nodes(grid, prepared.star, prepared.receiver_index),
     )
-    # Once per worker, not once per task: the model, its graph and any precomputed weights
-    # are the large inputs.
+    remaining = [int(i) for i in pending]
+    losses = 0  # in a row, with no task finished in between
+    with bar.ticking():
+        while remaining:
+            finished: set[int] = set()
+            try:
+                _collect(client, _submit(client, task, remaining, compute.batch), bar, finished)
+                return
+            except SharedDataLost as lost:
+                losses = 1 if finished else losses + 1
+                if losses > RESENDS:
+                    raise lost.failure from None
+                remaining = [i for i in remaining if i not in finished]
+                bar.note(
+                    f"the workers that held the model died (those started since had not "
+                    f"fetched it yet); sending it again for the {len(remaining)} source(s) "
+                    "left"
+                )
+
+
+#: How many times in a row a survey sends its model again after every worker holding it
+#: died (no task finishing in between), before it stops, its finished sources kept.
+RESENDS = 3
+
+
+class SharedDataLost(Exception):
+    """The model and graph a survey scattered to its workers were lost: every worker that
+    held them died (:func:`_collect`). ``failure`` is what the run stops with if they are
+    not sent again."""
+
+    def __init__(self, failure: Exception) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def _submit(client, task: SurveyTask, sources: list[int], batch: int) -> dict[str, tuple]:
+    """Send ``task`` (the model, its graph, any precomputed weights: the large inputs) to
+    every worker once, then submit ``sources`` in batches: ``{key: (future, sources)}``.
+
+    Scattered data is not recomputable: a worker started since (a nanny's restart, a batch
+    system's new job) fetches it from one that holds it, so when every holder has died the
+    tasks left are cancelled, and :func:`_solve_pending` sends it again.
+    """
     shared = client.scatter(task, broadcast=True, hash=False)
     run = uuid.uuid4().hex[:8]
-    batches = [pending[k : k + compute.batch] for k in range(0, len(pending), compute.batch)]
     tasks = {}
-    for sources in batches:
-        batch = [int(i) for i in sources]
-        key = f"raygrid-sources-{batch[0]}-{batch[-1]}-{run}"
-        tasks[key] = (client.submit(solve_batch, shared, batch, key=key, pure=False), batch)
-    with bar.ticking():
-        _collect(client, tasks, bar)
+    for k in range(0, len(sources), batch):
+        chunk = sources[k : k + batch]
+        key = f"raygrid-sources-{chunk[0]}-{chunk[-1]}-{run}"
+        tasks[key] = (client.submit(solve_batch, shared, chunk, key=key, pure=False), chunk)
+    return tasks
 
 
 def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.0) -> None:
@@ -548,11 +590,15 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
         echo(f"compiled in {seconds:.1f} s")
 
 
-def _collect(client, tasks: dict[str, tuple], bar: Progress) -> None:
-    """Wait for the survey's tasks (``{key: (future, sources)}``), counting their sources;
-    the first that fails stops the run (the others are cancelled) with an
-    :class:`InputError` it raised, else a :class:`RunFailed` saying which sources, why, and
-    that a rerun resumes.
+def _collect(
+    client, tasks: dict[str, tuple], bar: Progress, finished: set[int] | None = None
+) -> None:
+    """Wait for the survey's tasks (``{key: (future, sources)}``), counting their sources
+    (and adding them to ``finished``); the first that fails stops the run (the others are
+    cancelled) with an :class:`InputError` it raised, else a :class:`RunFailed` saying
+    which sources, why, and that a rerun resumes. A task cancelled by the scheduler (its
+    scattered inputs lost with every worker that held them) raises :class:`SharedDataLost`
+    instead, carrying that ``RunFailed``, once the tasks already finished are counted.
 
     ``tasks`` is emptied as their results are read: a future the client still holds is one
     the scheduler recomputes when the worker holding its result dies, so a survey would
@@ -566,19 +612,35 @@ def _collect(client, tasks: dict[str, tuple], bar: Progress) -> None:
         for future in running:
             check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
             _, sources = tasks.pop(future.key)
-            if future.status == "finished":
-                try:
-                    bar.update(len(future.result()["sources"]))
-                    continue
-                except CancelledError:  # its worker died between finishing and this read
-                    pass
+            if _counted(future, bar, finished):
+                continue
             which = f"source(s) {', '.join(map(str, sources))}"
             # Not an error: cancelled by the scheduler, its data lost.
             error = future.exception() if future.status == "error" else None
+            if error is None or isinstance(error, CancelledError):
+                for other, _ in list(tasks.values()):  # done already: not solved again
+                    if other.status == "finished" and _counted(other, bar, finished):
+                        tasks.pop(other.key)
+                raise SharedDataLost(_failure(which, error))
             raise _failure(which, error) from error
     finally:
         client.cancel([future for future, _ in tasks.values() if not future.done()])
         tasks.clear()
+
+
+def _counted(future, bar: Progress, finished: set[int] | None) -> bool:
+    """Whether a survey task's result was read (its sources counted), or it has none: not
+    finished, or its worker died between finishing and this read."""
+    if future.status != "finished":
+        return False
+    try:
+        sources = future.result()["sources"]
+    except CancelledError:
+        return False
+    bar.update(len(sources))
+    if finished is not None:
+        finished.update(int(i) for i in sources)
+    return True
 
 
 def _failure(which: str, error: BaseException | None) -> Exception:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -1253,9 +1254,11 @@ def test_a_finished_task_is_let_go_once_its_sources_are_counted(tmp_path, client
     assert not any(key.startswith("raygrid-sources") for key in client.futures)
 
 
-def test_losing_the_only_worker_is_a_clear_error_and_a_rerun_resumes(tmp_path, client):
+def test_losing_every_worker_that_held_the_model_sends_it_again(tmp_path, client, capsys):
     # The model was scattered to that worker alone: the scheduler cannot recover it and
-    # cancels the tasks ("already forgotten"), which used to end in a raw traceback.
+    # cancels the tasks ("already forgotten"). That ended the run (a raw traceback, then a
+    # RunFailed), though the nanny had started a new worker: on a batch cluster whose first
+    # jobs reach their time limit, every long survey stopped so.
     from distributed import Client, LocalCluster
 
     spec = _long_survey(12)
@@ -1278,16 +1281,39 @@ def test_losing_the_only_worker_is_a_clear_error_and_a_rerun_resumes(tmp_path, c
 
         killer = threading.Thread(target=kill_the_worker)
         killer.start()
-        with pytest.raises(rg.RunFailed, match=r"the cluster lost the task solving source\(s\) "
-                           r"\d+: a worker died .* run again to resume"):  # fmt: skip
-            run_workflow(read_workflow(path), client=one)
+        dataset = run_workflow(read_workflow(path), client=one)
         killer.join()
-    done = int(done_sources(store).sum())
-    assert 1 <= done < 12
+        assert dataset["source_done"].values.all()
+        result, _ = expected(spec)
+        np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+    said = capsys.readouterr().err
+    assert re.search(r"the workers that held the model died .*; sending it again for the "
+                     r"\d+ source\(s\) left", said), said  # fmt: skip
+
+
+def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(
+    tmp_path, client, monkeypatch
+):
+    # Workers that die as soon as they hold the model (killed for memory) are not sent it
+    # forever: after RESENDS times in a row with nothing finished, the run stops.
+    from raygrid.pipeline import survey
+
+    sent = []
+
+    def lost_every_time(client, tasks, bar, finished=None):
+        sent.append(len(tasks))
+        client.cancel([future for future, _ in tasks.values()])
+        raise survey.SharedDataLost(rg.RunFailed("the cluster lost the task solving ..."))
+
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    path = workflow_file(tmp_path, spec)
+    monkeypatch.setattr(survey, "_collect", lost_every_time)
+    with pytest.raises(rg.RunFailed, match="the cluster lost the task solving"):
+        run_workflow(read_workflow(path), client=client)
+    assert len(sent) == survey.RESENDS + 1
+    monkeypatch.undo()
     dataset = run_workflow(read_workflow(path), client=client)
     assert dataset["source_done"].values.all()
-    result, _ = expected(spec)
-    np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
 
 
 @pytest.mark.skipif(
