@@ -27,6 +27,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask.sizeof import sizeof
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ..kernels import Star, dijkstra
 from .errors import RunFailed
@@ -233,6 +234,43 @@ def _owners(geometry: TileGrid, workers: list[str]) -> dict[Index, str]:
     return {index: workers[i // per] for i, index in enumerate(tiles)}
 
 
+class FreeOrphanedTasks(SchedulerPlugin):
+    """Scheduler plugin: when a worker joins, tasks waiting for a worker (``no-worker``)
+    whose loose restrictions name only workers that have left lose those restrictions, so
+    the new worker can run them.
+
+    distributed (2026.8) wakes such tasks on a new worker only if it is among their allowed
+    workers, loose restrictions or not (``bulk_schedule_unrunnable_after_adding_worker``):
+    a tiled solve whose workers had all died (a nanny's restart, batch jobs at their time
+    limit, ``dask worker`` processes restarted) waited for them forever, its new workers
+    idle. This hook runs just before that wake-up. A task with no worker alive to prefer
+    may run anywhere: what ``allow_other_workers`` asked for.
+    """
+
+    name = "raygrid-free-orphaned-tasks"
+    idempotent = True  # installed once per scheduler, however many solves ask
+
+    def add_worker(self, scheduler: Any, worker: str) -> None:
+        for task in list(getattr(scheduler, "unrunnable", ())):
+            allowed = task.worker_restrictions
+            if task.loose_restrictions and allowed and not any(
+                address in scheduler.workers for address in allowed
+            ):
+                task.worker_restrictions = None
+                task.loose_restrictions = False
+
+
+def free_orphaned_tasks(client: Any) -> None:
+    """Install :class:`FreeOrphanedTasks` on the client's scheduler, unless it is there
+    already (by name). A scheduler that cannot take it (one without raygrid installed, to
+    unpickle it) is noted in the log: its tiled solves then wait for lost workers as
+    distributed does."""
+    try:
+        client.register_plugin(FreeOrphanedTasks())
+    except Exception as error:  # any failure to install leaves distributed's own behaviour
+        log.warning("could not install %s on the scheduler: %s", FreeOrphanedTasks.name, error)
+
+
 def _on(worker: str) -> dict:
     """Restrictions that keep a tile's tasks on the worker that owns it.
 
@@ -295,6 +333,7 @@ def solve_tiled(
     workers = sorted(client.nthreads())
     if not workers:
         raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
+    free_orphaned_tasks(client)
     owner = _owners(geometry, workers)
     states = {}
     for index in geometry:

@@ -1291,6 +1291,48 @@ def test_losing_every_worker_that_held_the_model_sends_it_again(tmp_path, client
                      r"\d+ source\(s\) left", said), said  # fmt: skip
 
 
+def test_a_tiled_survey_goes_on_when_its_only_worker_dies_and_another_joins(tmp_path, client):
+    # Its tasks are restricted (loosely) to the tiles' owners; with no worker left they wait
+    # ("no-worker"), and distributed woke them only on a worker they allowed: the nanny's
+    # new worker (a new address) sat idle, and the run waited forever.
+    from distributed import Client, LocalCluster
+
+    spec = _long_survey(6)
+    spec["compute"] = {"tiles": {"z": 61, "x": 81}}
+    path = workflow_file(tmp_path, spec)
+    store = tmp_path / "survey.zarr"
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                     host="127.0.0.1") as cluster,
+        Client(cluster) as one,
+    ):  # fmt: skip
+        pid = next(iter(one.run(os.getpid).values()))
+        killed = []
+
+        def kill_the_worker():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if store.exists() and done_sources(store).sum() >= 1:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(True)
+                    return
+                time.sleep(0.02)
+
+        killer = threading.Thread(target=kill_the_worker)
+        killer.start()
+        hung = threading.Timer(180, one.close)  # a hang fails the test instead
+        hung.start()
+        try:
+            dataset = run_workflow(read_workflow(path), client=one)
+        finally:
+            hung.cancel()
+            killer.join()
+        assert killed, "the run finished before its worker could be killed"
+        assert dataset["source_done"].values.all()
+        result, _ = expected(spec)
+        np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+
+
 def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(
     tmp_path, client, monkeypatch
 ):
