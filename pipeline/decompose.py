@@ -253,8 +253,10 @@ class FreeOrphanedTasks(SchedulerPlugin):
     def add_worker(self, scheduler: Any, worker: str) -> None:
         for task in list(getattr(scheduler, "unrunnable", ())):
             allowed = task.worker_restrictions
-            if task.loose_restrictions and allowed and not any(
-                address in scheduler.workers for address in allowed
+            if (
+                task.loose_restrictions
+                and allowed
+                and not any(address in scheduler.workers for address in allowed)
             ):
                 task.worker_restrictions = None
                 task.loose_restrictions = False
