@@ -528,7 +528,7 @@ def _solve_pending(
                 return
             except SharedDataLost as lost:
                 losses = 1 if finished else losses + 1
-                if losses > RESENDS:
+                if losses > RESENDS or client.status != "running":  # the scheduler gone
                     raise lost.failure from None
                 remaining = [i for i in remaining if i not in finished]
                 bar.note(
@@ -621,8 +621,8 @@ def _collect(
                 for other, _ in list(tasks.values()):  # done already: not solved again
                     if other.status == "finished" and _counted(other, bar, finished):
                         tasks.pop(other.key)
-                raise SharedDataLost(_failure(which, error))
-            raise _failure(which, error) from error
+                raise SharedDataLost(_failure(which, error, client))
+            raise _failure(which, error, client) from error
     finally:
         client.cancel([future for future, _ in tasks.values() if not future.done()])
         tasks.clear()
@@ -643,14 +643,23 @@ def _counted(future, bar: Progress, finished: set[int] | None) -> bool:
     return True
 
 
-def _failure(which: str, error: BaseException | None) -> Exception:
+def _failure(which: str, error: BaseException | None, client: Any = None) -> Exception:
     """What a run stops with when the task solving ``which`` (``"source(s) 3, 4"``) failed
     with ``error``, or was lost with its worker (``error`` None): an :class:`InputError` or
     :class:`RunFailed` as raised, else a :class:`RunFailed` saying which sources, why, and
-    that a rerun resumes. One wording for plain and tiled surveys."""
+    that a rerun resumes. One wording for plain and tiled surveys; with the run's
+    ``client``, a scheduler it lost is said as such (every task is cancelled then)."""
     if isinstance(error, InputError | RunFailed):
         return error
     resume = "finished sources are kept in the store: run again to resume"
+    if client is not None and client.status != "running":
+        # The scheduler went away (stopped, its node lost): every task is cancelled at
+        # once, which is not a worker dying of memory.
+        return RunFailed(
+            f"the connection to the Dask scheduler was lost while solving {which} (the "
+            f"scheduler stopped, or its machine or network failed); the {resume} once a "
+            "scheduler is up again"
+        )
     if error is None or isinstance(error, CancelledError):
         return RunFailed(
             f"the cluster lost the task solving {which}: a worker died (killed for memory? "
@@ -689,7 +698,7 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
         # On a worker (a CUDA error, KilledWorker, a lost worker's data: CancelledError, no
         # Exception) or here (a full disk): said as a plain survey's task failure is.
         except (Exception, CancelledError) as error:
-            raise _failure(f"source {i}", error) from error
+            raise _failure(f"source {i}", error, client) from error
         bar.update(1)
 
 

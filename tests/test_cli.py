@@ -543,6 +543,22 @@ def test_a_full_disk_says_what_to_do(capsys):
     )
 
 
+def test_a_lost_scheduler_is_not_blamed_on_a_worker_dying_of_memory():
+    # Killing the scheduler cancels every task at once: that was said as "a worker died
+    # (killed for memory? ...)". The client, reconnecting, says what happened.
+    from types import SimpleNamespace
+
+    from raygrid.pipeline.survey import _failure
+
+    said = str(_failure("source(s) 46, 47", None, SimpleNamespace(status="connecting")))
+    assert said.startswith(
+        "the connection to the Dask scheduler was lost while solving source(s) 46, 47"
+    )
+    assert "memory" not in said and "run again to resume once a scheduler is up" in said
+    running = str(_failure("source(s) 46, 47", None, SimpleNamespace(status="running")))
+    assert "a worker died (killed for memory?" in running
+
+
 def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
     # It said "(GroupNotFoundError: No group found in store PosixPath(...))".
     (tmp_path / "notastore").mkdir()
