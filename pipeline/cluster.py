@@ -75,8 +75,30 @@ def _size(value: str) -> str:
     return value
 
 
+def _worker_memory(value: str) -> str:
+    """A worker's memory (``memory_limit``, ``memory_per_worker``): a size that holds at
+    least what a worker process needs before any data, within Dask's ``terminate``
+    fraction. Less, and the nannies killed the workers as they started, which surfaced as
+    "Stream is closed" or restart loops rather than a word on memory."""
+    import dask.config
+    from dask.utils import format_bytes, parse_bytes
+
+    from .memory import WORKER_BYTES
+
+    _size(value)
+    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    if parse_bytes(value) * fraction < WORKER_BYTES:
+        raise ValueError(
+            f"{value!r} is less than a worker needs before any data: about "
+            f"{format_bytes(WORKER_BYTES)} (Python, Dask, raygrid, Numba and the solver's "
+            f"code), and Dask stops a worker at {fraction:.0%} of its limit; give at least "
+            "1GB"
+        )
+    return value
+
+
 def _memory_limit(value: str) -> str:
-    return value if value == "auto" else _size(value)
+    return value if value == "auto" else _worker_memory(value)
 
 
 def _port(port: int, address: str) -> None:
@@ -153,7 +175,9 @@ class JobQueueConfig(Strict):
     workers: PositiveInt = 1  # Dask workers in all (one per GPU on GPU nodes)
     workers_per_node: PositiveInt = 1
     cores_per_worker: PositiveInt = 1
-    memory_per_worker: Size = "4GB"
+    memory_per_worker: Annotated[
+        str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_worker_memory)
+    ] = "4GB"
     gpus_per_worker: Annotated[int, Field(ge=0)] = 0
     queue: str | None = None  # SLURM partition / PBS queue
     account: str | None = None

@@ -43,7 +43,7 @@ from .integrity import listed_sources
 from .interrupts import check_interrupts
 from .lock import store_lock
 from .lookup import receiver_times
-from .memory import available_memory, check_fits, footprint
+from .memory import WORKER_BYTES, available_memory, check_fits, footprint
 from .nodevalues import NodeValues
 from .progress import Progress
 from .rays import ray_field, trace_rays
@@ -76,12 +76,6 @@ from .workflow import PreparedWorkflow, Workflow, prepare_workflow, workflow_clu
 __all__ = ["run_survey", "solve_batch", "SurveyTask"]
 
 Echo = Callable[[str], None]
-
-#: What a worker process holds once it has run a task, before counting its data: Python,
-#: Dask, raygrid and Numba imported and the solver's cached machine code loaded. Measured
-#: on a CPU LocalCluster worker: 61 MiB when it started, 247-253 MiB after one small solve
-#: (a fresh worker reports the first, and was let run tasks its nanny then killed it for).
-WORKER_BYTES = 250 * 2**20
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,13 @@ def test_default_is_a_local_cluster():
         ("cluster: scheduler\naddress: tcp://h:70000\n", "'tcp://h:70000': port 70000 is above"),
         ("cluster: slurm\nwalltime: 7200\n", "7200 has no units: give the walltime as text"),
         ("cluster: local-cuda\nrmm_pool_size: huge\n", "'huge' is not a size"),
+        # Workers their nannies kill as they start ("Stream is closed", restart loops).
+        (
+            "cluster: local\nmemory_limit: 200MB\n",
+            ":2: memory_limit: Value error, '200MB' is less than a worker needs before any "
+            "data: about 250.00 MiB",
+        ),
+        ("cluster: slurm\nmemory_per_worker: 256MiB\n", "'256MiB' is less than a worker needs"),
     ],
 )
 def test_bad_cluster_files(tmp_path, text, message):
