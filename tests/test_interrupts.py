@@ -54,25 +54,31 @@ def test_a_ctrl_c_inside_is_raised_when_the_block_ends():
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT}  # restored
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_ctrl_c_python_drops_is_raised_again():
-    # Seen on `raygrid run`: Ctrl-C landed in Dask's gc callback, where Python prints
-    # "Exception ignored in ..." and goes on; the run finished with status 0.
+def ctrl_c_in_a_gc_callback() -> None:
+    """Ctrl-C as the garbage collector runs a callback (Dask's GC diagnosis has one): the
+    handler raises there, and Python drops the exception."""
     import gc
 
     def callback(phase, info):
         if phase == "start":
-            signal.raise_signal(signal.SIGINT)  # the handler raises here, and is dropped
+            signal.raise_signal(signal.SIGINT)
 
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_python_drops_is_raised_again():
+    # Seen on `raygrid run`: Ctrl-C landed in Dask's gc callback, where Python prints
+    # "Exception ignored in ..." and goes on; the run finished with status 0.
     went_on = []
     previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         with interrupts_kept():
-            gc.callbacks.append(callback)
-            try:
-                gc.collect()
-            finally:
-                gc.callbacks.remove(callback)
+            ctrl_c_in_a_gc_callback()
             went_on.append("after the drop")
             with pytest.raises(KeyboardInterrupt):
                 check_interrupts()  # what a survey checks between tasks
@@ -323,15 +329,10 @@ def test_an_early_sync_cancel_is_not_logged_as_a_traceback(caplog):
 def test_a_dropped_ctrl_c_prints_no_traceback_but_other_unraisables_do(monkeypatch):
     # "Exception ignored in: <bound method GCDiagnosis._gc_callback ...>" and a
     # KeyboardInterrupt traceback came before the run's own message in 1 of 3 Ctrl-Cs.
-    import gc
     import sys
 
     reported = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_type))
-
-    def callback(phase, info):
-        if phase == "start":
-            signal.raise_signal(signal.SIGINT)  # dropped by the gc, and kept
 
     class Broken:
         def __del__(self):
@@ -339,11 +340,7 @@ def test_a_dropped_ctrl_c_prints_no_traceback_but_other_unraisables_do(monkeypat
 
     with pytest.raises(KeyboardInterrupt):
         with interrupts_kept():
-            gc.callbacks.append(callback)
-            try:
-                gc.collect()
-            finally:
-                gc.callbacks.remove(callback)
+            ctrl_c_in_a_gc_callback()
             Broken()  # collected at once: its error is unraisable, and not a Ctrl-C
     assert reported == [RuntimeError]
     assert sys.unraisablehook is not None and sys.unraisablehook.__name__ == "<lambda>"

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -1254,53 +1255,13 @@ def test_a_finished_task_is_let_go_once_its_sources_are_counted(tmp_path, client
     assert not any(key.startswith("raygrid-sources") for key in client.futures)
 
 
-def test_losing_every_worker_that_held_the_model_sends_it_again(tmp_path, client, capsys):
-    # The model was scattered to that worker alone: the scheduler cannot recover it and
-    # cancels the tasks ("already forgotten"). That ended the run (a raw traceback, then a
-    # RunFailed), though the nanny had started a new worker: on a batch cluster whose first
-    # jobs reach their time limit, every long survey stopped so.
+@contextmanager
+def _one_worker_killed_after_a_source(store: Path):
+    """A one-worker cluster (a client to it) whose worker is killed (SIGKILL) once ``store``
+    holds a finished source; its nanny then starts a new one, at another address. A run
+    that hangs is stopped after 180 s (the client closed), so the test fails instead."""
     from distributed import Client, LocalCluster
 
-    spec = _long_survey(12)
-    path = workflow_file(tmp_path, spec)
-    store = tmp_path / "survey.zarr"
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
-                     host="127.0.0.1") as cluster,
-        Client(cluster) as one,
-    ):  # fmt: skip
-        pid = next(iter(one.run(os.getpid).values()))
-
-        def kill_the_worker():
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if store.exists() and done_sources(store).sum() >= 1:
-                    os.kill(pid, signal.SIGKILL)
-                    return
-                time.sleep(0.02)
-
-        killer = threading.Thread(target=kill_the_worker)
-        killer.start()
-        dataset = run_workflow(read_workflow(path), client=one)
-        killer.join()
-        assert dataset["source_done"].values.all()
-        result, _ = expected(spec)
-        np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
-    said = capsys.readouterr().err
-    assert re.search(r"the workers that held the model died .*; sending it again for the "
-                     r"\d+ source\(s\) left", said), said  # fmt: skip
-
-
-def test_a_tiled_survey_goes_on_when_its_only_worker_dies_and_another_joins(tmp_path, client):
-    # Its tasks are restricted (loosely) to the tiles' owners; with no worker left they wait
-    # ("no-worker"), and distributed woke them only on a worker they allowed: the nanny's
-    # new worker (a new address) sat idle, and the run waited forever.
-    from distributed import Client, LocalCluster
-
-    spec = _long_survey(6)
-    spec["compute"] = {"tiles": {"z": 61, "x": 81}}
-    path = workflow_file(tmp_path, spec)
-    store = tmp_path / "survey.zarr"
     with (
         LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                      host="127.0.0.1") as cluster,
@@ -1320,17 +1281,40 @@ def test_a_tiled_survey_goes_on_when_its_only_worker_dies_and_another_joins(tmp_
 
         killer = threading.Thread(target=kill_the_worker)
         killer.start()
-        hung = threading.Timer(180, one.close)  # a hang fails the test instead
+        hung = threading.Timer(180, one.close)
         hung.start()
         try:
-            dataset = run_workflow(read_workflow(path), client=one)
+            yield one
         finally:
             hung.cancel()
             killer.join()
         assert killed, "the run finished before its worker could be killed"
-        assert dataset["source_done"].values.all()
-        result, _ = expected(spec)
-        np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+
+
+@pytest.mark.parametrize("tiles", [None, {"z": 61, "x": 81}], ids=["plain", "tiled"])
+def test_a_survey_goes_on_when_its_only_worker_dies_and_another_joins(
+    tmp_path, client, capsys, tiles
+):
+    # Plain: the model was scattered to that worker alone; the scheduler cannot recover it
+    # and cancels the tasks ("already forgotten"). That ended the run, though the nanny
+    # had started a new worker: on a batch cluster whose first jobs reach their time
+    # limit, every long survey stopped so. Now the model is sent again.
+    # Tiled: the tasks are restricted (loosely) to the tiles' owners; with no worker left
+    # they wait ("no-worker"), and distributed woke them only on a worker they allowed:
+    # the new worker (another address) sat idle, and the run waited forever.
+    spec = _long_survey(12 if tiles is None else 6)
+    if tiles is not None:
+        spec["compute"] = {"tiles": tiles}
+    path = workflow_file(tmp_path, spec)
+    with _one_worker_killed_after_a_source(tmp_path / "survey.zarr") as one:
+        dataset = run_workflow(read_workflow(path), client=one)
+    assert dataset["source_done"].values.all()
+    result, _ = expected(spec)
+    np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
+    if tiles is None:
+        said = capsys.readouterr().err
+        assert re.search(r"the workers that held the model died .*; sending it again for "
+                         r"the \d+ source\(s\) left", said), said  # fmt: skip
 
 
 def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(
