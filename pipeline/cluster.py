@@ -85,7 +85,7 @@ def _worker_memory(value: str) -> str:
 
     from .memory import WORKER_BYTES
 
-    _size(value)
+    _size(value)  # a size at all, said as for any size
     fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
     if parse_bytes(value) * fraction < WORKER_BYTES:
         raise ValueError(
@@ -122,6 +122,10 @@ def _walltime(value: str) -> str:
 
 #: A size such as "16GB" (dask's units).
 Size = Annotated[str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_size)]
+#: A worker's memory: a size a worker can start in (:func:`_worker_memory`).
+WorkerMemory = Annotated[
+    str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_worker_memory)
+]
 #: ``[host]:port`` of a dashboard; ``:0`` picks a free port.
 Address = Annotated[str, AfterValidator(_address)]
 
@@ -175,9 +179,7 @@ class JobQueueConfig(Strict):
     workers: PositiveInt = 1  # Dask workers in all (one per GPU on GPU nodes)
     workers_per_node: PositiveInt = 1
     cores_per_worker: PositiveInt = 1
-    memory_per_worker: Annotated[
-        str, BeforeValidator(_text("a size", "16GB")), AfterValidator(_worker_memory)
-    ] = "4GB"
+    memory_per_worker: WorkerMemory = "4GB"
     gpus_per_worker: Annotated[int, Field(ge=0)] = 0
     queue: str | None = None  # SLURM partition / PBS queue
     account: str | None = None

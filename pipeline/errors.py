@@ -42,6 +42,12 @@ class InputWarning(UserWarning):
     m/s); the CLI prints it as ``warning: ...``."""
 
 
+#: Said with every hint about a dim given in another case (``Z`` for ``z``).
+LOWER_CASE_DIMS = (
+    "dim names are lower case; raygrid's z is depth below the model's top, positive down"
+)
+
+
 def other_case(given: list, missing: list[str]) -> str:
     """The hint for missing dims given in another case (``Z`` for ``z``), or ``""``: dim
     names are lower case, as a CSV file's header is told (``Z`` often means elevation)."""
@@ -53,10 +59,7 @@ def other_case(given: list, missing: list[str]) -> str:
     if not cased:
         return ""
     meant = ", ".join(f"{lower!r} for {name!r}" for name, lower in cased)
-    return (
-        f"; did you mean {meant}? (dim names are lower case; raygrid's z is depth below the "
-        "model's top, positive down)"
-    )
+    return f"; did you mean {meant}? ({LOWER_CASE_DIMS})"
 
 
 def missing_file(path: str | Path, what: str) -> InputError:

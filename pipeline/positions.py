@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
 
-from .errors import InputError, InputWarning, missing_file
+from .errors import LOWER_CASE_DIMS, InputError, InputWarning, missing_file
 from .yamlfile import FilePath, Strict, schema_error
 
 __all__ = [
@@ -69,10 +69,7 @@ def _dim_keys(value: Any, listed: bool = False) -> Any:
                 f"{key} is the whole sources or receivers entry ({{{key}: ...}})"
             )
         elif isinstance(key, str) and key.lower() in _DIM_ORDER:  # as CSV headers are told
-            message = (
-                f"unknown key {key!r}: did you mean {key.lower()!r}? (dim names are lower "
-                "case; raygrid's z is depth below the model's top, positive down)"
-            )
+            message = f"unknown key {key!r}: did you mean {key.lower()!r}? ({LOWER_CASE_DIMS})"
         else:
             message = (
                 f"unknown key {key!r}: points are given by model dims only (z, y, x); to "

@@ -661,8 +661,9 @@ def _failure(which: str, error: BaseException | None, client: Any = None) -> Exc
             "per worker if that was the cause"
         )
     failed = f"the task solving {which} failed: {type(error).__name__}: {error}"
-    if full_disk(error):  # which says that a rerun resumes
-        return RunFailed(failed + full_disk(error))
+    disk = full_disk(error)
+    if disk:  # which says that a rerun resumes
+        return RunFailed(failed + disk)
     hint = ""
     if type(error).__name__ == "KilledWorker":
         hint = " (every worker that ran it died: too little memory per worker?)"
