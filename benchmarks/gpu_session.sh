@@ -9,8 +9,17 @@
 #   study  gpu_study.py with $GPU_STUDY_ARGS (the full study takes about 10 minutes: more
 #          than one device call allows with the rest, so run it alone or trimmed, e.g.
 #          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
-# e.g. `bash benchmarks/gpu_session.sh tests ab sweep`, then `bash benchmarks/gpu_session.sh
-# study`. Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl
+#   targets  gpu_study.py on the issue-3 targets alone: 1601^2 at radius 3 to 6 (CPU
+#          Dijkstra beside the pull solver, whole call and resident, and precomputed
+#          weights), 256^3 at radius 2, the survey at batch 8
+# Each part stops after its share of the call (targets 240 s, ab 150 s, tests 120 s, sweep
+# and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
+# in $OUT), so one device call of `targets tests ab` (at most 9 minutes with the wheels'
+# install: run it with timeout_s 570) fits a session's 15 minutes of device time with the
+# machine's start.
+# e.g. `bash benchmarks/gpu_session.sh targets tests ab` (the plan when device time is
+# short), or `tests ab sweep` then `study` in two calls where there is time for them.
+# Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl
 # (../shared/gpu/fetch-wheels.sh) for dask and zarr, plus a numpy 2.4 wheel (the image's
 # numpy 2.5 breaks numba-cuda 0.30.4: np.row_stack) and filelock (the store's lock, which
 # fetch-wheels.sh does not list):
@@ -18,6 +27,13 @@
 #       --implementation cp --platform manylinux_2_28_x86_64 -d .whl numpy==2.4.6 \
 #       filelock==4.2.12
 set -uo pipefail
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
+for part in "${parts[@]}"; do
+    case $part in tests|ab|sweep|study|targets) ;;
+        *) echo "unknown part: $part (tests, ab, sweep, study, targets)" >&2; exit 2 ;;
+    esac
+done
 out=${OUT:-gpu-session-output}
 mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -25,24 +41,34 @@ if ls .whl/*.whl >/dev/null 2>&1; then
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
 # raygrid from this checkout without installing it: map the two folders as the package.
-mkdir -p /tmp/raygrid-src/raygrid
-ln -sfn "$PWD/kernels" /tmp/raygrid-src/raygrid/kernels
-ln -sfn "$PWD/pipeline" /tmp/raygrid-src/raygrid/pipeline
-export PYTHONPATH=/tmp/raygrid-src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 NUMBA_ENABLE_CUDASIM=0
+src=${TMPDIR:-/tmp}/raygrid-src
+mkdir -p "$src/raygrid"
+ln -sfn "$PWD/kernels" "$src/raygrid/kernels"
+ln -sfn "$PWD/pipeline" "$src/raygrid/pipeline"
+export PYTHONPATH=$src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 NUMBA_ENABLE_CUDASIM=0
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 python3 -m numba -s > "$out/numba-sysinfo.txt" 2>&1
 python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('.')[:2])) >= (2, 5))" \
     || echo "numpy >= 2.5: numba-cuda 0.30.4 cannot compile kernels; carry numpy 2.4" >&2
-parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
+# A part past its limit is stopped (SIGINT first, so pytest and Python print what they
+# have) and the next one starts: a slow compile cannot eat the whole call.
 for part in "${parts[@]}"; do
+    case $part in targets) limit=240 ;; ab) limit=150 ;; tests) limit=120 ;; *) limit=540 ;; esac
+    limit=${GPU_PART_LIMIT:-$limit}
+    within() { timeout -s INT -k 10 "$limit" "$@"; }
+    started=$(date +%s)
     case $part in
-        tests) python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 | tee "$out/gpu-tests.log" ;;
+        tests) within python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 \
+            | tee "$out/gpu-tests.log" ;;
         ab) baseline=(); [ -d .baseline/kernels ] && baseline=(--baseline .baseline)
-            python3 benchmarks/gpu_ab.py "${baseline[@]}" 2>&1 | tee "$out/gpu_ab.jsonl" ;;
-        sweep) python3 benchmarks/gpu_sweep.py > "$out/gpu_sweep.jsonl" 2> "$out/gpu-sweep.log" ;;
-        study) python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} --out "$out/gpu_study.json" 2>&1 \
-            | tee "$out/gpu-study.log" ;;
-        *) echo "unknown part: $part (tests, ab, sweep, study)" >&2; exit 2 ;;
+            within python3 benchmarks/gpu_ab.py "${baseline[@]}" 2>&1 | tee "$out/gpu_ab.jsonl" ;;
+        sweep) within python3 benchmarks/gpu_sweep.py > "$out/gpu_sweep.jsonl" \
+            2> "$out/gpu-sweep.log" ;;
+        study) within python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} \
+            --out "$out/gpu_study.json" 2>&1 | tee "$out/gpu-study.log" ;;
+        targets) within python3 benchmarks/gpu_study.py --sizes 1601 --radii 3 4 5 6 --n3 256 \
+            --radii3 2 --batches 8 --repeat 2 --solvers pull pull-resident pull-precomputed \
+            --out "$out/gpu_targets.json" 2>&1 | tee "$out/gpu-targets.log" ;;
     esac
+    echo "part $part: $(( $(date +%s) - started )) s" | tee -a "$out/parts.log"
 done

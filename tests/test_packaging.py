@@ -47,3 +47,31 @@ def test_every_benchmark_script_prints_its_help_without_a_gpu_or_peers():
         )  # fmt: skip
         assert shown.returncode == 0, (script.name, shown.stderr[-2000:])
         assert shown.stdout.startswith("usage: "), script.name
+
+
+def test_gpu_session_script_refuses_unknown_parts_and_stops_a_part_at_its_limit(tmp_path):
+    """benchmarks/gpu_session.sh is what a session lent a GPU runs, in one device call: a
+    typo must fail before the machine's time goes on anything, and a part past its limit
+    must leave the call's time to the parts after it."""
+    script = ROOT / "benchmarks" / "gpu_session.sh"
+    # `python3` there is this test's Python (the GPU machine's has numba on its own).
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    out = tmp_path / "out"
+    env["OUT"] = str(out)
+    typo = subprocess.run(
+        ["bash", str(script), "tests", "target"], capture_output=True, text=True, cwd=tmp_path,
+        env=env, timeout=60,
+    )  # fmt: skip
+    assert typo.returncode == 2 and "unknown part: target" in typo.stderr
+    assert not out.exists()  # nothing ran, not even the device's description
+    # Without a GPU the targets end at once; the tests (collection alone takes seconds) are
+    # stopped at the 2 s limit and the script goes on to say how long each part took.
+    run = subprocess.run(
+        ["bash", str(script), "targets", "tests"], capture_output=True, text=True, cwd=ROOT,
+        env={**env, "GPU_PART_LIMIT": "2", "TMPDIR": str(tmp_path)}, timeout=120,
+    )  # fmt: skip
+    parts = (out / "parts.log").read_text().splitlines()
+    assert [line.split(":")[0] for line in parts] == ["part targets", "part tests"], run.stderr
+    # Stopped by SIGINT, so pytest said where it was (a whole run takes 9 s here).
+    assert "KeyboardInterrupt" in (out / "gpu-tests.log").read_text()
+    assert "no CUDA device" in (out / "gpu-targets.log").read_text()
