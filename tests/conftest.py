@@ -54,9 +54,12 @@ def _quick_simulator_blocks() -> None:
     running = [0, sys.getswitchinterval()]  # blocks running now, the interval to restore
 
     def profiled() -> bool:
-        # Whether a Dask worker, whose profiler samples every thread's frames, is here.
+        # Whether a Dask worker, whose profiler samples every thread's frames, runs here
+        # (closed ones stay in the set while anything still refers to them).
         worker = sys.modules.get("distributed.worker")
-        return worker is not None and len(worker.Worker._instances) > 0
+        return worker is not None and any(
+            w.status.name not in ("closed", "failed") for w in list(worker.Worker._instances)
+        )
 
     def quick_run(self, *args):
         if profiled():
