@@ -87,9 +87,9 @@ def _one_shared_array_per_block() -> None:
     creating it on the first thread's call: ``get``, then ``np.empty``, then store. A thread
     switched out between the two (frequent at the short interval above, rare at 5 ms) makes
     the block's threads hold different arrays, and a correct kernel gives wrong times
-    (seen: times below the true shortest path, one run in ten). Here the look-up and the
-    creation are one step under a lock. It also reads only the calling frame, where the
-    simulator extracted the whole stack on every call.
+    (seen: times below the true shortest path in 4 of 15 runs of two tests). Here the
+    look-up and the creation are one step under a lock. It also reads only the calling
+    frame, where the simulator extracted the whole stack on every call.
     """
     import sys
     import threading
