@@ -52,10 +52,10 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
     || echo "numpy >= 2.5: numba-cuda 0.30.4 cannot compile kernels; carry numpy 2.4" >&2
 # A part past its limit is stopped (SIGINT first, so pytest and Python print what they
 # have) and the next one starts: a slow compile cannot eat the whole call.
+within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
     case $part in targets) limit=240 ;; ab) limit=150 ;; tests) limit=120 ;; *) limit=540 ;; esac
     limit=${GPU_PART_LIMIT:-$limit}
-    within() { timeout -s INT -k 10 "$limit" "$@"; }
     started=$(date +%s)
     case $part in
         tests) within python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 \
