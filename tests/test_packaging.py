@@ -75,3 +75,13 @@ def test_gpu_session_script_refuses_unknown_parts_and_stops_a_part_at_its_limit(
     # Stopped by SIGINT, so pytest said where it was (a whole run takes 9 s here).
     assert "KeyboardInterrupt" in (out / "gpu-tests.log").read_text()
     assert "no CUDA device" in (out / "gpu-targets.log").read_text()
+
+
+def test_ci_runs_the_readme_test_command_unchanged():
+    # The README's second command is how anyone runs the suite; CI must run that very line
+    # (the brief's rule), so a change to one (e.g. its -n) cannot silently miss the other.
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert len(block) == 2 and "pytest" in block[1], block
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert block[1] in ci
