@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import dask.array as da
 import numpy as np
@@ -28,6 +29,8 @@ def client():
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
             host="127.0.0.1",
+            # Its workers run simulated CUDA kernels: the simulator's mends go there too.
+            preload=[str(Path(__file__).with_name("simulator.py"))],
         ) as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
@@ -383,7 +386,13 @@ def test_errors_in_a_solve_on_the_current_client_reach_the_caller(client):
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="CUDA simulator")
 def test_cuda_tile_solver_equals_single_domain(client, monkeypatch):
-    # Workers inherit the simulator setting from this process's environment.
+    # Workers inherit the simulator setting from this process's environment, and mend its
+    # shared-array race (tests/simulator.py) before any task: without that a correct kernel
+    # could give wrong times here now and then.
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    mended = client.run(lambda: FakeCUDAShared.array.__module__)
+    assert set(mended.values()) == {"simulator"}, mended
     velocity = rg.checkerboard(rg.gradient_model({"z": 8, "x": 9}, 10.0, 900.0, 2500.0), 30.0)
     source = {"z": 0.0, "x": 40.0}
     expected = rg.traveltime(velocity, source, radius=2)
