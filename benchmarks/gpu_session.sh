@@ -10,8 +10,8 @@
 #          than one device call allows with the rest, so run it alone or trimmed, e.g.
 #          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
 #   targets  gpu_study.py on the issue-3 targets alone: 1601^2 at radius 3 to 6 (CPU
-#          Dijkstra beside the pull solver, whole call and resident, and precomputed
-#          weights), 256^3 at radius 2, the survey at batch 8
+#          Dijkstra beside the pull solver, whole call and resident, precomputed
+#          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
 # Each part stops after its share of the call (targets 240 s, ab 150 s, tests 120 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT), so one device call of `targets tests ab` (at most 9 minutes with the wheels'
@@ -67,7 +67,7 @@ for part in "${parts[@]}"; do
         study) within python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} \
             --out "$out/gpu_study.json" 2>&1 | tee "$out/gpu-study.log" ;;
         targets) within python3 benchmarks/gpu_study.py --sizes 1601 --radii 3 4 5 6 --n3 256 \
-            --radii3 2 --batches 8 --repeat 2 --solvers pull pull-resident pull-precomputed \
+            --radii3 2 --batches 8 --repeat 2 --solvers pull pull-resident pull-precomputed pipeline \
             --out "$out/gpu_targets.json" 2>&1 | tee "$out/gpu-targets.log" ;;
     esac
     echo "part $part: $(( $(date +%s) - started )) s" | tee -a "$out/parts.log"

@@ -18,7 +18,9 @@ Targets on one H100: 2D 1601^2 radius 5 full field <= 50 ms; 3D 256^3 radius 2 <
 >= 50x the single-thread CPU Dijkstra for radius >= 3 at 1600^2.
 
 It uses only ``raygrid.kernels`` and NumPy, so it runs on a GPU machine without Dask or
-Zarr. Run from the repository root::
+Zarr; where ``raygrid.pipeline`` imports, the ``pipeline`` row times the user's whole call
+(``traveltime(..., backend="cuda")``: the kernel's work plus the pipeline's on the host).
+Run from the repository root::
 
     python benchmarks/gpu_study.py                 # everything (about 10 minutes on an H100)
     python benchmarks/gpu_study.py --quick         # small sizes, a smoke test
@@ -148,6 +150,34 @@ def device_info() -> dict:
     }
 
 
+def pipeline_call(models: dict, slowness, spacing, star, seeds, stats=None, **settings):
+    """The user's whole call, ``raygrid.pipeline.traveltime(..., backend="cuda",
+    predecessors=True)``, on the model as a DataArray: the kernel rows' work plus the
+    pipeline's own on the host (the model's checks, its slowness, the source's seeds, the
+    result's DataArray). ``models`` caches the DataArray of each slowness (built untimed
+    by the warm-up call)."""
+    import xarray as xr
+
+    import raygrid.pipeline as rg
+
+    key = id(slowness)
+    if key not in models:
+        dims = ("z", "x") if slowness.shape[1] == 1 else ("z", "y", "x")
+        values = 1.0 / (slowness[:, 0, :] if len(dims) == 2 else slowness)
+        steps = dict(zip(("z", "y", "x"), spacing))
+        coords = {
+            d: (d, steps[d] * np.arange(n), {"units": "m"}) for d, n in zip(dims, values.shape)
+        }
+        models.clear()  # one model at a time on the host
+        models[key] = xr.DataArray(values, dims=dims, coords=coords, attrs={"units": "m/s"})
+    velocity = models[key]
+    node = np.unravel_index(int(seeds[0][0][0]), slowness.shape)
+    source = {d: float(velocity[d][i]) for d, i in zip(("z", "y", "x"), node) if d in velocity.dims}
+    radius = {d: r for d, r in zip(("z", "y", "x"), star.radius) if d in velocity.dims}
+    result = rg.traveltime(velocity, source, radius=radius, backend="cuda", predecessors=True)
+    return result["traveltime"].values.reshape(1, -1), None
+
+
 def solvers(only=None):
     """The GPU solvers present in this checkout, by name (``only``: a subset of names)."""
     from raygrid.kernels.cuda.pull_solver import PullSolver, solve_pull
@@ -174,6 +204,13 @@ def solvers(only=None):
         found["near-far"] = lambda *a, stats=None, **k: solve_near_far(*a, **k)
     except ImportError:
         pass
+    try:  # Dask, xarray and Zarr: on a GPU machine only with the wheels carried there
+        import raygrid.pipeline  # noqa: F401
+
+        found["pipeline"] = partial(pipeline_call, {})
+    except ImportError as error:
+        if only and "pipeline" in only:
+            print(f"no pipeline row: raygrid.pipeline does not import ({error})", file=sys.stderr)
     return {k: v for k, v in found.items() if not only or k in only}
 
 
@@ -318,7 +355,7 @@ def main(argv=None) -> None:
         "--solvers",
         nargs="*",
         help="subset of pull, pull-resident, pull-precomputed, pull-cooperative, pull-phases, "
-        "near-far",
+        "near-far, pipeline (raygrid.pipeline.traveltime: the user's whole call)",
     )
     args = parser.parse_args(argv)
 
