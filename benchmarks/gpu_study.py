@@ -204,8 +204,9 @@ def solvers(only=None):
         found["near-far"] = lambda *a, stats=None, **k: solve_near_far(*a, **k)
     except ImportError:
         pass
-    try:  # Dask, xarray and Zarr: on a GPU machine only with the wheels carried there
-        import raygrid.pipeline  # noqa: F401
+    try:  # Dask and xarray: on a GPU machine only with the wheels carried there (the
+        # package itself imports lazily, so ask for the module the call runs)
+        import raygrid.pipeline.solve  # noqa: F401
 
         found["pipeline"] = partial(pipeline_call, {})
     except ImportError as error:

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 
 import pytest
+import simulator
 
 # Before anything imports dask (and dask-jobqueue, which writes a config file on import).
 # The folders are made only when none is given, and removed at exit: nothing is left behind
@@ -41,7 +42,6 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(4, psutil.cpu_count(logical=False) or os.cpu_count() or 1))
 
 
-if os.environ["NUMBA_ENABLE_CUDASIM"] == "1":
-    import simulator  # tests/simulator.py (tests/ is on the path: pyproject's pythonpath)
-
-    simulator.mend()
+# tests/simulator.py (tests/ is on the path: pyproject's pythonpath); it mends the simulator
+# only where it is on.
+simulator.mend()
