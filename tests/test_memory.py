@@ -169,7 +169,7 @@ def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):
     with (
         LocalCluster(
             n_workers=1, threads_per_worker=1, processes=True, memory_limit="250MB",
-            host="127.0.0.1", dashboard_address=None,
+            host="127.0.0.1", dashboard_address=":0",  # None still serves HTTP on 8787
         ) as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
