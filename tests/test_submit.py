@@ -219,9 +219,7 @@ def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, mo
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
     monkeypatch.chdir(tmp_path)  # outputs.store is relative to the working directory
     with (
-        LocalCluster(
-            n_workers=1, processes=False, host="127.0.0.1", dashboard_address=":0"
-        ) as cluster_,
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster_,
         Client(cluster_) as client,
     ):
         rg.workflow.run_workflow(rg.workflow.read_workflow(tmp_path / "other.yaml"), client=client)
