@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import errno
+import os
+import sys
+import warnings
 from pathlib import Path
 
-__all__ = ["InputError", "InputWarning", "RunFailed", "full_disk", "missing_file", "other_case"]
+__all__ = [
+    "InputError",
+    "InputWarning",
+    "RunFailed",
+    "full_disk",
+    "missing_file",
+    "other_case",
+    "warn_input",
+]
 
 
 class InputError(ValueError):
@@ -40,6 +51,27 @@ def full_disk(error: BaseException | None) -> str:
 class InputWarning(UserWarning):
     """Input that runs but is probably not what was meant (e.g. a velocity in km/s labelled
     m/s); the CLI prints it as ``warning: ...``."""
+
+
+# raygrid's own source folders (the package maps kernels/ and pipeline/ as its modules):
+# frames there are never the user's line.
+_PACKAGE_FOLDERS = tuple(
+    {
+        str(root / folder) + os.sep
+        for root in (Path(__file__).parent.parent, Path(__file__).resolve().parent.parent)
+        for folder in ("kernels", "pipeline")
+    }
+)
+
+
+def warn_input(message: str) -> None:
+    """Issue an :class:`InputWarning` at the first frame outside raygrid: the user's line
+    that passed the input, however deep in raygrid it was found (a count of frames per
+    call site, as ``stacklevel`` wants, went stale as calls moved)."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2: warn_input's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_FOLDERS):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, InputWarning, stacklevel=level)
 
 
 #: Said with every hint about a dim given in another case (``Z`` for ``z``).

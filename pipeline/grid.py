@@ -6,7 +6,6 @@ only a 3D slowness array in s/m and a spacing in m (docs/method.md section 3).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,7 +17,7 @@ import xarray as xr
 
 from ..kernels import point_box, point_leg_times, segment_time_cpu
 from ..kernels.layout import flat_steps
-from .errors import InputError, InputWarning, other_case
+from .errors import InputError, other_case, warn_input
 from .nodevalues import NodeValues
 
 __all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity", "solved_grid"]
@@ -54,6 +53,9 @@ LOPSIDED_REACH = 2.0
 #: off-node point may be for the straight leg between them to count (:meth:`Grid.direct_leg`):
 #: the zone where their forward-star boxes overlap. Part of every store's fingerprint.
 DIRECT_REACH = 2
+#: How far (relative) a field's time at the node nearest its source may exceed the straight
+#: leg there (:meth:`Grid.located_source`): float32 rounding of the seed, with room.
+SOURCE_RTOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,7 @@ class Grid:
         nodes = self.reach_nodes(point3, radius3)
         if self.on_node(point3):
             return nodes[0], nodes[0] + 1
-        if source3 is not None and self._joined(source3, point3, radius3):
+        if source3 is not None and self.joined(source3, point3, radius3):
             return self.leg_box(point3, np.vstack([nodes, source3]))
         return self.leg_box(point3, nodes)
 
@@ -327,11 +329,53 @@ class Grid:
         (docs/method.md section 4). A source or point on a node is never joined this way:
         the reverse solve reads that node, and reciprocity would break.
         """
-        if not self._joined(source3, point3, radius3):
+        if not self.joined(source3, point3, radius3):
             return None
         return self.segment_time(source3, point3, slowness)
 
-    def _joined(
+    def located_source(
+        self,
+        times: NodeValues,
+        source: Mapping[str, float],
+        slowness: NodeValues | None = None,
+    ) -> np.ndarray:
+        """The recorded ``source`` of the field ``times`` in node units, once checked
+        against the field: its time at the node nearest the source may not exceed the
+        straight leg there, the time the solve seeded it with (:func:`source_seeds`; a
+        search only lowers a seed).
+
+        The position rides beside the times (coordinates or attributes), and xarray does
+        not always keep the two together: ``xr.concat`` of single-source results may keep
+        the first result's position for every source (attributes always, scalar
+        coordinates under its newer defaults). A straight leg from the wrong place then
+        comes out early by up to the time between the two sources, silently; and rays
+        would start there. A model other than the field's is caught here too, where it
+        differs near the source.
+
+        Raises
+        ------
+        InputError
+            If the field's time at that node is later than the leg allows.
+        """
+        source3 = self.to_index(source, "source")
+        node = np.floor(source3 + 0.5).astype(np.int64)  # a corner of its cell: a seed
+        leg = 0.0 if self.on_node(source3) else float(self.leg_times(source3, node, slowness)[0])
+        time = float(times.value(node))
+        # A float32 solve rounds the seed time: half a unit in the last place above leg.
+        if time > leg * (1.0 + SOURCE_RTOL):
+            where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)
+            raise InputError(
+                f"the field's times do not start at its recorded source ({where} "
+                f"{self.length_unit}): {time:.6g} s at the node nearest it, where the "
+                f"straight leg from the source takes {leg:.3g} s. The position belongs to "
+                "another field (xr.concat or merge of several traveltime() results keeps "
+                "one source position for all: solve many sources with "
+                "raygrid.pipeline.traveltimes), or the velocity is not the model the "
+                "field was solved on"
+            )
+        return source3
+
+    def joined(
         self, source3: np.ndarray, point3: np.ndarray, radius3: tuple[int, int, int]
     ) -> bool:
         """Whether :meth:`direct_leg` joins a source and a point."""
@@ -418,13 +462,23 @@ class Grid:
         even spacing).
         """
         radii = dict(zip(("z", "y", "x"), radius3))
-        reach = {d: radii[d] * h for d, h in zip(self.dims, self.spacing)}
+        last = {d: len(self.coords[d]) - 1 for d in self.dims}  # the largest radius allowed
+        # An axis the star spans whole (a model a few nodes thick) cannot be evened by a
+        # radius: it was told to take one the radius check then refused.
+        reach = {d: radii[d] * h for d, h in zip(self.dims, self.spacing) if radii[d] < last[d]}
+        if len(reach) < 2:
+            return None
         longest, shortest = max(reach, key=reach.get), min(reach, key=reach.get)
         ratio = reach[longest] / reach[shortest]
         if ratio < LOPSIDED_REACH:
             return None
         spacing = dict(zip(self.dims, self.spacing))
-        even = {d: max(1, int(np.ceil(reach[longest] / spacing[d] - 1e-9))) for d in self.dims}
+        even = {
+            d: min(last[d], max(1, int(np.ceil(reach[longest] / spacing[d] - 1e-9))))
+            if d in reach
+            else radii[d]
+            for d in self.dims
+        }
         suggested = ", ".join(f"{d}: {even[d]}" for d in self.dims)
         unit = self.length_unit
         return (
@@ -526,6 +580,15 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         raise InputError(
             f"coordinate {dim!r} has units {unit!r}; expected one of {sorted(LENGTH_UNITS)}"
         )
+    positive = velocity.coords[dim].attrs.get("positive")
+    if dim == "z" and isinstance(positive, str) and positive.strip().lower() == "up":
+        # The CF attribute says in so many words what a decreasing z only suggests (below):
+        # an elevation, which read as depth turns the model upside down.
+        raise InputError(
+            "coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's z is "
+            "depth below the model's top, positive down; negate it, e.g. "
+            'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
+        )
     if values.size < 2:
         raise InputError(
             f"dim {dim!r} has {values.size} node(s); a model needs at least 2 per dim"
@@ -553,7 +616,8 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             raise InputError(
                 f"coordinate 'z' decreases ({span}): raygrid's z is depth below the model's "
                 "top, positive down, so an elevation axis must be negated (depth = "
-                '-elevation), e.g. model.assign_coords(z=-model.z).sortby("z"); only depths '
+                "-elevation), e.g. model.assign_coords(z=(-model.z).assign_attrs("
+                'positive="down")).sortby("z"); only depths '
                 'listed deepest first may simply be sorted (model.sortby("z"))'
             )
         raise InputError(
@@ -636,12 +700,10 @@ def _check_values(
         unit = velocity.attrs.get("units")
         slow, fast = PLAUSIBLE_SPEEDS
         if highest * speed_factor < slow or lowest * speed_factor > fast:
-            warnings.warn(
+            warn_input(
                 f"velocities from {float(lowest):g} to {float(highest):g} {unit}: no rock is "
                 f"that {'slow' if highest * speed_factor < slow else 'fast'}; is the model's "
-                "'units' attribute right (m/s or km/s)?",
-                InputWarning,
-                stacklevel=3,
+                "'units' attribute right (m/s or km/s)?"
             )
         return
     first = _first_bad(bad)

@@ -11,7 +11,6 @@ survey's receiver table and a raypath's last leg.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from ..kernels import Star, forward_star
-from .errors import InputError, InputWarning
+from .errors import InputError, warn_input
 from .grid import Grid, solved_grid
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, source_list
@@ -61,8 +60,9 @@ def receiver_times(
 
 
 def _source_of(field: xr.DataArray, dims: tuple[str, ...]) -> dict[str, float] | None:
-    """One source's position: its ``source_*`` coordinates (a survey store's, a
-    ``traveltimes`` result's) or attributes (a ``traveltime`` result's); None if unknown."""
+    """One source's position: its scalar ``source_*`` coordinates (every raygrid
+    result's, one source of a survey store) or attributes (where a single-source result
+    kept it before it was a coordinate, as saved files may still); None if unknown."""
     names = [f"source_{d}" for d in dims]
     if all(name in field.coords and field[name].ndim == 0 for name in names):
         return {d: float(field[f"source_{d}"]) for d in dims}
@@ -130,6 +130,12 @@ def traveltime_at(
     about (points near the source are then reached through nodes). The same rule gives a
     survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
     """
+    if not isinstance(field, (xr.DataArray, xr.Dataset)):
+        raise InputError(
+            f"field must be an xarray.DataArray or Dataset (a raygrid result, or a survey "
+            f"store opened with open_survey), got {type(field).__name__}: its coordinates "
+            "and attributes say where and how it was solved"
+        )
     if isinstance(field, xr.Dataset):
         if "traveltime" not in field:
             stored = (
@@ -180,13 +186,15 @@ def traveltime_at(
         times = NodeValues(one.transpose(*grid.dims).data)
         source = _source_of(one, grid.dims)
         source3 = None if source is None else grid.to_index(source, "source")
+        if source3 is not None and any(grid.joined(source3, p, star.radius) for p in index):
+            # The position is used (a straight leg from it): checked against the field
+            # first. Only then, as it may read a chunk no point needs (a survey store).
+            source3 = grid.located_source(times, source, slowness)
         if source is None and not all(grid.on_node(p) for p in index):
-            warnings.warn(
+            warn_input(
                 "the field records no source position (source_z, ... coordinates or "
                 "attributes): points between nodes near an off-node source are reached "
-                "through nodes, not straight from it",
-                InputWarning,
-                stacklevel=3,
+                "through nodes, not straight from it"
             )
         return receiver_times(grid, star, times, index, one.dtype, slowness, source3)
 

@@ -24,14 +24,13 @@ import csv
 import functools
 import itertools
 import re
-import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
 
-from .errors import LOWER_CASE_DIMS, InputError, InputWarning, missing_file
+from .errors import LOWER_CASE_DIMS, InputError, missing_file, warn_input
 from .yamlfile import FilePath, Strict, schema_error
 
 __all__ = [
@@ -284,13 +283,13 @@ def check_names(values: list[Any], row: Any) -> list[str]:
     return names
 
 
-def warn_ignored_columns(names: list[Any], dims: list[str], where: str, stacklevel: int) -> None:
+def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
     """Warn once about the columns of a table of points that are not model dims.
 
     Station lists carry elevations and more: accepted, but the user must know they are
     not used, above all a height, which some tools read as the position's z. Shared by CSV
-    files and the tables (DataFrame, Dataset, dict of columns) the Python API takes;
-    ``stacklevel`` counts from the caller of this function. The names' column
+    files and the tables (DataFrame, Dataset, dict of columns) the Python API takes. The
+    names' column
     (:func:`name_column`) is used, not ignored.
     """
     used = [*dims, name_column(names)]
@@ -311,7 +310,7 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str, stacklev
             f". raygrid's z is depth below the model's top, positive down; "
             f"{', '.join(map(repr, heights))} {'is' if len(heights) == 1 else 'are'} not used"
         )
-    warnings.warn(message, InputWarning, stacklevel=stacklevel + 1)
+    warn_input(message)
 
 
 def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] | None]:
@@ -363,7 +362,7 @@ def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] 
         raise InputError(f"{where}:{header_line}: the header names {twice[0]!r} twice")
     if len(records) == 1:
         raise InputError(f"{where} has a header but no rows")
-    warn_ignored_columns(names, dims, where, stacklevel=3)  # the caller of resolve_points
+    warn_ignored_columns(names, dims, where)
     column = {d: names.index(d) for d in dims}
     label = name_column(names)
     label_column = None if label is None else names.index(label)

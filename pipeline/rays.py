@@ -151,8 +151,9 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        Along dim ``point``, from the source to the receiver: one coordinate variable per
-        model dim (model units) and ``time``, the traveltime accumulated along the ray (s).
+        Along dim ``point``, from the source to the receiver: a data variable per model
+        dim holding the points' positions (``ray["x"]``, model units) and ``time``, the
+        traveltime accumulated along the ray (s).
         ``attrs["traveltime"]`` is the receiver's traveltime.
 
     Notes
@@ -174,7 +175,11 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     if "source" in result["traveltime"].dims:
         raise InputError("raypath takes one source: pass result.isel(source=i)")
     grid = solved_grid(result["velocity"])  # a lazy model read only along the ray
-    return trace_rays(ray_field(result, grid), [receiver], grid)[0]
+    field = ray_field(result, grid)
+    # The ray starts at the recorded source: checked against the times first (a survey's
+    # own fields and positions, traced by ray_field directly, are written together).
+    grid.located_source(field.times, field.source, field.slowness)
+    return trace_rays(field, [receiver], grid)[0]
 
 
 def trace_rays(

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
@@ -27,7 +26,7 @@ from ..kernels import (
     moser_graph,
     with_weights,
 )
-from .errors import InputError, InputWarning, other_case
+from .errors import InputError, other_case, warn_input
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint
 from .models import constant_model
@@ -41,6 +40,7 @@ __all__ = [
     "Options",
     "check_options",
     "cpu_graph",
+    "source_coords",
     "source_seeds",
     "solve_seeds",
     "resident_solver",
@@ -118,12 +118,12 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool 
     return "cuda"
 
 
-def warn_lopsided(grid: Grid, star: Star, stacklevel: int) -> None:
+def warn_lopsided(grid: Grid, star: Star) -> None:
     """An :class:`InputWarning` when the star is lopsided for the grid's spacing
     (:meth:`Grid.lopsided_star`)."""
     said = grid.lopsided_star(star.radius)
     if said is not None:
-        warnings.warn(said, InputWarning, stacklevel=stacklevel + 1)
+        warn_input(said)
 
 
 def check_flag(name: str, value: Any) -> None:
@@ -195,6 +195,17 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     if grid.on_node(source3):
         return nodes, np.zeros(1)
     return nodes, grid.leg_times(source3, nodes)
+
+
+def source_coords(grid: Grid, sources: Sequence[Mapping] | Mapping) -> dict:
+    """The ``source_<dim>`` coordinates of a result: along ``source`` for a list of
+    sources, scalar for one. Coordinates, not attributes: ``xr.concat`` of single-source
+    results stacks them (attributes it takes from the first result alone), and selecting
+    one source of many leaves the same scalars."""
+    unit = {"units": grid.length_unit}
+    if isinstance(sources, Mapping):
+        return {f"source_{d}": ((), float(sources[d]), unit) for d in grid.dims}
+    return {f"source_{d}": ("source", [float(p[d]) for p in sources], unit) for d in grid.dims}
 
 
 def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
@@ -499,11 +510,17 @@ def source_list(
         lengths = {d: len(column) for d, column in columns.items()}
         if len(set(lengths.values())) > 1:
             raise InputError(f"the {what} table's columns differ in length: {lengths}")
-        if isinstance(points, xr.Dataset):  # its variables, and coordinates but the index
-            names = [*points.data_vars, *(c for c in points.coords if c not in points.indexes)]
+        if isinstance(points, xr.Dataset):
+            # Its variables and coordinates; of its indexes only one that names the points
+            # (stations along a dim "station", as a DataFrame indexed by name), not a row
+            # number.
+            names = [
+                *points.data_vars,
+                *(c for c in points.coords if c not in points.indexes or c in NAME_COLUMNS),
+            ]
         else:
             names = list(points.keys())
-        warn_ignored_columns(names, list(dims), f"the {what} table", stacklevel=3)
+        warn_ignored_columns(names, list(dims), f"the {what} table")
         n = len(columns[dims[0]])
         label = name_column(names)
         labels = None
@@ -660,20 +677,24 @@ def traveltimes(
         raise InputError(
             f"threads must be a positive integer or None (one per core), got {threads!r}"
         )
-    grid = grid_from_velocity(velocity)
+    # The model's dims and coordinates first, its values not yet read: a solve too big
+    # for this machine is refused before the model is copied to float64 slowness (4 GB,
+    # seconds, for 10001 x 50001 nodes), as the sources and options are.
+    grid = grid_from_velocity(velocity, load=False, check_values=False)
     star = forward_star(grid.radius3(radius))
-    warn_lopsided(grid, star, stacklevel=3)
+    warn_lopsided(grid, star)
     points, names = source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source")  # all checked before anything is solved
     repeated = repeated_sources(positions)
     if repeated is not None:
-        warnings.warn(repeated, InputWarning, stacklevel=2)
+        warn_input(repeated)
     options = options.for_sources(len(positions))
 
     check_launchable(grid, star, options)
     _check_memory(grid, star, options, len(positions), threads, predecessors)
+    grid = grid_from_velocity(velocity)
     seeds = []
     for position in positions:
         nodes, times = source_seeds(grid, star, position)
@@ -685,12 +706,7 @@ def traveltimes(
         )
     attrs = solver_attrs(grid, star, options)
     coords = {d: velocity.coords[d] for d in grid.dims}
-    coords.update(
-        {
-            f"source_{d}": ("source", [float(p[d]) for p in points], {"units": grid.length_unit})
-            for d in grid.dims
-        }
-    )
+    coords.update(source_coords(grid, points))
     if names is not None:
         coords["source"] = ("source", np.array(names, dtype=object))
     dims = ("source", *grid.dims)
@@ -787,8 +803,10 @@ def traveltime(
         ``traveltime`` (s) on the velocity's grid (with ``tiles`` and a ``client``: lazy,
         chunked by tile interiors and held by the workers, ready for ``to_zarr``); with
         ``predecessors=True`` a Dataset with ``traveltime``, ``predecessor`` (index into
-        ``star_offset``, -1 at seeds), ``star_offset`` and the ``velocity``. Attributes
-        record the method, radius, weight rule, precision, backend, source and version.
+        ``star_offset``, -1 at seeds), ``star_offset`` and the ``velocity``. Scalar
+        coordinates ``source_<dim>`` give the source's position (so ``xr.concat`` of
+        several results stacks them); attributes record the method, radius, weight rule,
+        precision, backend and version.
 
     Raises
     ------
@@ -811,11 +829,9 @@ def traveltime(
     """
     source = as_table(source)  # a pandas Series names its dims by its index, as in traveltime_at
     if client is not None and tiles is None:  # it was ignored, unsaid
-        warnings.warn(
+        warn_input(
             "client is for tiled solves (tiles=...): without tiles this source is solved "
-            "here, in this process (for many sources on a cluster: raygrid run)",
-            InputWarning,
-            stacklevel=2,
+            "here, in this process (for many sources on a cluster: raygrid run)"
         )
     if tiles is not None:
         from .tiled import traveltime_tiled  # Dask only when asked for
@@ -830,9 +846,6 @@ def traveltime(
         velocity, [source], radius=radius, weights=weights, backend=backend,
         precision=precision, predecessors=predecessors, algorithm=algorithm,
     ).isel(source=0)  # fmt: skip
-    grid_dims = result["traveltime"].dims if predecessors else result.dims
-    result = result.drop_vars([f"source_{d}" for d in grid_dims])
-    result.attrs.update({f"source_{d}": float(source[d]) for d in grid_dims})
     if predecessors:
         result["traveltime"].attrs = dict(result.attrs)
     return result

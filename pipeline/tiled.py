@@ -21,6 +21,7 @@ from .solve import (
     Options,
     check_launchable,
     solver_attrs,
+    source_coords,
     source_seeds,
     warn_lopsided,
     with_predecessors,
@@ -156,7 +157,7 @@ def traveltime_tiled(
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     if not checked:
-        warn_lopsided(grid, star, stacklevel=4)  # the caller of traveltime
+        warn_lopsided(grid, star)
     geometry = tiled_geometry(tiles, grid, star, options)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
     data = grid.velocity.data
@@ -181,7 +182,6 @@ def traveltime_tiled(
             times = active.compute(times, sync=True)
 
     attrs = solver_attrs(grid, star, options)
-    attrs.update({f"source_{d}": float(source[d]) for d in grid.dims})
     attrs.update(
         {f"tiles_{d}": t for d, t in zip(("z", "y", "x"), geometry.tile) if d in grid.dims}
     )
@@ -189,7 +189,7 @@ def traveltime_tiled(
     field = xr.DataArray(
         times,
         dims=grid.dims,
-        coords={d: velocity.coords[d] for d in grid.dims},
+        coords={**{d: velocity.coords[d] for d in grid.dims}, **source_coords(grid, source)},
         name="traveltime",
         attrs=attrs,
     )

@@ -17,7 +17,6 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,7 +37,7 @@ from pydantic import (
 
 from ..kernels import Star, forward_star
 from .cluster import AnyConfig, read_cluster
-from .errors import InputError, InputWarning
+from .errors import InputError, warn_input
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity
 from .io import load_velocity
@@ -420,7 +419,7 @@ def _notes(workflow: Workflow, indices: dict[str, np.ndarray], grid: Grid, star:
             ))  # fmt: skip
     for location, message in notes:
         located = str(_located(workflow, location, InputError(message)))
-        warnings.warn(located, InputWarning, stacklevel=3)  # the caller of prepare_workflow
+        warn_input(located)
 
 
 def workflow_cluster(workflow: Workflow, cluster: str | Path | None = None) -> AnyConfig:

@@ -275,3 +275,24 @@ def test_a_velocity_decreasing_with_depth_has_the_same_bound():
     # Where the velocity would reach zero there is no time.
     with pytest.raises(InputError, match=r"v\(z\) = 4000 - 3.5 z is not positive at a point"):
         gradient_traveltime(source, {"z": np.array([2000.0]), "x": np.array([0.0])}, 4000.0, -3.5)
+
+
+def test_the_analytic_time_holds_for_gentle_gradients():
+    # arccosh(1 + x) rounded a small x away: 0 s at g = 1e-9 1/s, 1 % late at 1e-7. The
+    # time tends to the straight ray's d / v (to second order in g d / v) and is smooth in g.
+    source = {"z": 0.0, "x": 0.0}
+    points = {"z": np.array([0.0, 500.0]), "x": np.array([1000.0, 300.0])}
+    straight = np.hypot(points["z"], points["x"]) / 1000.0
+    for gradient in (1e-12, 1e-9, 1e-7, -1e-7):
+        np.testing.assert_allclose(
+            gradient_traveltime(source, points, 1000.0, gradient), straight, rtol=1e-7
+        )
+    # Where 1 + x is exact the two forms agree.
+    x = 0.5**2 * 1e6 / (2 * 1000.0 * 1000.0)
+    assert gradient_traveltime(source, points, 1000.0, 0.5)[0] == pytest.approx(
+        np.arccosh(1 + x) / 0.5, rel=1e-15
+    )
+    with pytest.raises(InputError, match=r"same coordinates, z among them: got \['x'\] and"):
+        gradient_traveltime({"x": 0.0}, {"x": np.array([1.0])}, 1000.0, 0.5)
+    with pytest.raises(InputError, match=r"got \['x', 'z'\] and \['x', 'y', 'z'\]"):
+        gradient_traveltime(source, {**points, "y": points["x"]}, 1000.0, 0.5)

@@ -21,6 +21,7 @@ from raygrid.pipeline import (
     grid_from_velocity,
     layered_model,
     load_velocity,
+    traveltime,
     traveltime_at,
     traveltimes,
 )
@@ -296,10 +297,31 @@ def test_a_decreasing_z_says_to_negate_an_elevation():
     text = str(error.value)
     assert "coordinate 'z' decreases (from 0 to -40 m)" in text
     assert "z is depth below the model's top, positive down" in text
-    assert 'negated (depth = -elevation), e.g. model.assign_coords(z=-model.z).sortby("z")' in text
+    advice = 'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
+    assert f"negated (depth = -elevation), e.g. {advice}" in text
     # The advice given works: the negated model is valid and the right way up.
-    fixed = grid_from_velocity(elevation.assign_coords(z=-elevation.z).sortby("z"))
+    fixed = grid_from_velocity(eval(advice, {"model": elevation}))
     assert fixed.origin[0] == 0.0 and fixed.spacing[0] == 10.0
+
+
+def test_a_z_marked_positive_up_is_an_elevation_refused():
+    # An increasing elevation (-40 to 0 m, CF positive: "up") was read as depth: the model
+    # upside down, without a word.
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    up = {"units": "m", "positive": "up"}
+    elevation = velocity.assign_coords(z=("z", np.arange(-4, 1) * 10.0, up))
+    with pytest.raises(InputError) as error:
+        grid_from_velocity(elevation)
+    advice = 'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
+    assert str(error.value) == (
+        "coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's z is depth "
+        f"below the model's top, positive down; negate it, e.g. {advice}"
+    )
+    fixed = grid_from_velocity(eval(advice, {"model": elevation}))
+    assert fixed.origin[0] == 0.0 and fixed.spacing[0] == 10.0
+    # CF's "down" (a depth) and the attribute on another axis are as before.
+    grid_from_velocity(velocity.assign_coords(z=velocity.z.assign_attrs(positive="Down")))
+    grid_from_velocity(velocity.assign_coords(x=velocity.x.assign_attrs(positive="up")))
 
 
 def test_a_decreasing_x_is_still_to_be_sorted():
@@ -539,3 +561,50 @@ def test_yaml_as_written_elsewhere_exponents_merge_keys_and_home(tmp_path, monke
     path.write_text(SMALL + "compute: {tiles: {}}\n")
     with pytest.raises(InputError, match="compute.tiles: Dictionary should have at least 1 item"):
         read_workflow(path)
+
+
+def _lopsided():
+    # 10 m along z and 80 m along x at one radius: the star reaches 8 times further in x.
+    velocity = constant_model({"z": 41, "x": 6}, 10.0)
+    return velocity.assign_coords(x=("x", np.arange(6) * 80.0, {"units": "m"}))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: traveltimes(_lopsided(), [{"z": 0.0, "x": 0.0}], radius=2),
+        lambda: traveltime(_lopsided(), {"z": 0.0, "x": 0.0}, radius=2),
+        lambda: traveltime(
+            constant_model({"z": 5, "x": 6}, 10.0).assign_attrs(units="km/s"), {"z": 0, "x": 0}
+        ),
+        lambda: traveltime(constant_model({"z": 5, "x": 6}, 10.0), {"z": 0, "x": 0}, client=1),
+        lambda: traveltime_at(
+            traveltime(
+                constant_model({"z": 5, "x": 6}, 10.0), {"z": 0.5, "x": 0.5}, radius=2
+            ).drop_vars(["source_z", "source_x"]),
+            {"z": 1.5, "x": 1.5},
+            velocity=constant_model({"z": 5, "x": 6}, 10.0),
+        ),
+    ],
+    ids=["lopsided-traveltimes", "lopsided-traveltime", "units", "client", "no-source"],
+)
+def test_input_warnings_point_at_the_users_line(call):
+    # Each site counted its own stacklevel, and traveltimes' lopsided warning pointed one
+    # frame above the caller; now the first frame outside raygrid is taken, however deep.
+    with pytest.warns(InputWarning) as record:
+        call()
+    assert [r.filename for r in record] == [__file__] * len(record)
+
+
+def test_an_axis_the_star_spans_whole_is_not_called_lopsided():
+    # A 3D model two nodes thick in y: radius 1 there reaches all of it. The warning told
+    # the user to take y: 3, which the radius check then refused.
+    grid = grid_from_velocity(constant_model({"z": 21, "y": 2, "x": 21}, 10.0))
+    assert grid.lopsided_star((3, 1, 3)) is None
+    wide = constant_model({"z": 21, "y": 2, "x": 21}, 10.0)
+    wide = grid_from_velocity(wide.assign_coords(x=("x", np.arange(21) * 40.0, {"units": "m"})))
+    said = wide.lopsided_star((3, 1, 3))
+    assert "120 m along x but only 30 m along z" in said
+    assert said.endswith("radius: {z: 12, y: 1, x: 3}")
+    # A suggestion never exceeds the model: z has 21 nodes, so at most 20.
+    assert wide.lopsided_star((1, 1, 6)).endswith("radius: {z: 20, y: 1, x: 6}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 import yaml
 
 import raygrid.pipeline as rg
@@ -87,7 +88,10 @@ def test_bad_lookups_are_clear(model, tables):
     # straight from it: said, not silent.
     one = rg.traveltime(model, {"z": 5.5, "y": 3.3, "x": 7.1}, radius=3)
     with pytest.warns(rg.InputWarning, match="records no source position"):
-        traveltime_at(one.drop_attrs(), {"z": 6.5, "y": 3.3, "x": 7.1}, velocity=model, radius=3)
+        traveltime_at(
+            one.drop_vars(["source_z", "source_y", "source_x"]).drop_attrs(),
+            {"z": 6.5, "y": 3.3, "x": 7.1}, velocity=model, radius=3,
+        )  # fmt: skip
     with pytest.raises(InputError, match="points table has no column"):
         traveltime_at(tables, {"z": [0.0], "x": [1.0]})
     # A store kept without fields (outputs.fields: false) is named as such.
@@ -118,6 +122,82 @@ def test_a_field_is_read_only_on_the_grid_it_was_solved_on(model, tables):
             rg.raypath(part, {"z": 1000.0, "y": 1000.0, "x": 1000.0})
         with pytest.raises(InputError, match="thinned or cropped field"):
             traveltime_at(part, {"z": 1000.0, "y": 1000.0, "x": 1000.0})
+
+
+CLOSE = [{"z": 3.3, "x": 101.7}, {"z": 5.5, "x": 503.3}]  # off-node, 400 m apart
+NEAR_FIRST = {"z": 20.5, "x": 110.2}  # within reach of the first: a straight leg from it
+
+
+def test_single_source_results_stack_with_their_own_positions():
+    # The position was an attribute: xr.concat kept the first result's for every source,
+    # and the second source's time near the first came out 20 times early, silently.
+    model = rg.constant_model({"z": 41, "x": 61})
+    stacked = xr.concat([rg.traveltime(model, s, radius=4) for s in CLOSE], dim="source")
+    together = rg.traveltimes(model, CLOSE, radius=4)
+    np.testing.assert_array_equal(stacked["source_x"], [101.7, 503.3])
+    np.testing.assert_array_equal(
+        traveltime_at(stacked, NEAR_FIRST, velocity=model).values,
+        traveltime_at(together, NEAR_FIRST, velocity=model).values,
+    )
+    with in_process_client() as client:
+        tiled = rg.traveltime(model, CLOSE[1], radius=4, tiles={"z": 21, "x": 31}, client=client)
+        tiled = tiled.compute()
+    assert float(tiled["source_x"]) == 503.3 and "source_x" not in tiled.attrs
+
+
+@pytest.mark.parametrize("how", ["first position", "old attributes"])
+def test_a_field_whose_recorded_source_is_another_fields_is_refused(how):
+    # xarray's newer concat defaults (coords="minimal", compat="override") and results
+    # saved with the position as attributes both give every source the first position.
+    model = rg.constant_model({"z": 41, "x": 61})
+    results = [rg.traveltime(model, s, radius=4, predecessors=True) for s in CLOSE]
+    if how == "old attributes":
+        names = ["source_z", "source_x"]
+        for k, r in enumerate(results):
+            position = {n: float(r[n]) for n in names}
+            results[k] = r.drop_vars(names).assign_attrs(position)
+            results[k]["traveltime"].attrs.update(position)
+        stacked = xr.concat(results, dim="source")
+    else:
+        with xr.set_options(use_new_combine_kwarg_defaults=True):
+            stacked = xr.concat(results, dim="source")
+        assert float(stacked.isel(source=1)["source_x"]) == 101.7  # what it guards against
+    with pytest.raises(InputError, match=r"times do not start at its recorded source \(z=3.3, x"):
+        traveltime_at(stacked["traveltime"], NEAR_FIRST, velocity=model)
+    with pytest.raises(InputError, match="xr.concat or merge of several traveltime"):
+        rg.raypath(stacked.isel(source=1), {"z": 390.0, "x": 595.0})
+    # The first source's own field and position agree: its rays and times are as solved.
+    first = stacked.isel(source=0)
+    ray = rg.raypath(first, NEAR_FIRST)
+    assert ray.attrs["traveltime"] == float(traveltime_at(first, NEAR_FIRST))
+
+
+def test_a_model_other_than_the_fields_near_its_source_is_refused():
+    model = rg.constant_model({"z": 41, "x": 61})
+    field = rg.traveltime(model, CLOSE[0], radius=4)
+    with pytest.raises(InputError, match="or the velocity is not the model the field was"):
+        traveltime_at(field, NEAR_FIRST, velocity=model * 2.0)
+    # Far from the source the position is not used, nor read: no check, no cost.
+    traveltime_at(field, {"z": 390.5, "x": 590.5}, velocity=model * 2.0)
+    with pytest.raises(InputError, match="field must be an xarray.DataArray or Dataset"):
+        traveltime_at(field.values, NEAR_FIRST, velocity=model)
+
+
+def test_the_source_check_passes_every_solved_field():
+    # The bound it checks, t(nearest node) <= the straight leg, holds with room to spare
+    # for float32 (seeds rounded) and a source on a node (t = 0 there), in 2D and 3D.
+    for shape, source in [
+        ({"z": 21, "x": 23}, {"z": 13.7, "x": 61.1}),
+        ({"z": 21, "x": 23}, {"z": 10.0, "x": 60.0}),
+        ({"z": 9, "y": 11, "x": 10}, {"z": 23.3, "y": 50.0, "x": 41.9}),
+    ]:
+        model = rg.gradient_model(shape, 10.0, 1500.0, 3000.0)
+        for precision in ("float64", "float32"):
+            field = rg.traveltime(model, source, radius=2, precision=precision)
+            grid = rg.grid.solved_grid(model)
+            values = rg.nodevalues.NodeValues(field.transpose(*grid.dims).values)
+            located = grid.located_source(values, source)
+            np.testing.assert_array_equal(located, grid.to_index(source, "source"))
 
 
 def _survey_store(tmp_path, receivers, **compute):

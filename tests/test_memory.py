@@ -18,7 +18,7 @@ import raygrid.pipeline.solve as solve_module
 from raygrid.kernels import forward_star
 from raygrid.pipeline.cluster import worker_info
 from raygrid.pipeline.errors import InputError
-from raygrid.pipeline.grid import grid_from_velocity
+from raygrid.pipeline.grid import Grid, grid_from_velocity
 from raygrid.pipeline.memory import footprint
 from raygrid.pipeline.workflow import read_workflow, run_workflow
 
@@ -118,6 +118,9 @@ def test_a_solve_too_large_is_refused_before_it_starts(monkeypatch):
 
     with monkeypatch.context() as patched:
         patched.setattr(solve_module, "solve_seeds", never)
+        # Refused before the model is read into float64 slowness: that copy alone took
+        # 4 GB and seconds at 10001 x 50001 nodes before the refusal came.
+        patched.setattr(Grid, "slowness_of", never)
         with pytest.raises(InputError) as error:
             rg.traveltimes(velocity, sources, radius=3, threads=2)
     message = str(error.value)

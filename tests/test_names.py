@@ -42,9 +42,11 @@ ZS, XS, AB = [0.0, 20.0], [50.0, 130.0], ["A", "B"]
         pd.DataFrame({"z": ZS, "x": XS}, index=pd.Index(AB, name="station")),
         {"station": AB, "z": ZS, "x": XS},
         xr.Dataset({"z": ("s", ZS), "x": ("s", XS)}, coords={"name": ("s", AB)}),
+        # Stations along a dim of their own, its index the names: they were dropped.
+        xr.Dataset({"z": ("station", ZS), "x": ("station", XS)}, coords={"station": AB}),
         [{"name": "A", **POINTS[0]}, {"name": "B", **POINTS[1]}],
     ],
-    ids=["column", "index", "dict", "dataset", "mappings"],
+    ids=["column", "index", "dict", "dataset", "dataset-index", "mappings"],
 )
 def test_named_sources_are_the_source_coordinate(sources):
     unnamed = rg.traveltimes(VELOCITY, POINTS)
