@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .errors import InputError, InputWarning, RunFailed, full_disk
+from .errors import InputError, InputWarning, RunFailed, full_disk, run_again
 from .version import __version__
 
 __all__ = ["main"]
@@ -102,7 +102,7 @@ def _kept(store: str | Path, pictures: bool = True) -> str:
     workflow draws some)."""
     from .store import open_store
 
-    again = "run the same command again (without --overwrite)"
+    again = f"{run_again()} (without --overwrite)"
     try:
         state = open_store(store)
     except Exception:  # a store stopped while it was made: zarr raises several kinds
@@ -158,9 +158,16 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         # atexit hook), printing a traceback: the store is safe, so the rest is not stopped.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        from .interrupts import stopping_signal
-
-        stopped_by = stopping_signal()
+        # Not imported again: stopped during the imports above, Python dropped the half-made
+        # module, and importing it here met Dask half-imported (AttributeError: module
+        # 'dask' has no attribute 'utils'). Then it was Ctrl-C: SIGTERM stops a process
+        # without an exception until interrupts_kept handles it.
+        interrupts = sys.modules.get(f"{__package__}.interrupts")
+        stopped_by = (
+            interrupts.stopping_signal()
+            if hasattr(interrupts, "stopping_signal")
+            else int(signal.SIGINT)
+        )
         store = spec.outputs.store if spec is not None else None
         if old is not None and _identity(store) == old:
             said = f"{store} was not replaced: the old store is as it was"
@@ -253,6 +260,12 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     from .submit import submit_workflow
 
     job = submit_workflow(workflow, cluster, dry_run=dry_run, overwrite=overwrite)
+    if job is None:
+        click.echo(
+            f"{workflow}: its store is complete already: no job submitted (--overwrite "
+            "solves it again)"
+        )
+        return
     click.echo(f"batch script: {job.script}")
     if job.job_id is None:
         click.echo(f"dry run: submit it with `{job.submit_command}`")

@@ -15,6 +15,8 @@ __all__ = [
     "full_disk",
     "missing_file",
     "other_case",
+    "run_again",
+    "RESUME_ENV",
     "warn_input",
 ]
 
@@ -36,14 +38,26 @@ class RunFailed(RuntimeError):
     and how to go on."""
 
 
+#: The environment variable through which a batch job (``raygrid submit``'s script) tells
+#: the ``raygrid run`` inside it what resumes it: the job's own command names a scheduler
+#: that ends with the job.
+RESUME_ENV = "RAYGRID_RESUME"
+
+
+def run_again() -> str:
+    """What to do to resume a stopped run: run the same command again, or inside a submitted
+    job what its script says (:data:`RESUME_ENV`)."""
+    return os.environ.get(RESUME_ENV) or "run the same command again"
+
+
 def full_disk(error: BaseException | None) -> str:
     """What to do about ``error`` if it is a full disk or quota (``ENOSPC``, ``EDQUOT``),
     as a parenthesis to append to its message, else ``""``: zarr's chunk writes name no
     file, so the error alone says what failed, not what to do."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return (
-            " (the disk or quota is full: free some space, then run the same command again; "
-            "a run keeps what it finished and resumes)"
+            f" (the disk or quota is full: free some space, then {run_again()}; a run "
+            "keeps what it finished and resumes)"
         )
     return ""
 

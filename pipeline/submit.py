@@ -29,7 +29,7 @@ import numpy as np
 import yaml
 
 from .cluster import JobQueueConfig, memory_bytes, read_cluster
-from .errors import InputError
+from .errors import RESUME_ENV, InputError
 from .memory import footprint
 from .store import check_store, store_path, tidy_siblings
 from .survey import store_spec
@@ -268,13 +268,21 @@ def batch_script(
     workdir: Path,
     overwrite: bool,
     driver: int = DRIVER_BYTES,
+    resume: str | None = None,
 ) -> str:
     """The batch script running ``workflow`` on an allocation described by ``config``.
 
     ``directory`` holds the job's files; ``workdir`` is where ``raygrid run`` runs (the
     workflow's relative paths are relative to it); ``driver`` is the memory the scheduler
     and the client need on the first node besides the workers (:func:`driver_bytes`),
-    asked of every node since the batch systems' memory requests are per node.
+    asked of every node since the batch systems' memory requests are per node;
+    ``resume``, what resumes the run once the job has stopped (said by the run's messages,
+    :data:`~.errors.RESUME_ENV`).
+
+    With ``overwrite`` only the job's first start replaces the store: a job the batch
+    system starts again (requeued after a preemption or a lost node, same job, same
+    script) resumes the store its first start made. Every start ran ``--overwrite``, and
+    a requeued job deleted the sources it had finished.
     """
     scheduler_file = directory / "scheduler.json"
     header = (_slurm_header if config.cluster == "slurm" else _pbs_header)(
@@ -284,9 +292,8 @@ def batch_script(
         _python(config), "-m", "raygrid.pipeline.cli", "run", str(workflow),
         "--cluster", str(directory / "scheduler.yaml"), "--no-progress",
     ]  # fmt: skip
-    if overwrite:
-        run.append("--overwrite")
     quoted_dir = shlex.quote(str(directory))
+    started = shlex.quote(str(directory / "started"))
     lines = ["#!/usr/bin/env bash", *header, ""]
     lines += [
         f"# Written by raygrid submit: runs {workflow} on this job's allocation.",
@@ -294,6 +301,7 @@ def batch_script(
         "set -euo pipefail",
         *_prologue(config),
         f"cd {shlex.quote(str(workdir))}",
+        *([f"export {RESUME_ENV}={shlex.quote(resume)}"] if resume else []),
         f"rm -f {shlex.quote(str(scheduler_file))}",
         f"{_join(_scheduler_command(config, scheduler_file))} > {quoted_dir}/scheduler.log 2>&1 &",
         "scheduler=$!",
@@ -315,9 +323,18 @@ def batch_script(
         "workers=$!",
         "# The workers and the scheduler end with the run, whatever its outcome.",
         'trap \'kill "$workers" "$scheduler" 2>/dev/null || true; wait\' EXIT',
-        _join(run),
-        "",
     ]
+    if overwrite:
+        lines += [
+            "# --overwrite on this job's first start only: started again (requeued), it",
+            "# resumes the store its first start made instead of deleting it.",
+            f"overwrite=--overwrite; [ ! -e {started} ] || overwrite=",
+            f"touch {started}",
+            f"{_join(run)} $overwrite",
+        ]
+    else:
+        lines += [_join(run)]
+    lines += [""]
     return "\n".join(lines)
 
 
@@ -328,8 +345,9 @@ def submit_workflow(
     dry_run: bool = False,
     overwrite: bool = False,
     workdir: str | Path | None = None,
-) -> Job:
-    """Write the job's files and, unless ``dry_run``, submit it (``sbatch`` or ``qsub``).
+) -> Job | None:
+    """Write the job's files and, unless ``dry_run``, submit it (``sbatch`` or ``qsub``);
+    ``None``, with nothing written or submitted, when the store is complete already.
 
     Everything the job's ``raygrid run`` would refuse is refused here, before a job waits
     in the queue for it: the workflow checked against its model as ``raygrid validate``
@@ -361,10 +379,14 @@ def submit_workflow(
     gpu = config.gpus_per_worker > 0
     prepared = prepare_workflow(spec, here=False, values=resumed, gpu=gpu)
     store = store_spec(prepared)
-    check_store(
+    state = check_store(
         replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,
         workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
     )  # fmt: skip
+    if state is not None and state.complete and not state.lost:
+        # Its job would only say so, after waiting in the queue for its allocation (two
+        # nodes and eight GPUs, for slurm-gpu.yaml).
+        return None
     tool = SUBMIT[config.cluster]
     if not dry_run and shutil.which(tool) is None:
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
@@ -393,6 +415,8 @@ def submit_workflow(
     text = batch_script(
         workflow.resolve(), config, directory, workdir=workdir, overwrite=overwrite,
         driver=driver_bytes(prepared),
+        resume=f"submit the job again (raygrid submit {shlex.quote(str(workflow.resolve()))} "
+        f"--cluster {shlex.quote(str(Path(cluster).resolve()))}, in {workdir})",
     )  # fmt: skip
     script.write_text(text)
     script.chmod(0o755)

@@ -36,7 +36,7 @@ from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
 from .cluster import LocalConfig, connect, worker_info
-from .errors import InputError, RunFailed, full_disk
+from .errors import InputError, RunFailed, full_disk, run_again
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .integrity import listed_sources
@@ -645,7 +645,7 @@ def _failure(which: str, error: BaseException | None, client: Any = None) -> Exc
     ``client``, a scheduler it lost is said as such (every task is cancelled then)."""
     if isinstance(error, InputError | RunFailed):
         return error
-    resume = "finished sources are kept in the store: run again to resume"
+    resume = f"finished sources are kept in the store: {run_again()} to resume"
     if client is not None and client.status != "running":
         # The scheduler went away (stopped, its node lost): every task is cancelled at
         # once, which is not a worker dying of memory.

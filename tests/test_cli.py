@@ -607,3 +607,78 @@ def test_an_overwrite_stopped_says_whether_the_old_store_was_replaced(
         )
     else:
         assert said == "interrupted: out/survey.zarr was not replaced: the old store is as it was"
+
+
+def test_ctrl_c_during_the_first_imports_says_nothing_was_written(tmp_path, monkeypatch):
+    # Ctrl-C 0.2 s after `raygrid run` started (2 runs in 16) cut the imports short; the
+    # handler imported the module again and met Dask half-imported: a traceback ending
+    # "AttributeError: module 'dask' has no attribute 'utils'", status 1.
+    import importlib.abc
+
+    from click.testing import CliRunner
+
+    from raygrid.pipeline.cli import main
+
+    class Interrupted(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "raygrid.pipeline.interrupts":
+                raise KeyboardInterrupt
+            return None
+
+    survey_dir(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "raygrid.pipeline.interrupts", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = CliRunner().invoke(main, ["run", "survey.yaml"])
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == "interrupted: nothing was written"
+    assert not (tmp_path / "out").exists()
+
+
+def test_submit_on_a_complete_store_submits_nothing(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from raygrid.pipeline import submit
+    from raygrid.pipeline.cli import main
+
+    monkeypatch.setattr(submit, "submit_workflow", lambda *args, **kwargs: None)
+    result = CliRunner().invoke(main, ["submit", "w.yaml", "--cluster", "c.yaml"])
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        "w.yaml: its store is complete already: no job submitted (--overwrite solves it again)\n"
+    )
+
+
+def test_a_run_inside_a_submitted_job_says_to_submit_it_again(tmp_path, monkeypatch):
+    # Its own command names the job's scheduler, gone with the job: "run the same command
+    # again" sent users to it.
+    from click.testing import CliRunner
+
+    from raygrid.pipeline import workflow
+    from raygrid.pipeline.cli import main
+
+    survey_dir(tmp_path)
+    (tmp_path / "out" / "survey.zarr").mkdir(parents=True)
+
+    def stopped(spec, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workflow, "run_workflow", stopped)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAYGRID_RESUME", "submit the job again (raygrid submit w.yaml ...)")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = CliRunner().invoke(main, ["run", "survey.yaml"])
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == (
+        "interrupted: the sources finished so far are in out/survey.zarr; submit the job "
+        "again (raygrid submit w.yaml ...) (without --overwrite) to resume"
+    )

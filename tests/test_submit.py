@@ -92,8 +92,13 @@ def test_slurm_script(tmp_path):
         'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" --cpus-per-task=1 '
         "--gpus-per-task=1 \\", "distributed.cli.dask_worker",
         f"raygrid.pipeline.cli run {workflow}", "trap ",
+        # What the run's messages say resumes it: not its own command, whose scheduler
+        # ends with the job.
+        f"export RAYGRID_RESUME='submit the job again (raygrid submit {workflow} --cluster "
+        f"{cluster}, in {tmp_path})'",
     ):  # fmt: skip
         assert line in text, line
+    assert "overwrite" not in text
     assert text.index("module load cuda") < text.index("dask_scheduler") < text.index("srun")
     assert subprocess.run(["bash", "-n", str(job.script)]).returncode == 0
     scheduler = yaml.safe_load((job.directory / "scheduler.yaml").read_text())
@@ -295,6 +300,41 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     assert dataset.attrs["complete"] is True
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
+
+
+def _job_field(job_id: str, field: str) -> str:
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True)
+    return shown.stdout.split(f"{field}=")[1].split()[0] if f"{field}=" in shown.stdout else "?"
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_a_requeued_overwrite_job_resumes_the_store_its_first_start_made(tmp_path):
+    # Every start of the job ran --overwrite: SLURM starting it again (a preemption, a lost
+    # node; here scontrol requeue) deleted the sources it had finished and began again.
+    workflow, cluster = setup(tmp_path)
+    store = tmp_path / "out" / "survey.zarr"
+    job = submit_workflow(workflow, cluster, workdir=tmp_path, overwrite=True)
+    assert _wait_for_job(job.job_id) == "COMPLETED"
+    made = store.stat().st_ino  # the store the first start made
+    subprocess.run(["scontrol", "requeue", job.job_id], check=True)
+    # SLURM holds a requeued job back two minutes (its begin time): started now.
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=True)
+    deadline = time.monotonic() + 180
+    while _job_field(job.job_id, "Restarts") != "1" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    state = _wait_for_job(job.job_id)
+    logs = "\n".join(p.read_text() for p in job.directory.glob("*.out"))
+    assert state == "COMPLETED", logs
+    assert "is complete already" in logs, logs  # the second start resumed, found it done
+    assert store.stat().st_ino == made
+    np.testing.assert_array_equal(
+        xr.open_zarr(store, consolidated=False)["traveltime"].values, _expected().values
+    )
+    # A complete store: nothing to submit, nothing written (a job would only say so).
+    jobs = set((tmp_path / "jobs").iterdir())
+    assert submit_workflow(workflow, cluster, workdir=tmp_path) is None
+    assert set((tmp_path / "jobs").iterdir()) == jobs
 
 
 @pytest.mark.slurm
