@@ -72,9 +72,33 @@ def _names(dataset: xr.Dataset, what: str) -> str:
     return f", named {names[0]}" + (f" ... {names[-1]}" if len(names) > 1 else "")
 
 
+#: Times :func:`describe` reads a store that changes under it before it gives up.
+READS = 3
+
+
 def describe(path: str | Path, *, workflow: bool = False) -> str:
-    """A text summary of a store: workflow, method, sources done, variables and sizes."""
-    path = Path(path)
+    """A text summary of a store: workflow, method, sources done, variables and sizes.
+
+    A run finishing the store meanwhile removes files this reads (each source's ray
+    parts, once the rays are assembled): read again, up to :data:`READS` times. It failed
+    with a bare ``[Errno 2] No such file or directory: '.../ray_parts/0000104'``.
+    """
+    read = 1
+    while True:
+        try:
+            return _describe(Path(path), workflow)
+        except FileNotFoundError:
+            if not Path(path).exists():
+                raise  # gone for good (overwritten, deleted): said as such by the caller
+            if read == READS:
+                raise InputError(
+                    f"{path} changed while it was read, {READS} times: a run is writing it; "
+                    "look again once it has finished"
+                ) from None
+            read += 1
+
+
+def _describe(path: Path, workflow: bool) -> str:
     dataset, state, damaged, lost = _read(path)
     attrs = dataset.attrs
     lost = np.flatnonzero(lost)

@@ -133,7 +133,7 @@ def load_velocity(
     *,
     units: str | None = None,
     spacing: float | Mapping[str, float] | None = None,
-    origin: Mapping[str, float] | None = None,
+    origin: float | Mapping[str, float] | None = None,
     length_unit: str | None = None,
     dims: tuple[str, ...] | None = None,
 ) -> xr.DataArray:
@@ -151,9 +151,9 @@ def load_velocity(
         does not read; refused where the file's are another size of unit (it is not a
         conversion: km/s for a file in m/s).
     spacing, origin, dims
-        Grid of a ``.npy`` array, which has no coordinates: node spacing (one or per dim),
-        first coordinate per dim (default 0) and dim names in the array's axis order
-        (default ``("z", "x")`` or ``("z", "y", "x")`` by rank).
+        Grid of a ``.npy`` array, which has no coordinates: node spacing and first
+        coordinate (default 0), each one for all dims or per dim, and dim names in the
+        array's axis order (default ``("z", "x")`` or ``("z", "y", "x")`` by rank).
     length_unit : {"m", "km"}, optional
         Unit of a ``.npy`` array's spacing and origin (default m), or of a Zarr or NetCDF
         model's coordinates that have no ``units`` attribute (or one raygrid does not read);
@@ -221,7 +221,7 @@ def load_velocity(
         if len(dims) != values.ndim or len(set(dims)) != len(dims):
             raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")
         step = per_dim(spacing, dims, f"{path}: spacing")
-        start = per_dim(origin or {}, dims, f"{path}: origin", default=0.0)
+        start = per_dim({} if origin is None else origin, dims, f"{path}: origin", default=0.0)
         for d in dims:
             real_number(step[d], f"{path}: spacing {d}", positive=True)
             real_number(start[d], f"{path}: origin {d}")

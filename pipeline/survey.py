@@ -455,6 +455,20 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     sources = min(compute.batch, spec.n_sources)  # in one task
     task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
     fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    # Named as what it is: with precomputed weights those are most of it (749 of 841 MiB
+    # at 1001 x 2001 radius 6), and "the model" alone sent users to shrink the wrong thing.
+    held_once = "the model" + (" and its CPU graph" if options.backend == "cpu" else "")
+    if options.precompute:
+        held_once += " with precomputed weights"
+    # Only what would lower the need here: a smaller batch did not, without precompute.
+    hints = ["give workers more memory (memory_limit in the cluster file)"]
+    if options.precompute:
+        hints.append("precompute: false")
+    if sources > 1:
+        hints.append("a smaller compute.batch")
+    if options.precision == "float64":
+        hints.append("precision float32")
+    hints.append("compute.tiles")
     for address, worker in worker_info(client).items():
         limit = worker.get("memory_limit") or 0
         if not limit:
@@ -466,14 +480,14 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
         check_fits(
             model + tasks * task,
             int(limit * fraction) - max(held, WORKER_BYTES),
-            f"each worker (the model {format_bytes(model)}, then {tasks} task(s) at once, "
-            f"each of {sources} source(s) on {shape} nodes)",
+            f"each worker ({held_once} {format_bytes(model)}, then {tasks} task(s) at "
+            f"once, each of {sources} source(s) on {shape} nodes)",
             f"worker {address} holds {format_bytes(held)} already (a worker that has run a "
             f"task holds at least {format_bytes(WORKER_BYTES)}: raygrid, Numba and the "
             f"solver's code), has a memory_limit of {format_bytes(limit)} and Dask stops it "
-            f"at {fraction:.0%} of that; give workers more memory (memory_limit in the "
-            "cluster file), fewer threads, a smaller compute.batch, precision float32, or "
-            "compute.tiles",
+            f"at {fraction:.0%} of that; "
+            + ", ".join(hints[:-1] + (["fewer threads"] if tasks > 1 else []))
+            + f", or {hints[-1]}",
         )
 
 

@@ -187,7 +187,9 @@ class FileModel(Strict):
     variable: str | None = None
     units: str | None = None
     spacing: PositiveFloat | dict[str, PositiveFloat] | None = None  # .npy only
-    origin: dict[str, float] | None = None  # .npy only; default 0 on every axis
+    # .npy only; default 0 on every axis; one number for all, as spacing (the README's
+    # default reads "0", and origin: 0 was refused as not a mapping)
+    origin: float | dict[str, float] | None = None
     dims: Annotated[list[Literal["z", "y", "x"]], Field(min_length=2, max_length=3)] | None = None
     # .npy: unit of spacing and origin (default m); Zarr, NetCDF: of coordinates without units
     length_unit: Literal["m", "km"] | None = None

@@ -257,6 +257,14 @@ def test_load_velocity_errors(tmp_path, model):
         rg.load_velocity(tmp_path / "m.npy", "vp", units="m/s", spacing=10.0)  # was ignored
     shifted = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"x": 5.0})
     assert float(shifted["x"][0]) == 5.0 and float(shifted["z"][0]) == 0.0
+    # One origin for every dim, as one spacing: a workflow's origin: 0 (the README's
+    # default) was refused as "not a valid dictionary".
+    from raygrid.pipeline.workflow import FileModel
+
+    for origin in (0, 5.0):
+        model_file = FileModel(path=tmp_path / "m.npy", units="m/s", spacing=10.0, origin=origin)
+        everywhere = model_file.build()
+        assert float(everywhere["x"][0]) == float(everywhere["z"][0]) == origin
     with pytest.raises(rg.InputError, match=r"spacing is given per dim .*missing \['x'\]"):
         rg.gradient_model({"z": 5, "x": 4}, {"z": 10.0}, 1000.0, 2000.0)
     two = xr.Dataset({"vp": model, "vs": model / 2})

@@ -466,6 +466,7 @@ def test_synthetic_grids_refuse_what_is_no_grid(shape, spacing, message):
         ("10", None, "m.npy: spacing z must be a finite positive number, got '10'"),
         (True, None, "m.npy: spacing z must be a finite positive number, got True"),
         (10.0, {"x": float("nan")}, "m.npy: origin x must be a finite number, got nan"),
+        (10.0, "5", "m.npy: origin z must be a finite number, got '5'"),
     ],
 )
 def test_a_npy_grid_is_checked_as_given(tmp_path, spacing, origin, message):

@@ -149,9 +149,22 @@ def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path
     path.write_text(yaml.safe_dump(spec))
     # A worker in this process: it already holds more than its limit allows.
     with in_process_client(memory_limit="64MB") as client:
-        with pytest.raises(InputError, match=r"each worker .* memory_limit of 61\.04 MiB"):
+        with pytest.raises(InputError, match=r"each worker .* memory_limit of 61\.04 MiB") as plain:
+            run_workflow(read_workflow(path), client=client)
+        # Precomputed weights are most of what a worker holds once: named, and the option
+        # that drops them offered (the advice was a smaller batch, which did not help).
+        spec["compute"] = {"precompute": True, "batch": 2}
+        path.write_text(yaml.safe_dump(spec))
+        with pytest.raises(InputError) as precomputed:
             run_workflow(read_workflow(path), client=client)
     assert not (tmp_path / "survey.zarr").exists()
+    said = str(plain.value)
+    assert "each worker (the model and its CPU graph " in said
+    assert "precompute: false" not in said and "precomputed" not in said
+    assert "file), a smaller compute.batch, precision float32" in said  # 2 sources a task
+    said = str(precomputed.value)
+    assert "each worker (the model and its CPU graph with precomputed weights " in said
+    assert "file), precompute: false, a smaller compute.batch, precision float32, or" in said
 
 
 def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):

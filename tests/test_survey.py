@@ -503,6 +503,37 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client, mo
     assert "status: complete" in describe(store)
 
 
+def test_info_reads_a_store_again_that_a_run_changes_under_it(tmp_path, client, monkeypatch):
+    # raygrid info during a run's ray assembly failed with a bare "[Errno 2] No such file
+    # or directory: '.../ray_parts/0000104'": the run had just removed the parts.
+    from raygrid.pipeline import inspect
+
+    run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    store = tmp_path / "survey.zarr"
+    reads, original = [], inspect._describe
+
+    def changing(path, workflow):
+        reads.append(path)
+        if len(reads) < changes:
+            raise FileNotFoundError(2, "No such file or directory", str(path / "ray_parts/0"))
+        return original(path, workflow)
+
+    monkeypatch.setattr(inspect, "_describe", changing)
+    changes = 2
+    assert "status: complete" in inspect.describe(store) and len(reads) == 2
+    reads.clear()
+    changes = inspect.READS + 1
+    with pytest.raises(InputError, match=r"survey.zarr changed while it was read, 3 times: a run"):
+        inspect.describe(store)
+    # A store removed while it was read is gone, not changing: not read again.
+    reads.clear()
+    changes = 2
+    monkeypatch.setattr(inspect.Path, "exists", lambda self: False)
+    with pytest.raises(FileNotFoundError):
+        inspect.describe(store)
+    assert len(reads) == 1
+
+
 def test_chunk_files_cut_short_count_as_lost(tmp_path, client):
     # What an interrupted `cp -r` leaves: its last file cut short. info said complete, a
     # rerun found nothing to do, and reading the field failed in Blosc's decompression.
