@@ -285,7 +285,9 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     "--source",
     "sources",
     multiple=True,
-    help="Source to draw, by index or, where the store names its sources, by name (repeatable).",
+    help="Source to draw, by index or, where the store names its sources, by name: a name "
+    "wins over the same digits as an index (repeatable). A named source's picture is "
+    "STORE-source<index>-<name>.png.",
 )
 @_input_errors
 def plot(store: Path, out: Path | None, sources: tuple[str, ...]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -254,9 +255,17 @@ def plot_directory(
             "--out (by default they go beside the store)"
         )
     stem = named.name.removesuffix(".zarr")
+    names = point_names(dataset, "source")
+
+    def picture(s: int) -> Path:
+        # A named source's picture carries its name: "--source 0" on sources named 2, 0, 1
+        # drew the one named "0" into "-source1.png", which read as another source.
+        name = "" if names is None else "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", names[s])
+        return out / f"{stem}-source{s}{name}.png"
+
     # Before anything is drawn: --out under a file, or a folder not writable.
-    check_writable(out / f"{stem}-source{sources[0]}.png", "picture")
-    written = [plot_field(dataset, out / f"{stem}-source{s}.png", s) for s in sources]
+    check_writable(picture(sources[0]), "picture")
+    written = [plot_field(dataset, picture(s), s) for s in sources]
     # Gathers plot time against source position: with one source there is nothing to draw.
     if "receiver_traveltime" in dataset and done.size == n and n > 1:
         written.append(plot_gathers(dataset, out / f"{stem}-gathers.png"))

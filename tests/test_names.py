@@ -178,7 +178,8 @@ def test_a_survey_store_is_selected_by_name_and_a_renamed_station_is_another_wor
     runner = CliRunner()
     result = runner.invoke(main, ["plot", "s.zarr", "--source", "S3", "--source", "0"])
     assert result.exit_code == 0, result.output
-    assert "wrote s-source2.png" in result.output.replace(str(tmp_path) + "/", "")
+    written = result.output.replace(str(tmp_path) + "/", "")
+    assert "wrote s-source2-S3.png" in written and "wrote s-source0-S1.png" in written
     # From Python, an integer is a number even where a station has its digits for a name.
     from raygrid.pipeline.inspect import source_numbers
 
