@@ -47,6 +47,7 @@ def store_lock(store: str | Path) -> Iterator[None]:
     path = lock_path(store)
     made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # innermost first
     path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
     lock = FileLock(path, timeout=0)
     try:
         lock.acquire()
@@ -56,10 +57,19 @@ def store_lock(store: str | Path) -> Iterator[None]:
             "wait for that run to finish and rerun this one to find its results, or choose "
             "another outputs.store"
         ) from None
+    refused = False
     try:
         yield
+    except InputError:
+        refused = True
+        raise
     finally:
         lock.release()
+        if new and refused:
+            # A refused run (--overwrite of a folder raygrid did not make, another
+            # workflow's store) left its lock file beside data it said it left untouched.
+            # The unlink races only with a run taking this lock within microseconds.
+            path.unlink(missing_ok=True)
         if made and not store.exists():
             # A run stopped before it made its store (a cluster refused, Ctrl-C) leaves no
             # folder behind. Only a run that took the lock between the release and the

@@ -272,7 +272,7 @@ def test_a_task_that_fails_on_a_worker_stops_the_run_with_its_sources_named(tmp_
     assert "the task solving source" in message
     assert message.endswith(
         "failed: RuntimeError: out of device memory; the finished sources are kept in the "
-        "store: run again to resume"
+        "store: run the same command again to resume"
     )
     assert isinstance(failed.value.__cause__, RuntimeError)
 
@@ -1171,6 +1171,8 @@ def test_something_else_at_the_store_path_is_left_alone(tmp_path, client, monkey
         with pytest.raises(InputError, match="left untouched, with or without --overwrite"):
             run_workflow(read_workflow(workflow_file(tmp_path)), client=client, overwrite=overwrite)
     assert (tmp_path / "survey.zarr" / "precious.txt").read_text() == "keep me"
+    # Nothing of the refused runs beside it either: their lock file was left there.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["survey.zarr", "workflow.yaml"]
     model = tmp_path / "model.zarr"
     rg.constant_model({"z": 31, "x": 41}, 10.0, 2000.0).to_dataset(name="vp").to_zarr(
         model, zarr_format=3, consolidated=False
