@@ -53,8 +53,8 @@ LOPSIDED_REACH = 2.0
 #: off-node point may be for the straight leg between them to count (:meth:`Grid.direct_leg`):
 #: the zone where their forward-star boxes overlap. Part of every store's fingerprint.
 DIRECT_REACH = 2
-#: How far (relative) a field's time at the node nearest its source may exceed the straight
-#: leg there (:meth:`Grid.located_source`): float32 rounding of the seed, with room.
+#: How far (relative) a field's time at a node its source seeds may exceed the straight leg
+#: there (:meth:`Grid.located_source`): float32 rounding of the seed, with room.
 SOURCE_RTOL = 1e-6
 
 
@@ -337,41 +337,48 @@ class Grid:
         self,
         times: NodeValues,
         source: Mapping[str, float],
+        radius3: tuple[int, int, int],
         slowness: NodeValues | None = None,
     ) -> np.ndarray:
         """The recorded ``source`` of the field ``times`` in node units, once checked
-        against the field: its time at the node nearest the source may not exceed the
-        straight leg there, the time the solve seeded it with (:func:`source_seeds`; a
-        search only lowers a seed).
+        against the field: at each node the source seeds (:func:`source_seeds`, the
+        forward-star box around its cell), the field's time may not exceed the straight
+        leg from the source, the time the solve seeded it with (a search only lowers a
+        seed).
 
         The position rides beside the times (coordinates or attributes), and xarray does
         not always keep the two together: ``xr.concat`` of single-source results may keep
         the first result's position for every source (attributes always, scalar
         coordinates under its newer defaults). A straight leg from the wrong place then
         comes out early by up to the time between the two sources, silently; and rays
-        would start there. A model other than the field's is caught here too, where it
-        differs near the source.
+        would start there. Every seed is checked, not only the nearest node: a position a
+        few cells off passed that. What this cannot see: a position off by a fraction of a
+        cell, whose legs fit the field, and a model slower than the field's.
 
         Raises
         ------
         InputError
-            If the field's time at that node is later than the leg allows.
+            If the field is later than the legs allow at a seed: another field's
+            position, times changed since the solve (an origin time added), or a model
+            faster than the field's near the source.
         """
         source3 = self.to_index(source, "source")
-        node = np.floor(source3 + 0.5).astype(np.int64)  # a corner of its cell: a seed
-        leg = 0.0 if self.on_node(source3) else float(self.leg_times(source3, node, slowness)[0])
-        time = float(times.value(node))
-        # A float32 solve rounds the seed time: half a unit in the last place above leg.
-        if time > leg * (1.0 + SOURCE_RTOL):
+        seeds = self.reach_nodes(source3, radius3)
+        legs = np.zeros(1) if self.on_node(source3) else self.leg_times(source3, seeds, slowness)
+        excess = times.at(seeds).astype(np.float64) - legs * (1.0 + SOURCE_RTOL)
+        # A float32 solve rounds a seed's time: half a unit in the last place above its leg.
+        worst = int(np.argmax(excess))
+        if excess[worst] > 0:
             where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)
+            time = float(times.value(seeds[worst]))
             raise InputError(
                 f"the field's times do not start at its recorded source ({where} "
-                f"{self.length_unit}): {time:.6g} s at the node nearest it, where the "
-                f"straight leg from the source takes {leg:.3g} s. The position belongs to "
-                "another field (xr.concat or merge of several traveltime() results keeps "
-                "one source position for all: solve many sources with "
-                "raygrid.pipeline.traveltimes), or the velocity is not the model the "
-                "field was solved on"
+                f"{self.length_unit}): {time:.6g} s at a node next to it, where the straight "
+                f"leg from the source takes {float(legs[worst]):.3g} s. The position belongs "
+                "to another field (xr.concat or merge of several traveltime() results "
+                "keeps one source position for all: solve many sources with "
+                "raygrid.pipeline.traveltimes), the times were changed since the solve, or "
+                "the velocity is not the model the field was solved on"
             )
         return source3
 

@@ -68,7 +68,9 @@ def store_lock(store: str | Path) -> Iterator[None]:
         if new and refused:
             # A refused run (--overwrite of a folder raygrid did not make, another
             # workflow's store) left its lock file beside data it said it left untouched.
-            # The unlink races only with a run taking this lock within microseconds.
+            # Safe because the lock is tried once (timeout=0): a run that opened the file
+            # while this one held it was refused, so only one opening it between the
+            # release and the unlink (microseconds) could lock a removed file.
             path.unlink(missing_ok=True)
         if made and not store.exists():
             # A run stopped before it made its store (a cluster refused, Ctrl-C) leaves no

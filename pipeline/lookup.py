@@ -189,7 +189,7 @@ def traveltime_at(
         if source3 is not None and any(grid.joined(source3, p, star.radius) for p in index):
             # The position is used (a straight leg from it): checked against the field
             # first. Only then, as it may read a chunk no point needs (a survey store).
-            source3 = grid.located_source(times, source, slowness)
+            source3 = grid.located_source(times, source, star.radius, slowness)
         if source is None and not all(grid.on_node(p) for p in index):
             warn_input(
                 "the field records no source position (source_z, ... coordinates or "

@@ -178,7 +178,7 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     field = ray_field(result, grid)
     # The ray starts at the recorded source: checked against the times first (a survey's
     # own fields and positions, traced by ray_field directly, are written together).
-    grid.located_source(field.times, field.source, field.slowness)
+    grid.located_source(field.times, field.source, field.radius, field.slowness)
     return trace_rays(field, [receiver], grid)[0]
 
 

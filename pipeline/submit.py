@@ -32,7 +32,7 @@ from .cluster import JobQueueConfig, memory_bytes, read_cluster
 from .errors import RESUME_ENV, InputError
 from .memory import footprint
 from .store import check_store, store_path, tidy_siblings
-from .survey import store_spec
+from .survey import OVERWRITTEN_ENV, store_spec
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
 
 __all__ = ["Job", "DRIVER_BYTES", "batch_script", "driver_bytes", "submit_workflow"]
@@ -279,10 +279,10 @@ def batch_script(
     ``resume``, what resumes the run once the job has stopped (said by the run's messages,
     :data:`~.errors.RESUME_ENV`).
 
-    With ``overwrite`` only the job's first start replaces the store: a job the batch
-    system starts again (requeued after a preemption or a lost node, same job, same
-    script) resumes the store its first start made. Every start ran ``--overwrite``, and
-    a requeued job deleted the sources it had finished.
+    With ``overwrite`` the store is replaced once: a job the batch system starts again
+    (requeued after a preemption or a lost node, same job, same script) resumes the store
+    an earlier start made (:data:`~.survey.OVERWRITTEN_ENV`). Every start ran
+    ``--overwrite``, and a requeued job deleted the sources it had finished.
     """
     scheduler_file = directory / "scheduler.json"
     header = (_slurm_header if config.cluster == "slurm" else _pbs_header)(
@@ -293,7 +293,7 @@ def batch_script(
         "--cluster", str(directory / "scheduler.yaml"), "--no-progress",
     ]  # fmt: skip
     quoted_dir = shlex.quote(str(directory))
-    started = shlex.quote(str(directory / "started"))
+    started = shlex.quote(str(directory / "store-replaced"))
     lines = ["#!/usr/bin/env bash", *header, ""]
     lines += [
         f"# Written by raygrid submit: runs {workflow} on this job's allocation.",
@@ -326,10 +326,11 @@ def batch_script(
     ]
     if overwrite:
         lines += [
-            "# --overwrite on this job's first start only: started again (requeued), it",
-            "# resumes the store its first start made instead of deleting it.",
+            "# --overwrite until a start has replaced the store (the run touches the file",
+            "# then): started again (requeued), the job resumes the store instead of",
+            "# deleting what it finished.",
+            f"export {OVERWRITTEN_ENV}={started}",
             f"overwrite=--overwrite; [ ! -e {started} ] || overwrite=",
-            f"touch {started}",
             f"{_join(run)} $overwrite",
         ]
     else:

@@ -73,7 +73,13 @@ from .store import (
 )
 from .workflow import PreparedWorkflow, Workflow, prepare_workflow, workflow_cluster
 
-__all__ = ["run_survey", "solve_batch", "SurveyTask"]
+__all__ = ["run_survey", "solve_batch", "SurveyTask", "OVERWRITTEN_ENV"]
+
+#: A file a run with ``--overwrite`` touches once its new store has taken the store's name:
+#: ``raygrid submit``'s job script passes ``--overwrite`` only while that file is absent, so
+#: a job started again (requeued) resumes the store instead of replacing it, yet one stopped
+#: before the replacement still replaces it.
+OVERWRITTEN_ENV = "RAYGRID_OVERWRITTEN"
 
 Echo = Callable[[str], None]
 
@@ -342,6 +348,9 @@ def run_survey(
                 workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
                 checked=found,  # under the lock since: not listed again
             )  # fmt: skip
+            replaced = os.environ.get(OVERWRITTEN_ENV)
+            if overwrite and replaced:  # a submitted job's later starts resume this store
+                Path(replaced).touch()
             pending = np.flatnonzero(~state.done)
             n = spec.n_sources
             if state.lost:

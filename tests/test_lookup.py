@@ -184,20 +184,34 @@ def test_a_model_other_than_the_fields_near_its_source_is_refused():
 
 
 def test_the_source_check_passes_every_solved_field():
-    # The bound it checks, t(nearest node) <= the straight leg, holds with room to spare
-    # for float32 (seeds rounded) and a source on a node (t = 0 there), in 2D and 3D.
+    # The bound it checks, t(seed) <= the straight leg from the source, holds with room to
+    # spare for float32 (seeds rounded), both weight rules and a source on a node (t = 0
+    # there), in 2D and 3D, on a rough model where paths through nodes compete with legs.
     for shape, source in [
         ({"z": 21, "x": 23}, {"z": 13.7, "x": 61.1}),
         ({"z": 21, "x": 23}, {"z": 10.0, "x": 60.0}),
         ({"z": 9, "y": 11, "x": 10}, {"z": 23.3, "y": 50.0, "x": 41.9}),
     ]:
-        model = rg.gradient_model(shape, 10.0, 1500.0, 3000.0)
-        for precision in ("float64", "float32"):
-            field = rg.traveltime(model, source, radius=2, precision=precision)
-            grid = rg.grid.solved_grid(model)
+        model = rg.checkerboard(rg.gradient_model(shape, 10.0, 1500.0, 3000.0), 20.0)
+        grid = rg.grid.solved_grid(model)
+        for precision, weights in [("float64", "exact"), ("float32", "exact"), ("float64", "mean")]:
+            field = rg.traveltime(model, source, radius=2, precision=precision, weights=weights)
             values = rg.nodevalues.NodeValues(field.transpose(*grid.dims).values)
-            located = grid.located_source(values, source)
+            located = grid.located_source(values, source, grid.radius3(2))
             np.testing.assert_array_equal(located, grid.to_index(source, "source"))
+
+
+def test_a_recorded_source_a_few_cells_off_is_refused():
+    # Only the node nearest the recorded position was checked: one 4 m off (0.4 cell) on
+    # each axis passed, and a point 26 m away came out 12 % early.
+    model = rg.constant_model({"z": 41, "x": 41}, 10.0, 2000.0)
+    field = rg.traveltime(model, {"z": 200.5, "x": 200.5}, radius=3)
+    moved = field.assign_coords(source_z=204.0, source_x=204.0)
+    with pytest.raises(InputError, match=r"recorded source \(z=204, x=204 m\): .* at a node next"):
+        traveltime_at(moved, {"z": 204.0, "x": 230.0}, velocity=model)
+    # Times changed since the solve (an origin time added) are refused too: said as such.
+    with pytest.raises(InputError, match="the times were changed since the solve"):
+        traveltime_at(field + 1.0, {"z": 204.0, "x": 230.0}, velocity=model)
 
 
 def _survey_store(tmp_path, receivers, **compute):

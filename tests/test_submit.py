@@ -302,6 +302,36 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
 
 
+def test_an_overwrite_job_replaces_the_store_until_a_start_has_done_so(tmp_path, monkeypatch):
+    # The job marked its first start before `raygrid run --overwrite` had replaced anything:
+    # stopped in between (while its workers started), the requeued start ran without
+    # --overwrite and was refused by the old store. The run marks it once it has.
+    from clusters import in_process_client
+
+    workflow, cluster = setup(tmp_path)
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path, overwrite=True)
+    text = job.script.read_text()
+    marker = job.directory / "store-replaced"
+    assert f"export RAYGRID_OVERWRITTEN={marker}\n" in text
+    assert f"overwrite=--overwrite; [ ! -e {marker} ] || overwrite=\n" in text
+    assert text.rstrip().endswith("--no-progress $overwrite")
+    assert subprocess.run(["bash", "-n", str(job.script)]).returncode == 0
+    monkeypatch.setenv("RAYGRID_OVERWRITTEN", str(marker))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "survey.zarr").mkdir(parents=True)  # not a raygrid store: refused
+    with in_process_client() as client:
+        with pytest.raises(InputError, match="left untouched"):
+            rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), client=client,
+                                     overwrite=True)  # fmt: skip
+        assert not marker.exists()
+        (tmp_path / "out" / "survey.zarr").rmdir()
+        rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), client=client)
+        assert not marker.exists()  # a run without --overwrite replaces nothing
+        rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), client=client,
+                                 overwrite=True)  # fmt: skip
+        assert marker.exists()
+
+
 def _job_field(job_id: str, field: str) -> str:
     shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True)
     return shown.stdout.split(f"{field}=")[1].split()[0] if f"{field}=" in shown.stdout else "?"
