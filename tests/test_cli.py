@@ -572,16 +572,29 @@ def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
     )
 
 
+def _invoked_stopping(args: list[str]):
+    """``raygrid ARGS`` through click's runner, for a run that is stopped: its handler sets
+    SIGINT and SIGTERM to be ignored, which this process must not keep."""
+    from click.testing import CliRunner
+
+    from raygrid.pipeline.cli import main
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return CliRunner().invoke(main, args)
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+
+
 @pytest.mark.parametrize("replaced", [False, True])
 def test_an_overwrite_stopped_says_whether_the_old_store_was_replaced(
     tmp_path, monkeypatch, replaced
 ):
     # Stopped after its new store was made, an --overwrite run said that the old store "was
     # not replaced yet"; stopped before, it counted the old store's sources as its own.
-    from click.testing import CliRunner
 
     from raygrid.pipeline import workflow
-    from raygrid.pipeline.cli import main
 
     survey_dir(tmp_path)
     store = tmp_path / "out" / "survey.zarr"
@@ -595,12 +608,7 @@ def test_an_overwrite_stopped_says_whether_the_old_store_was_replaced(
 
     monkeypatch.setattr(workflow, "run_workflow", stopped)
     monkeypatch.chdir(tmp_path)
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = CliRunner().invoke(main, ["run", "survey.yaml", "--overwrite"])
-    finally:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
+    result = _invoked_stopping(["run", "survey.yaml", "--overwrite"])
     assert result.exit_code == 130, result.output
     said = result.output.splitlines()[-1]
     if replaced:
@@ -618,10 +626,6 @@ def test_ctrl_c_during_the_first_imports_says_nothing_was_written(tmp_path, monk
     # "AttributeError: module 'dask' has no attribute 'utils'", status 1.
     import importlib.abc
 
-    from click.testing import CliRunner
-
-    from raygrid.pipeline.cli import main
-
     class Interrupted(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
             if name == "raygrid.pipeline.interrupts":
@@ -632,12 +636,7 @@ def test_ctrl_c_during_the_first_imports_says_nothing_was_written(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(sys.modules, "raygrid.pipeline.interrupts", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = CliRunner().invoke(main, ["run", "survey.yaml"])
-    finally:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
+    result = _invoked_stopping(["run", "survey.yaml"])
     assert result.exit_code == 130, result.output
     assert result.output.splitlines()[-1] == "interrupted: nothing was written"
     assert not (tmp_path / "out").exists()
@@ -660,10 +659,8 @@ def test_submit_on_a_complete_store_submits_nothing(tmp_path, monkeypatch):
 def test_a_run_inside_a_submitted_job_says_to_submit_it_again(tmp_path, monkeypatch):
     # Its own command names the job's scheduler, gone with the job: "run the same command
     # again" sent users to it.
-    from click.testing import CliRunner
 
     from raygrid.pipeline import workflow
-    from raygrid.pipeline.cli import main
 
     survey_dir(tmp_path)
     (tmp_path / "out" / "survey.zarr").mkdir(parents=True)
@@ -674,12 +671,7 @@ def test_a_run_inside_a_submitted_job_says_to_submit_it_again(tmp_path, monkeypa
     monkeypatch.setattr(workflow, "run_workflow", stopped)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RAYGRID_RESUME", "submit the job again (raygrid submit w.yaml ...)")
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = CliRunner().invoke(main, ["run", "survey.yaml"])
-    finally:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
+    result = _invoked_stopping(["run", "survey.yaml"])
     assert result.exit_code == 130, result.output
     assert result.output.splitlines()[-1] == (
         "interrupted: the sources finished so far are in out/survey.zarr; submit the job "
