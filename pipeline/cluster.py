@@ -337,8 +337,9 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
         if isinstance(config, SchedulerConfig):
             client = stack.enter_context(_scheduler_client(config, echo))
         elif isinstance(config, (LocalConfig, LocalCUDAConfig)):
-            from .interrupts import IgnoreInterrupts, interrupts_held
+            from .interrupts import IgnoreInterrupts, interrupts_held, quiet_slow_worker_close
 
+            stack.enter_context(quiet_slow_worker_close())  # left after the cluster closes
             # Ctrl-C reaches local worker processes too: held back until they are set to
             # ignore it, then raised here, with the cluster whole and closable.
             with interrupts_held():

@@ -222,6 +222,24 @@ def test_local_cluster_prints_its_dashboard_and_closes():
     assert client.status == "closed"
 
 
+def test_a_slow_worker_close_is_quiet_only_for_raygrids_own_cluster():
+    # "Worker process still alive after 4.0 seconds, killing" ended successful runs on a
+    # busy machine; dropped while raygrid's cluster lives, said again for the user's own.
+    import logging
+
+    nanny = logging.getLogger("distributed.nanny")
+
+    def said(message: str) -> bool:
+        return bool(nanny.filter(logging.LogRecord(nanny.name, 30, "", 0, message, (), None)))
+
+    slow = "Worker process still alive after 4.0 seconds, killing"
+    config = LocalConfig(cluster="local", n_workers=1, processes=False, dashboard_address=":0")
+    with connect(config):
+        assert not said(slow)
+        assert said("Worker exceeded 95% memory budget. Restarting...")
+    assert said(slow)
+
+
 def test_a_local_cluster_of_threads_in_this_process_starts():
     # processes: false with the default host (127.0.0.1) never started: distributed's
     # in-process transport has no host ("not enough values to unpack").
