@@ -3,6 +3,7 @@ comes."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -212,6 +213,23 @@ def _not_an_early_sync_cancel(record: logging.LogRecord) -> bool:
     return not (isinstance(error, NameError) and "'future'" in str(error))
 
 
+def _not_a_cancelled_reconnect(record: logging.LogRecord) -> bool:
+    """Logging filter for ``distributed.client``: drop the traceback of a reconnect to a
+    lost scheduler that the client's close cancelled (``ConnectionRefusedError``, then
+    ``CancelledError`` in ``Client._reconnect``: some 30 lines before the run's own "the
+    connection to the Dask scheduler was lost ... run the same command again to resume",
+    which says what happened and what to do)."""
+    error = record.exc_info[1] if record.exc_info else None
+    if not isinstance(error, asyncio.CancelledError):
+        return True
+    frame = record.exc_info[2]
+    while frame is not None:
+        if frame.tb_frame.f_code.co_name == "_reconnect":
+            return False
+        frame = frame.tb_next
+    return True
+
+
 def quiet_abandoned_gathers(loop, context: dict) -> None:
     """Asyncio exception handler for a client's event loop: drop what a Ctrl-C leaves.
 
@@ -230,11 +248,17 @@ def quiet_abandoned_gathers(loop, context: dict) -> None:
 def quiet_client_interrupts(client) -> None:
     """What a Ctrl-C leaves in the client's process, kept quiet: abandoned gathers
     (:func:`quiet_abandoned_gathers`) and an early ``sync`` cancel
-    (:func:`_not_an_early_sync_cancel`); every other message and exception is kept."""
+    (:func:`_not_an_early_sync_cancel`); and what a lost scheduler leaves, a cancelled
+    reconnect (:func:`_not_a_cancelled_reconnect`). Every other message and exception is
+    kept."""
     client.loop.asyncio_loop.set_exception_handler(quiet_abandoned_gathers)
-    application = logging.getLogger("tornado.application")
-    if _not_an_early_sync_cancel not in application.filters:
-        application.addFilter(_not_an_early_sync_cancel)
+    for name, quiet in [
+        ("tornado.application", _not_an_early_sync_cancel),
+        ("distributed.client", _not_a_cancelled_reconnect),
+    ]:
+        logger = logging.getLogger(name)
+        if quiet not in logger.filters:
+            logger.addFilter(quiet)
 
 
 class IgnoreInterrupts(WorkerPlugin):

@@ -240,6 +240,36 @@ def test_a_slow_worker_close_is_quiet_only_for_raygrids_own_cluster():
     assert said(slow)
 
 
+def test_a_reconnect_cancelled_by_the_close_leaves_no_traceback():
+    # A lost scheduler (kill -9) printed ~30 lines of distributed.client ERROR traceback
+    # (ConnectionRefusedError, then CancelledError in Client._reconnect) before the run's
+    # own "the connection to the Dask scheduler was lost ... to resume".
+    import asyncio
+    import logging
+    import sys
+
+    client_log = logging.getLogger("distributed.client")
+
+    def record_of(error_in):
+        try:
+            error_in()
+        except BaseException:
+            exc_info = sys.exc_info()
+        return logging.LogRecord(client_log.name, 40, "", 0, "", (), exc_info)
+
+    def _reconnect():
+        raise asyncio.CancelledError
+
+    def elsewhere():
+        raise asyncio.CancelledError
+
+    config = LocalConfig(cluster="local", n_workers=1, processes=False, dashboard_address=":0")
+    with connect(config):
+        assert not client_log.filter(record_of(_reconnect))
+        assert client_log.filter(record_of(elsewhere))  # other cancellations are said
+        assert client_log.filter(logging.LogRecord(client_log.name, 40, "", 0, "x", (), None))
+
+
 def test_a_local_cluster_of_threads_in_this_process_starts():
     # processes: false with the default host (127.0.0.1) never started: distributed's
     # in-process transport has no host ("not enough values to unpack").
