@@ -20,7 +20,9 @@ from ..kernels.layout import flat_steps
 from .errors import InputError, other_case, warn_input
 from .nodevalues import NodeValues
 
-__all__ = ["Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity", "solved_grid"]
+__all__ = [
+    "Grid", "LENGTH_UNITS", "SPEED_UNITS", "grid_from_velocity", "recorded_source", "solved_grid",
+]  # fmt: skip
 
 #: Accepted length units and their size in metres.
 LENGTH_UNITS = {"m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1e3}
@@ -365,16 +367,16 @@ class Grid:
         source3 = self.to_index(source, "source")
         seeds = self.reach_nodes(source3, radius3)
         legs = np.zeros(1) if self.on_node(source3) else self.leg_times(source3, seeds, slowness)
-        excess = times.at(seeds).astype(np.float64) - legs * (1.0 + SOURCE_RTOL)
+        seeded = times.at(seeds).astype(np.float64)
         # A float32 solve rounds a seed's time: half a unit in the last place above its leg.
-        worst = int(np.argmax(excess))
-        if excess[worst] > 0:
+        allowed = legs * (1.0 + SOURCE_RTOL)
+        worst = int(np.argmax(seeded - allowed))
+        if seeded[worst] > allowed[worst]:
             where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)
-            time = float(times.value(seeds[worst]))
             raise InputError(
                 f"the field's times do not start at its recorded source ({where} "
-                f"{self.length_unit}): {time:.6g} s at a node next to it, where the straight "
-                f"leg from the source takes {float(legs[worst]):.3g} s. The position belongs "
+                f"{self.length_unit}): {seeded[worst]:.6g} s at a node next to it, where the "
+                f"straight leg from the source takes {legs[worst]:.3g} s. The position belongs "
                 "to another field (xr.concat or merge of several traveltime() results "
                 "keeps one source position for all: solve many sources with "
                 "raygrid.pipeline.traveltimes), the times were changed since the solve, or "
@@ -760,6 +762,26 @@ def _dims_hint(velocity: xr.DataArray) -> str:
         pairs = ", ".join(f"{d!r}: {to!r}" for d, to in renamed.items())
         hints.append(f"rename axes with velocity.rename({{{pairs}}})")
     return ": " + "; ".join(hints) if hints else ""
+
+
+def recorded_source(
+    field: xr.DataArray | xr.Dataset, dims: tuple[str, ...]
+) -> dict[str, float] | None:
+    """One source's position as a field records it: its scalar ``source_<dim>``
+    coordinates (every raygrid result's, one source of a survey store) or attributes
+    (where a single-source result kept it before it was a coordinate, as saved files may
+    still); ``None`` if a dim's is missing. Checked against the times where it is used
+    (:meth:`Grid.located_source`)."""
+    position = {}
+    for d in dims:
+        name = f"source_{d}"
+        if name in field.coords and field[name].ndim == 0:
+            position[d] = float(field[name])
+        elif name in field.attrs:
+            position[d] = float(field.attrs[name])
+        else:
+            return None
+    return position
 
 
 def grid_from_velocity(

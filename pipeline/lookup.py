@@ -19,7 +19,7 @@ import xarray as xr
 
 from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
-from .grid import Grid, solved_grid
+from .grid import Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, source_list
 
@@ -57,18 +57,6 @@ def receiver_times(
         # On a node: its time. Between nodes: plus the last leg, in the solve's precision.
         out[k] = time if grid.on_node(receiver3) else dtype.type(time) + dtype.type(leg)
     return out
-
-
-def _source_of(field: xr.DataArray, dims: tuple[str, ...]) -> dict[str, float] | None:
-    """One source's position: its scalar ``source_*`` coordinates (every raygrid
-    result's, one source of a survey store) or attributes (where a single-source result
-    kept it before it was a coordinate, as saved files may still); None if unknown."""
-    names = [f"source_{d}" for d in dims]
-    if all(name in field.coords and field[name].ndim == 0 for name in names):
-        return {d: float(field[f"source_{d}"]) for d in dims}
-    if all(name in field.attrs for name in names):
-        return {d: float(field.attrs[f"source_{d}"]) for d in dims}
-    return None
 
 
 def _single(points: Any) -> bool:
@@ -184,7 +172,7 @@ def traveltime_at(
     def read(one: xr.DataArray) -> np.ndarray:
         # A lazy field (a survey store's) is read only in the chunks around the points.
         times = NodeValues(one.transpose(*grid.dims).data)
-        source = _source_of(one, grid.dims)
+        source = recorded_source(one, grid.dims)
         source3 = None if source is None else grid.to_index(source, "source")
         if source3 is not None and any(grid.joined(source3, p, star.radius) for p in index):
             # The position is used (a straight leg from it): checked against the field

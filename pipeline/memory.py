@@ -44,7 +44,7 @@ from ..kernels import Star
 from ..kernels.heap import heap_capacity
 from .errors import InputError
 
-__all__ = ["Footprint", "footprint", "available_memory", "check_fits", "WORKER_BYTES"]
+__all__ = ["Footprint", "footprint", "available_memory", "check_fits", "one_of", "WORKER_BYTES"]
 
 #: What a worker process holds once it has run a task, before counting its data: Python,
 #: Dask, raygrid and Numba imported and the solver's cached machine code loaded. Measured
@@ -121,6 +121,11 @@ def available_memory() -> int:
 
     process = psutil.Process(os.getpid()).memory_info().rss
     return int(min(psutil.virtual_memory().available, MEMORY_LIMIT - process))
+
+
+def one_of(hints: list[str]) -> str:
+    """What a refusal offers to change, listed: ``"a"``, or ``"a, b, or c"``."""
+    return hints[0] if len(hints) == 1 else ", ".join(hints[:-1]) + ", or " + hints[-1]
 
 
 def check_fits(needed: int, available: int, what: str, hint: str) -> None:

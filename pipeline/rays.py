@@ -16,18 +16,12 @@ from ..kernels import (
     segment_time_cpu,
 )
 from .errors import InputError
-from .grid import Grid, solved_grid
+from .grid import Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
 
 __all__ = ["raypath"]
 
 _NEEDED = ("traveltime", "predecessor", "star_offset", "velocity")
-
-
-def _source_position(result: xr.Dataset, dim: str) -> float:
-    """A source coordinate: a coordinate of a ``traveltimes`` result, or an attribute."""
-    name = f"source_{dim}"
-    return float(result[name]) if name in result.variables else float(result.attrs[name])
 
 
 @dataclass(frozen=True)
@@ -66,11 +60,13 @@ def ray_field(
     grid.check_field(result["traveltime"], {**attrs, **result["traveltime"].attrs})
     recorded = [f"radius_{d}" for d in grid.dims] + ["weights", "precision"]
     missing = [name for name in recorded if name not in attrs]
-    missing += [
-        f"source_{d}"
-        for d in grid.dims
-        if f"source_{d}" not in result.variables and f"source_{d}" not in attrs
-    ]
+    source = recorded_source(result, grid.dims)
+    if source is None:
+        missing += [
+            f"source_{d}"
+            for d in grid.dims
+            if f"source_{d}" not in result.coords and f"source_{d}" not in attrs
+        ]
     if missing:
         # The solve's star, weights and source decide every leg: never guessed.
         raise InputError(
@@ -82,7 +78,7 @@ def ray_field(
             f"the result's weights {attrs['weights']!r} are not one of {sorted(WEIGHT_RULES)}"
         )
     return RayField(
-        source={d: _source_position(result, d) for d in grid.dims},
+        source=source,
         times=times
         if times is not None
         else NodeValues(result["traveltime"].transpose(*grid.dims).data, client=client),

@@ -28,7 +28,7 @@ from ..kernels import (
 )
 from .errors import InputError, other_case, warn_input
 from .grid import Grid, grid_from_velocity
-from .memory import available_memory, check_fits, footprint
+from .memory import available_memory, check_fits, footprint, one_of
 from .models import constant_model
 from .positions import NAME_COLUMNS, check_names, name_column, warn_ignored_columns
 from .progress import Progress
@@ -439,8 +439,7 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     hints.append("traveltime(..., tiles=) for one source at a time on a Dask cluster")
     shape = " x ".join(map(str, grid.shape))
     what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
-    tried = hints[0] if len(hints) == 1 else ", ".join(hints[:-1]) + ", or " + hints[-1]
-    check_fits(need, available_memory(), what, "try " + tried)
+    check_fits(need, available_memory(), what, "try " + one_of(hints))
 
 
 def as_table(points: Any) -> Any:

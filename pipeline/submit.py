@@ -293,7 +293,7 @@ def batch_script(
         "--cluster", str(directory / "scheduler.yaml"), "--no-progress",
     ]  # fmt: skip
     quoted_dir = shlex.quote(str(directory))
-    started = shlex.quote(str(directory / "store-replaced"))
+    replaced = shlex.quote(str(directory / "store-replaced"))
     lines = ["#!/usr/bin/env bash", *header, ""]
     lines += [
         f"# Written by raygrid submit: runs {workflow} on this job's allocation.",
@@ -329,8 +329,8 @@ def batch_script(
             "# --overwrite until a start has replaced the store (the run touches the file",
             "# then): started again (requeued), the job resumes the store instead of",
             "# deleting what it finished.",
-            f"export {OVERWRITTEN_ENV}={started}",
-            f"overwrite=--overwrite; [ ! -e {started} ] || overwrite=",
+            f"export {OVERWRITTEN_ENV}={replaced}",
+            f"overwrite=--overwrite; [ ! -e {replaced} ] || overwrite=",
             f"{_join(run)} $overwrite",
         ]
     else:

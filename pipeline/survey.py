@@ -43,7 +43,7 @@ from .integrity import listed_sources
 from .interrupts import check_interrupts
 from .lock import store_lock
 from .lookup import receiver_times
-from .memory import WORKER_BYTES, available_memory, check_fits, footprint
+from .memory import WORKER_BYTES, available_memory, check_fits, footprint, one_of
 from .nodevalues import NodeValues
 from .progress import Progress
 from .rays import ray_field, trace_rays
@@ -495,8 +495,7 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
             f"task holds at least {format_bytes(WORKER_BYTES)}: raygrid, Numba and the "
             f"solver's code), has a memory_limit of {format_bytes(limit)} and Dask stops it "
             f"at {fraction:.0%} of that; "
-            + ", ".join(hints[:-1] + (["fewer threads"] if tasks > 1 else []))
-            + f", or {hints[-1]}",
+            + one_of(hints[:-1] + (["fewer threads"] if tasks > 1 else []) + hints[-1:]),
         )
 
 
