@@ -43,6 +43,7 @@ FINGERPRINT_PARTS = {
     "length_unit": "the model's length unit",
     "direct_reach": "how far a receiver near an off-node source is joined to it straight "
     "(a rule of raygrid's version)",
+    "face_legs": "how a straight leg lying in a cell face is timed (a rule of raygrid's version)",
 }
 
 
@@ -89,6 +90,10 @@ def workflow_fingerprint(
         # a store filled under another is refused, never finished under a second rule.
         "direct_reach": DIRECT_REACH,
     }
+    if _legs_in_faces(grid, points):
+        # Such legs take the faster side (earlier stores: the cell of higher index); only
+        # stores that hold one say so, so that no other store is refused.
+        recipe["face_legs"] = "faster side"
     if workflow.compute.tiles is not None and workflow.outputs.rays:
         # Where two paths tie, which one a ray takes depends on the order tiles were solved
         # in: other tiles may store other (equally fast) rays, so resuming with them would
@@ -106,6 +111,22 @@ def workflow_fingerprint(
     }
     parts["model"] = _part_digest(values)
     return digest.hexdigest(), parts
+
+
+def _legs_in_faces(grid: Grid, points: dict) -> bool:
+    """Whether a source and a receiver, both off-node, lie in one cell face (halfway
+    between the same two node rows of an axis): the straight leg between them may lie in
+    it (``Grid.segment_time``)."""
+
+    def faces(what: str) -> set[tuple[int, float]]:
+        found = set()
+        for point in points[what]:
+            index3 = grid.to_index(point, what[:-1])
+            if not grid.on_node(index3):
+                found.update((k, float(i)) for k, i in enumerate(index3) if i % 1.0 == 0.5)
+        return found
+
+    return bool(faces("sources") & faces("receivers"))
 
 
 def model_digest(grid: Grid) -> str:

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from raygrid.pipeline import InputError, constant_model, raypath, traveltime, traveltimes
+from raygrid.pipeline import (
+    InputError,
+    constant_model,
+    raypath,
+    traveltime,
+    traveltime_at,
+    traveltimes,
+)
 
 SOURCE = {"z": 0.0, "x": 50.0}
 
@@ -87,6 +94,28 @@ def test_points_on_float32_coordinates_are_on_their_nodes():
         assert field.values[0, node] == 0.0, node
     with pytest.raises(InputError, match="source x=516.31 is outside the model"):
         traveltime(velocity, {"z": 0.0, "x": 516.31}, radius=2)  # 10 m out is out
+
+
+def test_points_near_float32_nodes_far_from_0_are_not_moved_onto_them():
+    # float32 UTM northings (0.25 m apart at 4e6 m): a source 1.8 m east of a node was
+    # snapped onto it (four units in the last place, 1.9 m, counted as rounding), its time
+    # 98 m away 1.8 % late; and a point 1.8 m outside the model was put on its edge. Only
+    # half a unit (0.125 m) is the stored type's rounding.
+    x0 = 4_000_000.0
+    for dtype in (np.float64, np.float32):
+        velocity = xr.DataArray(
+            np.full((41, 41), 2000.0), dims=("z", "x"), attrs={"units": "m/s"},
+            coords={"z": ("z", np.arange(41) * 10.0, {"units": "m"}),
+                    "x": ("x", (x0 + np.arange(41) * 10.0).astype(dtype), {"units": "m"})},
+        )  # fmt: skip
+        field = traveltime(velocity, {"z": 200.0, "x": x0 + 201.8}, radius=5)
+        time = float(traveltime_at(field, {"z": 200.0, "x": x0 + 300.0}, velocity=velocity))
+        assert time == pytest.approx(98.2 / 2000.0, rel=1e-9), dtype
+        for x in (x0 - 1.8, x0 + 401.8):
+            with pytest.raises(InputError, match="is outside the model"):
+                traveltime(velocity, {"z": 0.0, "x": x}, radius=2)
+        on_node = traveltime(velocity, {"z": 0.0, "x": x0 + 100.1}, radius=2)
+        assert (on_node.values[0, 10] == 0.0) == (dtype == np.float32)  # within 0.125 m
 
 
 def test_float32_coordinates_too_coarse_for_their_steps_are_refused():

@@ -63,6 +63,34 @@ def test_constant_velocity_within_the_radius_error():
     assert np.all(found <= exact * 1.03)  # radius 3 in 3D: within 3 %
 
 
+@pytest.mark.parametrize("axis", ["z", "x"])
+def test_a_leg_lying_in_a_cell_face_takes_the_faster_side(axis):
+    # Two points 5 m deep on a 10 m grid under a slow top row: the straight leg between them
+    # runs along the face of the slow row and the fast one. It was timed in the cell of
+    # higher index whatever the speeds (the mirrored model came out 2.7 % late), and must
+    # take the fast side, in traveltime_at and the ray alike, for the model and its mirror.
+    slow_top = np.full((11, 31), 5000.0)
+    slow_top[0] = 1000.0
+    expected = 44.0 / 5000.0
+    for speeds, depth in ((slow_top, 5.0), (slow_top[::-1].copy(), 95.0)):
+        coords = {d: (d, 10.0 * np.arange(n), {"units": "m"}) for d, n in zip("zx", speeds.shape)}
+        model = xr.DataArray(speeds, dims=("z", "x"), coords=coords, attrs={"units": "m/s"})
+        source, receiver = {"z": depth, "x": 103.0}, {"z": depth, "x": 147.0}
+        if axis == "x":  # the same along a vertical face
+            model = model.transpose().rename(z="x", x="z").transpose("z", "x")
+            source, receiver = ({"z": p["x"], "x": p["z"]} for p in (source, receiver))
+        field = rg.traveltime(model, source, radius=3, predecessors=True)
+        assert float(traveltime_at(field, receiver)) == pytest.approx(expected, rel=1e-14)
+        assert float(rg.raypath(field, receiver)["time"][-1]) == float(
+            traveltime_at(field, receiver)
+        )
+        # Reciprocal: the same floats from the other end.
+        back = rg.traveltime(model, receiver, radius=3)
+        assert float(traveltime_at(back, source, velocity=model)) == float(
+            traveltime_at(field, receiver)
+        )
+
+
 def test_bad_lookups_are_clear(model, tables):
     field = tables["traveltime"]
     with pytest.raises(InputError, match="needs the model: pass velocity="):

@@ -277,6 +277,24 @@ def test_switching_rays_in_a_tiled_workflow_does_not_blame_the_tiles(tmp_path):
     ]
 
 
+def test_a_store_with_legs_in_a_cell_face_records_their_rule(tmp_path):
+    # A source and receivers 5 m deep on a 10 m grid: straight legs between them lie in a
+    # cell face, timed through the faster side since this version (the cell of higher
+    # index before). Such a store records the rule, so one filled under the old rule is
+    # refused, never finished under the new; other stores keep their fingerprints.
+    plain = prepare_workflow(read_workflow(write(tmp_path, SMALL)))
+    assert "face_legs" not in plain.fingerprint_parts
+    in_face = SMALL.replace("{z: 0.0, x: 100.0}", "{z: 5.0, x: 103.0}").replace(
+        "z: 200.0", "z: 5.0"
+    )
+    prepared = prepare_workflow(read_workflow(write(tmp_path, in_face)))
+    assert "face_legs" in prepared.fingerprint_parts
+    # Receivers in the face but sources on nodes: no leg lies in it.
+    on_nodes = SMALL.replace("z: 200.0", "z: 5.0")
+    prepared = prepare_workflow(read_workflow(write(tmp_path, on_nodes)))
+    assert "face_legs" not in prepared.fingerprint_parts
+
+
 def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
     # A tiled workflow reads its model lazily (never loaded whole); an edit of one value
     # of the file in place, in any chunk, must still change the fingerprint.
