@@ -7,7 +7,7 @@ import numpy as np
 
 from .cpu import segment_time_cpu
 
-__all__ = ["point_box", "point_leg_times"]
+__all__ = ["point_box", "point_leg_times", "best_last_legs"]
 
 
 def point_box(
@@ -72,3 +72,128 @@ def point_leg_times(
         out,
     )
     return out
+
+
+#: Below every leg's rounding: a leg sums pieces of ``slowness * fraction`` (fractions
+#: summing to 1 within a few units in the last place) and multiplies by its length.
+_FLOOR_MARGIN = 1.0 - 1e-12
+
+
+@numba.njit(cache=True)
+def _box_leg(slowness, spacing, pz, py, px, z, y, x):
+    return segment_time_cpu(
+        slowness, pz, py, px, float(z), float(y), float(x), spacing[0], spacing[1], spacing[2]
+    )
+
+
+# Serial: it runs inside Dask worker threads (a survey's receivers), and Numba's
+# workqueue threading layer aborts the process on parallel launches from two threads.
+@numba.njit(cache=True)
+def _best_last_legs(slowness, spacing, times, points, radius, node, value, leg):
+    nz, ny, nx = slowness.shape
+    hz, hy, hx = spacing[0], spacing[1], spacing[2]
+    for k in range(points.shape[0]):
+        pz, py, px = points[k, 0], points[k, 1], points[k, 2]
+        cz = int(np.floor(pz + 0.5))
+        cy = int(np.floor(py + 0.5))
+        cx = int(np.floor(px + 0.5))
+        z0, z1 = max(cz - radius[0], 0), min(cz + radius[0], nz - 1)
+        y0, y1 = max(cy - radius[1], 0), min(cy + radius[1], ny - 1)
+        x0, x1 = max(cx - radius[2], 0), min(cx + radius[2], nx - 1)
+        # Every leg from the point to a node of the box stays in the box's cells (the
+        # point lies in the centre node's cell): their slowness floor bounds each leg.
+        # np.argmin picks the first NaN if there is one: so does this.
+        floor = np.inf
+        nan_z, nan_y, nan_x = -1, -1, -1
+        for z in range(z0, z1 + 1):
+            for y in range(y0, y1 + 1):
+                for x in range(x0, x1 + 1):
+                    floor = min(floor, slowness[z, y, x])
+                    if nan_z < 0 and np.isnan(times[z, y, x]):
+                        nan_z, nan_y, nan_x = z, y, x
+        if nan_z >= 0:
+            node[k, 0], node[k, 1], node[k, 2] = nan_z, nan_y, nan_x
+            value[k] = times[nan_z, nan_y, nan_x]
+            leg[k] = _box_leg(slowness, spacing, pz, py, px, nan_z, nan_y, nan_x)
+            continue
+        floor *= _FLOOR_MARGIN
+        # Start from the node of the lowest bound, timed exactly; then only nodes whose
+        # bound does not exceed the best so far can win (most of the box is behind the
+        # point, seen from the source, and is never timed).
+        lowest = np.inf
+        sz, sy, sx = z0, y0, x0
+        for z in range(z0, z1 + 1):
+            for y in range(y0, y1 + 1):
+                for x in range(x0, x1 + 1):
+                    d = np.sqrt(((z - pz) * hz) ** 2 + ((y - py) * hy) ** 2 + ((x - px) * hx) ** 2)
+                    bound = np.float64(times[z, y, x]) + d * floor
+                    if bound < lowest:
+                        lowest, sz, sy, sx = bound, z, y, x
+        seed_leg = _box_leg(slowness, spacing, pz, py, px, sz, sy, sx)
+        best_leg = seed_leg
+        best = np.float64(times[sz, sy, sx]) + seed_leg
+        bz, by, bx = sz, sy, sx
+        for z in range(z0, z1 + 1):
+            for y in range(y0, y1 + 1):
+                for x in range(x0, x1 + 1):
+                    d = np.sqrt(((z - pz) * hz) ** 2 + ((y - py) * hy) ** 2 + ((x - px) * hx) ** 2)
+                    if np.float64(times[z, y, x]) + d * floor > best:
+                        continue
+                    if z == sz and y == sy and x == sx:
+                        this_leg = seed_leg
+                    else:
+                        this_leg = _box_leg(slowness, spacing, pz, py, px, z, y, x)
+                    total = np.float64(times[z, y, x]) + this_leg
+                    # The first node in box order (C order) among equal totals, as np.argmin.
+                    earlier = (z * ny + y) * nx + x < (bz * ny + by) * nx + bx
+                    if total < best or (total == best and earlier):
+                        best, best_leg, bz, by, bx = total, this_leg, z, y, x
+        node[k, 0], node[k, 1], node[k, 2] = bz, by, bx
+        value[k] = times[bz, by, bx]
+        leg[k] = best_leg
+
+
+def best_last_legs(
+    slowness: np.ndarray,
+    spacing: np.ndarray,
+    times: np.ndarray,
+    points: np.ndarray,
+    radius: tuple[int, int, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each point between nodes, the node ``n`` of the forward-star box around its
+    cell (:func:`point_box`) minimising ``t(n) + leg(n, point)``: ``(nodes, t(nodes),
+    legs)``.
+
+    The same choice and floats as timing every leg of the box with
+    :func:`point_leg_times` and taking ``np.argmin`` (the first node in box order among
+    equal totals; the first NaN time if any): legs are timed on the whole model, which
+    equals the shifted sub-block bit for bit (an integer shift of a point is exact), and
+    only where a lower bound, ``t(n)`` plus the distance times the box's slowest-cell
+    floor, does not exceed the best total found.
+
+    Parameters
+    ----------
+    slowness : numpy.ndarray, shape (nz, ny, nx), float64
+    spacing : numpy.ndarray, shape (3,)
+    times : numpy.ndarray, shape (nz, ny, nx)
+        A solved field (any float type).
+    points : numpy.ndarray, shape (k, 3)
+        Positions in fractional node-index units, none on a node.
+    radius : tuple of int
+        ``(rz, ry, rx)``.
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
+    node = np.empty((len(points), 3), dtype=np.int64)
+    value = np.empty(len(points), dtype=times.dtype)
+    leg = np.empty(len(points), dtype=np.float64)
+    _best_last_legs(
+        np.ascontiguousarray(slowness, dtype=np.float64),
+        np.asarray(spacing, dtype=np.float64),
+        np.ascontiguousarray(times),
+        points,
+        np.asarray(radius, dtype=np.int64),
+        node,
+        value,
+        leg,
+    )
+    return node, value, leg

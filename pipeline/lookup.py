@@ -51,12 +51,12 @@ def receiver_times(
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
     dtype = np.dtype(dtype)
-    out = np.empty(len(receiver_index), dtype=dtype)
     legs = grid.last_legs(times, receiver_index, star.radius, slowness, source3)
-    for k, (receiver3, (_, time, leg)) in enumerate(zip(receiver_index, legs)):
-        # On a node: its time. Between nodes: plus the last leg, in the solve's precision.
-        out[k] = time if grid.on_node(receiver3) else dtype.type(time) + dtype.type(leg)
-    return out
+    time = np.array([t for _, t, _ in legs], dtype=dtype).reshape(-1)
+    leg = np.array([g for _, _, g in legs], dtype=dtype).reshape(-1)
+    # On a node: its time. Between nodes: plus the last leg, in the solve's precision.
+    on = np.all(np.reshape(receiver_index, (-1, 3)) == np.round(receiver_index), axis=1)
+    return np.where(on, time, time + leg)
 
 
 def _single(points: Any) -> bool:
@@ -174,11 +174,11 @@ def traveltime_at(
         times = NodeValues(one.transpose(*grid.dims).data)
         source = recorded_source(one, grid.dims)
         source3 = None if source is None else grid.to_index(source, "source")
-        if source3 is not None and any(grid.joined(source3, p, star.radius) for p in index):
+        if source3 is not None and grid.joined_points(source3, index, star.radius).any():
             # The position is used (a straight leg from it): checked against the field
             # first. Only then, as it may read a chunk no point needs (a survey store).
             source3 = grid.located_source(times, source, star.radius, slowness)
-        if source is None and not all(grid.on_node(p) for p in index):
+        if source is None and not np.all(index == np.round(index)):  # some between nodes
             warn_input(
                 "the field records no source position (source_z, ... coordinates or "
                 "attributes): points between nodes near an off-node source are reached "

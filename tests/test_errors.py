@@ -242,10 +242,25 @@ def test_inconsistent_units(velocity):
         traveltime(bad, SOURCE)
 
 
+def test_a_point_in_metres_on_a_model_in_km_is_named_so():
+    # Stations in metres on a model in km were only "outside the model: y spans [0, 6] km".
+    model = constant_model({"z": 11, "x": 21}, 100.0, 3000.0)
+    model = model.assign_coords({d: (model[d] / 1e3).assign_attrs(units="km") for d in "zx"})
+    with pytest.raises(InputError, match=r"x=1500 is outside .*; is it in m\? Points are in "
+                       r"the model's unit, km \(x=1.5\)"):  # fmt: skip
+        traveltime(model, {"z": 0.0, "x": 1500.0})
+    with pytest.raises(InputError, match=r"x=7 is outside the model: x spans \[0, 2\] km$"):
+        traveltime(model, {"z": 0.0, "x": 7.0})  # 7 km just beyond: no guess
+
+
 @pytest.mark.parametrize(
     "source, message",
     [
-        ({"z": -1.0, "x": 50.0}, "source z=-1 is outside the model: z spans \\[0, 100\\] m"),
+        (
+            {"z": -1.0, "x": 50.0},
+            "source z=-1 is outside the model: z spans \\[0, 100\\] m; "
+            "z is depth below the model's top, positive down: a station above the top",
+        ),
         ({"z": 0.0, "x": 200.5}, "source x=200.5 is outside the model"),
         ({"z": 0.0, "x": 200.0001}, r"x=200.0001 is outside the model: x spans \[0, 200\] m"),
         ({"z": 0.0}, "missing: \\['x'\\]"),

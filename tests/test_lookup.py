@@ -91,6 +91,45 @@ def test_a_leg_lying_in_a_cell_face_takes_the_faster_side(axis):
         )
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("rough", [True, False])
+def test_the_compiled_box_search_is_the_per_point_rule(dtype, rough):
+    # Grid.last_legs searches the boxes of points in memory in compiled code, skipping
+    # nodes a lower bound rules out: it must pick the node Grid.last_leg picks (np.argmin
+    # over every leg of the box: the first among equal totals, as in a constant model)
+    # and give the same floats, for points anywhere (corners, faces, edges), in 2D and 3D.
+    from raygrid.pipeline.grid import grid_from_velocity
+    from raygrid.pipeline.nodevalues import NodeValues
+
+    rng = np.random.default_rng(7)
+    for shape in ({"z": 9, "y": 8, "x": 10}, {"z": 13, "x": 17}):
+        model = rg.constant_model(shape, 10.0, 2000.0)
+        if rough:
+            model = model.copy(data=rng.uniform(500.0, 6000.0, model.shape))
+        grid = grid_from_velocity(model)
+        radius3 = grid.radius3({d: r for d, r in zip(grid.dims, (2, 3, 2))})
+        source = {d: float(rng.uniform(0, 10.0 * (n - 1))) for d, n in shape.items()}
+        times = rg.traveltime(model, source, radius=dict(zip(grid.dims, (2, 3, 2))))
+        values = NodeValues(times.values.astype(dtype))
+        n = 200
+        points = rng.uniform(0, 1, (n, 3)) * (np.array(grid.shape3) - 1)
+        points[: n // 4] = np.round(points[: n // 4] * 2) / 2  # faces, edges, corners, nodes
+        source3 = grid.to_index(source)
+        found = grid.last_legs(values, points, radius3, source3=source3)
+        for point3, got in zip(points, found):
+            if grid.on_node(point3):
+                continue
+            want = grid.last_leg(values, point3, radius3, source3=source3)
+            assert (got[0] is None) == (want[0] is None), point3
+            if want[0] is not None:
+                assert np.array_equal(got[0], want[0]), point3
+            assert got[1] == want[1] and got[1].dtype == want[1].dtype, point3
+            assert got[2] == want[2], point3
+    # A field not yet solved (NaN, as a survey store's unfinished source): NaN, as before.
+    nan = NodeValues(np.full(grid.shape3, np.nan, dtype=dtype))
+    assert np.isnan(grid.last_legs(nan, points[n // 4 :], radius3)[0][1])
+
+
 def test_bad_lookups_are_clear(model, tables):
     field = tables["traveltime"]
     with pytest.raises(InputError, match="needs the model: pass velocity="):
