@@ -17,7 +17,7 @@ from .integrity import damage, listed_sources, lost_sources
 from .store import StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
 
-__all__ = ["describe", "open_survey", "plot_directory"]
+__all__ = ["describe", "open_survey", "plot_directory", "point_number"]
 
 
 def open_survey(path: str | Path) -> xr.Dataset:
@@ -172,20 +172,67 @@ def source_numbers(dataset: xr.Dataset, chosen: list[int | str]) -> list[int]:
     up as a name first, so ``"12"`` is the station named so, if any, not source 12; an
     integer is a number."""
     names = point_names(dataset, "source") or []
-    numbers = []
-    for choice in chosen:
-        if isinstance(choice, str) and choice in names:
-            numbers.append(names.index(choice))
-            continue
-        try:
-            numbers.append(int(choice))
-        except ValueError:
-            some = f" (its names: {names[0]!r} ... {names[-1]!r})" if names else ""
-            raise InputError(
-                f"source {choice!r} is neither a source number nor a source's name in the "
-                f"store{some}"
-            ) from None
-    return numbers
+    return [_number(names, choice, "source", "the store") for choice in chosen]
+
+
+def point_number(
+    dataset: xr.Dataset, choice: int | str, what: str, where: str = "the store"
+) -> int:
+    """The number of one of ``dataset``'s sources or receivers (``what``), chosen by name
+    or number as :func:`source_numbers` chooses (a name wins over the same digits as a
+    number), checked to be one of them.
+
+    Parameters
+    ----------
+    dataset : xarray.Dataset
+        A survey store (:func:`open_survey`) or a result with a ``what`` dim.
+    choice : int or str
+        A name (where ``dataset`` names them: its ``what`` coordinate) or a number from 0.
+    what : str
+        ``"source"`` or ``"receiver"``.
+    where : str
+        What ``dataset`` is, for the messages.
+
+    Returns
+    -------
+    int
+        The position along ``what``.
+
+    Raises
+    ------
+    InputError
+        For a name ``dataset`` does not hold, a number out of range, or anything else.
+    """
+    names = point_names(dataset, what) or []
+    if isinstance(choice, (bool, np.bool_)) or not isinstance(choice, (str, int, np.integer)):
+        # int() took 2.7 as 2 and True as 1: another point than meant, silently.
+        raise InputError(f"{what} must be a {what}'s name or number, got {choice!r}")
+    number = _number(names, choice, what, where)
+    count = dataset.sizes.get(what, 0)
+    if not 0 <= number < count:
+        held = f"0..{count - 1}" if count else f"none: it has no {what} dim"
+        raise InputError(
+            f"{what} number {number} is out of range: {where} has {count} {what}s ({held})"
+        )
+    return number
+
+
+def _number(names: list[str], choice: int | str, what: str, where: str) -> int:
+    """``choice``'s position in ``names`` if it is a text and one of them, else the number
+    it is (unchecked)."""
+    if isinstance(choice, str) and choice in names:
+        return names.index(choice)
+    try:
+        return int(choice)
+    except ValueError:
+        some = (
+            f" (its names: {names[0]!r} ... {names[-1]!r})"
+            if names
+            else f" (it does not name its {what}s: give a number)"
+        )
+        raise InputError(
+            f"{what} {choice!r} is neither a {what} number nor a {what}'s name in {where}{some}"
+        ) from None
 
 
 def plot_directory(

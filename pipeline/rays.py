@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import dask
 import numpy as np
 import xarray as xr
 
@@ -17,6 +18,7 @@ from ..kernels import (
 )
 from .errors import InputError
 from .grid import Grid, recorded_source, solved_grid
+from .inspect import point_number
 from .nodevalues import NodeValues
 
 __all__ = ["raypath"]
@@ -133,24 +135,48 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     return segment_time_cpu(block, *map(float, a), *map(float, b), *h)
 
 
-def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
+def raypath(
+    result: xr.Dataset,
+    receiver: Mapping[str, float] | str | int,
+    *,
+    source: str | int | None = None,
+) -> xr.Dataset:
     """The ray from the source to a receiver, as points in model coordinates.
 
     Parameters
     ----------
     result : xarray.Dataset
-        From :func:`raygrid.pipeline.traveltime` with ``predecessors=True``.
-    receiver : mapping
+        From :func:`raygrid.pipeline.traveltime` (or :func:`~raygrid.pipeline.traveltimes`)
+        with ``predecessors=True``, traced here; or a survey store opened with
+        :func:`raygrid.pipeline.open_survey` and written with ``outputs.rays: true``, whose
+        stored ray is read (a store keeps no predecessors: only its receivers' rays).
+    receiver : mapping, str or int
         Receiver position in model coordinates, e.g. ``{"z": 900.0, "x": 200.0}``; it may
-        lie between nodes.
+        lie between nodes. Of a store: one of its receivers, by name (where the store
+        names them), number (from 0) or exact position. A name wins over the same digits
+        as a number, as in ``raygrid plot --source``; an integer is a number.
+    source : str or int, optional
+        Which source, by name or number as ``receiver``, when ``result`` has a ``source``
+        dim (a store, a ``traveltimes`` result); leave it out for one already selected
+        (``store.sel(source="S1")``, ``result.isel(source=0)``).
 
     Returns
     -------
     xarray.Dataset
         Along dim ``point``, from the source to the receiver: a data variable per model
-        dim holding the points' positions (``ray["x"]``, model units) and ``time``, the
-        traveltime accumulated along the ray (s).
-        ``attrs["traveltime"]`` is the receiver's traveltime.
+        dim holding the points' positions (``ray["x"]``, in the model's length unit, its
+        ``units`` attribute) and ``time``, the traveltime accumulated along the ray (s).
+        ``attrs["traveltime"]`` is the receiver's traveltime, ``attrs["receiver_x"]``, ...
+        its position. A store's ray is the same Dataset, the same floats, as ``raypath``
+        of the source's own solve.
+
+    Raises
+    ------
+    InputError
+        For a Dataset that is neither, a receiver outside the model or not reached; of a
+        store: one without rays (``outputs.rays: false``, or not finished: rays are
+        assembled once every source is done), a source or receiver it does not hold, a
+        source not done, or a ray whose chunks are lost.
 
     Notes
     -----
@@ -166,16 +192,199 @@ def raypath(result: xr.Dataset, receiver: Mapping[str, float]) -> xr.Dataset:
     receiver it equals the traveltime field (docs/method.md section 4, "raypath time =
     traveltime").
     """
-    if not isinstance(result, xr.Dataset) or any(v not in result for v in _NEEDED):
-        raise InputError("raypath needs the Dataset returned by traveltime(..., predecessors=True)")
+    if isinstance(result, xr.Dataset) and _is_store(result):
+        return _stored_ray(result, receiver, source)
+    _check_result(result)
     if "source" in result["traveltime"].dims:
-        raise InputError("raypath takes one source: pass result.isel(source=i)")
+        if source is None:
+            raise InputError(
+                "raypath takes one source: pass source= (its name or number) or "
+                "result.isel(source=i)"
+            )
+        result = result.isel(source=point_number(result, source, "source", "the result"))
+    elif source is not None:
+        raise InputError("the result holds one source already: leave source= out")
+    if not isinstance(receiver, Mapping):
+        raise InputError(
+            f"receiver must be a position, a mapping from dim name to coordinate, got "
+            f"{receiver!r}: receivers by name or number are a survey store's (open_survey)"
+        )
     grid = solved_grid(result["velocity"])  # a lazy model read only along the ray
     field = ray_field(result, grid)
     # The ray starts at the recorded source: checked against the times first (a survey's
     # own fields and positions, traced by ray_field directly, are written together).
     grid.located_source(field.times, field.source, field.radius, field.slowness)
     return trace_rays(field, [receiver], grid)[0]
+
+
+#: Where a message sends one who has neither a predecessors result nor a store with rays.
+_EITHER = (
+    "raypath needs the Dataset returned by traveltime(..., predecessors=True), or a survey "
+    "store opened with open_survey(path) and written with outputs.rays: true"
+)
+
+
+def _check_result(result: Any) -> None:
+    """Refuse what is neither a ``predecessors=True`` result nor a store, naming both."""
+    if isinstance(result, xr.DataArray):
+        # traveltime(...) without predecessors returns the field alone, as store["traveltime"]
+        # is: neither says how to walk back from a receiver.
+        raise InputError(
+            f"{_EITHER}; got a DataArray ({result.name!r}): a traveltime field alone has no "
+            "predecessors to follow (solve with predecessors=True), and of a store pass the "
+            "store itself"
+        )
+    if not isinstance(result, xr.Dataset):
+        raise InputError(f"{_EITHER}; got {type(result).__name__}")
+    missing = [v for v in _NEEDED if v not in result]
+    if "predecessor" in missing and "traveltime" in result:  # solved without them
+        raise InputError(
+            f"{_EITHER}; this result has no predecessors: solve it again with predecessors=True"
+        )
+    if missing:
+        raise InputError(f"{_EITHER}; this Dataset has no {', '.join(map(repr, missing))}")
+
+
+def _is_store(dataset: xr.Dataset) -> bool:
+    """A survey store (or part of one): every store holds its completion records."""
+    return "source_done" in dataset.variables or "ray_start" in dataset.variables
+
+
+def _stored_ray(
+    store: xr.Dataset, receiver: Mapping[str, float] | str | int, source: str | int | None
+) -> xr.Dataset:
+    """A survey store's ray from ``source`` to ``receiver``, as :func:`raypath` gives it.
+
+    Read from the ragged arrays (``ray_start``/``ray_count`` index ``ray_time`` and
+    ``ray_<dim>``): only the chunks holding its points. The store wrote them from
+    :func:`trace_rays`' Datasets, time in the solve's precision and positions in float64,
+    so the floats come back as traced.
+    """
+    if "source" in store.dims:
+        if source is None:
+            count = store.sizes["source"]
+            raise InputError(
+                f"the store holds {count} sources{_named(store, 'source')}: pass source= (a "
+                "name or number), or store.sel(source=NAME) / store.isel(source=i)"
+            )
+        store = store.isel(source=point_number(store, source, "source"))
+    elif source is not None:
+        raise InputError(
+            f"this part of the store holds one source already{_named(store, 'source')}: "
+            "leave source= out"
+        )
+    which = _source_label(store)
+    if "ray_start" not in store.variables:
+        raise InputError(_no_rays(store, which))
+    grid = solved_grid(store["velocity"])  # the dims' order and length unit, as raypath's
+    # A store's parts a user kept (store[["ray_x", ...]]) may lack the completion records.
+    records = ["source_done"] if "source_done" in store.variables else []
+    starts, counts, *at = _read(
+        store, ["ray_start", "ray_count", *(f"receiver_{d}" for d in grid.dims), *records]
+    )
+    done = at[len(grid.dims) :]  # [] or [the completion record]
+    at = at[: len(grid.dims)]
+    if done and not int(done[0]):
+        # Rays assembled, then the source forgotten (its chunks were lost): a rerun redoes it.
+        raise InputError(
+            f"{which} is not done in the store (its completion record is 0: its chunks were "
+            "lost and it waits to be solved again): rerun the store's workflow"
+        )
+    positions = dict(zip(grid.dims, at))
+    r = _receiver_number(store, receiver, positions)
+    start, count = int(starts[r]), int(counts[r])
+    store = store.isel(ray_point=slice(start, start + count))
+    time, *coords = _read(store, ["ray_time", *(f"ray_{d}" for d in grid.dims)])
+    points = dict(zip(grid.dims, coords))
+    at = {d: float(positions[d][r]) for d in grid.dims}
+    read = count > 0 and all(np.isfinite(v).all() for v in (time, *coords))
+    if not read or any(points[d][-1] != at[d] for d in grid.dims):
+        # Chunks lost on disk read as NaN (points) or 0 (counts); raygrid info names them.
+        raise InputError(
+            f"the ray from {which} to receiver {r} is damaged in the store (its points read "
+            f"as NaN or none, chunks lost on disk): `raygrid info` names what is lost; "
+            "rerun its workflow with --overwrite"
+        )
+    return _ray(grid, points, time, at)
+
+
+def _read(store: xr.Dataset, names: list[str]) -> list[np.ndarray]:
+    """The values of a store's ``names``, read together on this process's threads.
+
+    A ray is a few points: not worth a round trip each through the scheduler of a Dask
+    client the caller holds (a dozen such reads took half a second with one in-process
+    client).
+    """
+    data = [store[name].data for name in names]
+    return [np.asarray(v) for v in dask.compute(*data, scheduler="threads")]
+
+
+def _named(store: xr.Dataset, what: str) -> str:
+    """``" (named A ... B)"`` for a store's sources or receivers where it names them."""
+    if what not in store.coords:
+        return ""
+    names = [str(n) for n in np.atleast_1d(store[what].values)]
+    return f" (named {names[0]!r}" + (f" ... {names[-1]!r})" if len(names) > 1 else ")")
+
+
+def _source_label(store: xr.Dataset) -> str:
+    """The selected source, for messages: ``source 'S1'``, or its position."""
+    if "source" in store.coords:
+        return f"source {str(store['source'].values)!r}"
+    dims = [d for d in ("z", "y", "x") if f"source_{d}" in store.variables]
+    where = ", ".join(f"{d}={float(store[f'source_{d}'].values):g}" for d in dims)
+    return f"the source at {where}" if where else "the source"
+
+
+def _no_rays(store: xr.Dataset, which: str) -> str:
+    """Why a store holds no rays: not finished, written without them, or lost."""
+    if "receiver" not in store.dims:
+        return "the store has no receivers, so no rays: its workflow gave none"
+    attrs = store.attrs
+    if attrs.get("rays_assembled", False):
+        return (
+            "the store's rays are lost (its ray arrays are gone): `raygrid info` says what "
+            "else is; rerun its workflow with --overwrite"
+        )
+    if not attrs.get("complete", False):
+        done = bool(store["source_done"].values) if "source_done" in store.variables else False
+        return (
+            f"the store is not finished: its rays are assembled once every source is done "
+            f"({which} is {'done' if done else 'not done yet'}); rerun its workflow to "
+            "finish it (rg.traveltime_at reads the fields of the sources done so far)"
+        )
+    return (
+        "the store holds no rays: its workflow has outputs.rays: false; rerun it with "
+        "outputs.rays: true (and --overwrite), or solve the source with "
+        "traveltime(..., predecessors=True) and call raypath on that"
+    )
+
+
+def _receiver_number(
+    store: xr.Dataset,
+    receiver: Mapping[str, float] | str | int,
+    positions: dict[str, np.ndarray],
+) -> int:
+    """A store's receiver by name, number or exact position (``positions``: the store's
+    ``receiver_<dim>`` values)."""
+    if not isinstance(receiver, Mapping):
+        return point_number(store, receiver, "receiver")
+    if set(receiver) != set(positions):
+        raise InputError(
+            f"receiver must give a coordinate for exactly the dims {tuple(positions)}, got "
+            f"{sorted(receiver)}"
+        )
+    match = np.ones(store.sizes["receiver"], dtype=bool)
+    for d, at in positions.items():
+        match &= at == receiver[d]
+    if not match.any():
+        raise InputError(
+            f"receiver {dict(receiver)} is none of the store's receivers: a store keeps the "
+            "rays to its receivers only (no predecessors to trace others); give one's name, "
+            "number or exact position, or solve the source with "
+            "traveltime(..., predecessors=True)"
+        )
+    return int(np.flatnonzero(match)[0])
 
 
 def trace_rays(
@@ -242,8 +451,16 @@ def _ray_dataset(
     for d in grid.dims:  # the end points exactly as given, not round-tripped through indices
         coords[d][0] = field.source[d]
         coords[d][-1] = float(receiver[d])
-    data = {d: ("point", coords[d], {"units": grid.length_unit}) for d in grid.dims}
-    data["time"] = ("point", cumulative, {"units": "s", "long_name": "traveltime along the ray"})
-    attrs = {"traveltime": float(cumulative[-1]), "units": "s"}
+    return _ray(grid, coords, cumulative, receiver)
+
+
+def _ray(
+    grid: Grid, points: Mapping[str, np.ndarray], time: np.ndarray, receiver: Mapping[str, float]
+) -> xr.Dataset:
+    """The Dataset :func:`raypath` returns, traced or read from a store: one place, so
+    both are the same (the variables' units included)."""
+    data = {d: ("point", points[d], {"units": grid.length_unit}) for d in grid.dims}
+    data["time"] = ("point", time, {"units": "s", "long_name": "traveltime along the ray"})
+    attrs = {"traveltime": float(time[-1]), "units": "s"}
     attrs.update({f"receiver_{d}": float(receiver[d]) for d in grid.dims})
     return xr.Dataset(data, attrs=attrs)
