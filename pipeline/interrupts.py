@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing import resource_tracker
@@ -26,6 +27,13 @@ __all__ = [
 _kept: list[int] = []
 #: The signal that last stopped an :func:`interrupts_kept` block (SIGINT or SIGTERM).
 _stopped_by: list[int] = []
+#: ``closings``: for each :func:`closing_uninterrupted` block open now in a thread
+#: (innermost last), the :class:`_QuietInterruptedClose` filters of the clients connected in it.
+_blocks = threading.local()
+
+
+def _closings() -> list[list[_QuietInterruptedClose]]:
+    return _blocks.__dict__.setdefault("closings", [])
 
 
 def stopping_signal() -> int:
@@ -148,18 +156,64 @@ def closing_uninterrupted() -> Iterator[Callable[[], None]]:
     to Dask's exit hook, which took 10 s more on timeouts and printed a traceback when a
     third Ctrl-C broke it too. The first Ctrl-C has done its work by then; the close takes
     a second. A no-op off the main thread.
+
+    Called while a ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM in :func:`interrupts_kept`)
+    is on its way out, ``hold`` also quiets, until the block ends, what the scheduler of a
+    client connected in the block logs of the close (:class:`_QuietInterruptedClose`).
     """
     previous: list[Any] = []
+    quiets: list[_QuietInterruptedClose] = []
 
     def hold() -> None:
         if threading.current_thread() is threading.main_thread() and not previous:
             previous.append(signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if _kept or isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            for quiet in quiets:
+                quiet.closing = True
 
+    _closings().append(quiets)
     try:
         yield hold
     finally:
+        # By identity: two blocks' lists can be equal (empty).
+        _closings()[:] = [block for block in _closings() if block is not quiets]
+        for quiet in quiets:
+            logging.getLogger("distributed.scheduler").removeFilter(quiet)
         if previous:
             signal.signal(signal.SIGINT, previous[0])
+
+
+class _QuietInterruptedClose(logging.Filter):
+    """Logging filter for ``distributed.scheduler``: once its ``closing`` is set (by
+    :func:`closing_uninterrupted`'s ``hold``, after a Ctrl-C), drop "Closed comm
+    <BatchedSend: closed> while trying to write ..." and its ``CommClosedError`` traceback,
+    logged (as CRITICAL) by one scheduler, running in this process, for a comm to one of its
+    clients.
+
+    Ctrl-C of a tiled run closes the client first, then its local cluster; meanwhile the
+    scheduler, still running, logged one of these for each message to the closed client (14
+    blocks, some 100 lines before raygrid's own "interrupted: ... run the same command
+    again", in 2 of about 12 interrupted runs). The client is gone on purpose. Every other
+    message, and this one from any other scheduler (a user's own cluster) or without an
+    interrupt, is kept.
+    """
+
+    def __init__(self, scheduler: Any) -> None:
+        super().__init__()
+        self.scheduler = weakref.ref(scheduler)  # not kept alive by the logger
+        self.closing = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        scheduler = self.scheduler()
+        if not self.closing or scheduler is None or record.msg != _CLOSED_COMM:
+            return True
+        comm = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        # The comm is still the scheduler's when it is logged (the same event loop step).
+        return not any(comm is mine for mine in list(scheduler.client_comms.values()))
+
+
+#: Dask's format of the message :class:`_QuietInterruptedClose` drops (distributed 2026.8).
+_CLOSED_COMM = "Closed comm %r while trying to write %s"
 
 
 def check_interrupts() -> None:
@@ -247,8 +301,10 @@ def quiet_abandoned_gathers(loop, context: dict) -> None:
 
 def quiet_client_interrupts(client) -> None:
     """What a Ctrl-C leaves in the client's process, kept quiet: abandoned gathers
-    (:func:`quiet_abandoned_gathers`) and an early ``sync`` cancel
-    (:func:`_not_an_early_sync_cancel`); and what a lost scheduler leaves, a cancelled
+    (:func:`quiet_abandoned_gathers`), an early ``sync`` cancel
+    (:func:`_not_an_early_sync_cancel`) and, inside :func:`closing_uninterrupted`, what the
+    client's own scheduler, when it runs in this process (a local cluster), logs of the
+    close (:class:`_QuietInterruptedClose`); and what a lost scheduler leaves, a cancelled
     reconnect (:func:`_not_a_cancelled_reconnect`). Every other message and exception is
     kept."""
     client.loop.asyncio_loop.set_exception_handler(quiet_abandoned_gathers)
@@ -259,6 +315,11 @@ def quiet_client_interrupts(client) -> None:
         logger = logging.getLogger(name)
         if quiet not in logger.filters:
             logger.addFilter(quiet)
+    scheduler = getattr(getattr(client, "cluster", None), "scheduler", None)
+    if _closings() and hasattr(scheduler, "client_comms"):  # removed when the block ends
+        quiet_close = _QuietInterruptedClose(scheduler)
+        _closings()[-1].append(quiet_close)
+        logging.getLogger("distributed.scheduler").addFilter(quiet_close)
 
 
 class IgnoreInterrupts(WorkerPlugin):

@@ -10,11 +10,13 @@ dropped from the path shown to the user.
 
 from __future__ import annotations
 
+import difflib
 import re
+import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -22,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Tag,
     TypeAdapter,
     ValidationError,
 )
@@ -240,19 +243,89 @@ def validate_yaml(document: YamlDocument, model: Any, what: str) -> Any:
                 path == key or path.startswith(f"{key}.") for path in fitted
             )
 
-        problems = [(e["loc"], _message(e)) for e, at in zip(errors, where) if not noise(e, at[0])]
+        problems = [
+            (e["loc"], _message(e, model)) for e, at in zip(errors, where) if not noise(e, at[0])
+        ]
         raise InputError(
             f"{document.path}: invalid {what}\n{format_problems(document, problems)}"
         ) from None
 
 
-def _message(error: dict) -> str:
+def _message(error: dict, model: Any) -> str:
     message = error["msg"]
     if error["type"] == "extra_forbidden":
         key = error["loc"][-1] if error["loc"] else None
+        guess = _did_you_mean(key, _allowed_keys(model, error["loc"][:-1]))
         if isinstance(key, str) and "-" in key:
-            return f"{message} (unknown key; raygrid's keys use underscores, not hyphens)"
-        return f"{message} (unknown key)"
+            return f"{message} (unknown key; raygrid's keys use underscores, not hyphens{guess})"
+        return f"{message} (unknown key{guess})"
     if error["type"] == "missing":
         return f"{message} (missing key)"
     return message
+
+
+def _did_you_mean(key: Any, allowed: Sequence[str]) -> str:
+    """``"; did you mean 'receivers'?"`` for a key near one of ``allowed``, else ``""``."""
+    if not isinstance(key, str):
+        return ""
+    # Compared with hyphens as underscores: "plot-source" is nearest "plot_source", whatever
+    # else is near its spelling.
+    close = difflib.get_close_matches(key.replace("-", "_"), allowed, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _allowed_keys(model: Any, location: Sequence[Any]) -> list[str]:
+    """The keys of the section at ``location`` (a pydantic error's, less the unknown key):
+    the fields of the schema's models that can be there, or none if there are none.
+
+    The location is walked down the type annotations from ``model``: a union's tag (or
+    class name) picks its alternative; parts that index nothing (pydantic's labels of
+    union members and validators) are skipped, with the alternatives kept.
+    """
+    candidates = _alternatives(model, None)
+    for part in location:
+        chosen = [(tag, kind) for tag, kind in candidates if part in (tag, _name(kind))]
+        if chosen:
+            candidates = [alt for _, kind in chosen for alt in _alternatives(kind, None)]
+            continue
+        inner = [alt for _, kind in candidates for alt in _inside(kind, part)]
+        if inner:
+            candidates = inner
+    fields = [
+        name
+        for _, kind in candidates
+        if isinstance(kind, type) and issubclass(kind, BaseModel)
+        for name in kind.model_fields
+    ]
+    return list(dict.fromkeys(fields))
+
+
+def _alternatives(annotation: Any, tag: str | None) -> list[tuple[str | None, Any]]:
+    """``(tag, type)`` of each alternative of ``annotation``: ``Annotated`` unwrapped (its
+    :class:`~pydantic.Tag` kept), unions and ``None`` split."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        inner, *metadata = get_args(annotation)
+        tags = [item.tag for item in metadata if isinstance(item, Tag)]
+        return _alternatives(inner, tags[0] if tags else tag)
+    if origin in (Union, types.UnionType):
+        return [alt for arg in get_args(annotation) for alt in _alternatives(arg, tag)]
+    return [(tag, annotation)]
+
+
+def _inside(kind: Any, part: Any) -> list[tuple[str | None, Any]]:
+    """The alternatives of what ``kind`` holds at ``part``: a model's field, a list's item,
+    a mapping's value; none if ``part`` indexes nothing of ``kind``."""
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        field = kind.model_fields.get(part) if isinstance(part, str) else None
+        return [] if field is None else _alternatives(field.annotation, None)
+    origin, args = get_origin(kind), get_args(kind)
+    if origin is list and args and isinstance(part, int):
+        return _alternatives(args[0], None)
+    if origin is dict and len(args) == 2 and isinstance(part, str):
+        return _alternatives(args[1], None)
+    return []
+
+
+def _name(kind: Any) -> str | None:
+    return kind.__name__ if isinstance(kind, type) else None

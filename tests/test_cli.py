@@ -87,7 +87,10 @@ def write_workflow(tmp_path, **changes):
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"grid__radious": 3}, "grid.radious: Extra inputs are not permitted (unknown key)"),
+        (
+            {"grid__radious": 3},
+            "grid.radious: Extra inputs are not permitted (unknown key; did you mean 'radius'?)",
+        ),
         ({"grid__radius": "five"}, "grid.radius"),
         ({"model": {"path": "missing.zarr"}}, "missing.zarr does not exist"),
         ({"sources": [{"z": -50.0, "x": 10.0}]}, "source z=-50 is outside the model"),

@@ -372,3 +372,69 @@ def test_a_signal_as_the_handlers_go_in_leaves_the_previous_handlers(monkeypatch
     assert {sig: signal.getsignal(sig) for sig in previous} == previous
     assert interrupts.stopping_signal() == signal.SIGTERM
     check_interrupts()  # nothing kept once the block is over
+
+
+@contextmanager
+def closed_client_comm(scheduler, name: str):
+    """A client of ``scheduler`` whose comm has closed, as a client's is once it has closed
+    and its scheduler (still running) has yet to hear of it."""
+    from types import SimpleNamespace
+
+    from distributed.batched import BatchedSend
+
+    comm = BatchedSend(interval="10ms")
+    comm.comm = SimpleNamespace(closed=lambda: True)  # "<BatchedSend: closed>"
+    scheduler.client_comms[name] = comm
+    try:
+        yield
+    finally:
+        del scheduler.client_comms[name]  # not for the cluster's close to close
+
+
+def test_a_closed_client_comm_is_quiet_only_as_raygrid_closes_its_cluster_after_ctrl_c():
+    # A Ctrl-C'd tiled run printed 14 blocks of "distributed.scheduler - CRITICAL - Closed
+    # comm <BatchedSend: closed> while trying to write ..." with CommClosedError tracebacks
+    # (some 100 lines) before "interrupted: ...", in 2 of about 12 tries: connect closes the
+    # client, then the cluster, whose scheduler meanwhile reports finished tasks to it.
+    from raygrid.pipeline.interrupts import quiet_client_interrupts
+
+    from clusters import in_process_client
+
+    logger = logging.getLogger("distributed.scheduler")
+    filters = list(logger.filters)
+    records: list[logging.LogRecord] = []
+    collect = logging.Handler(logging.WARNING)
+    collect.emit = records.append  # after the logger's own filters, as any handler
+
+    def logged(scheduler, client: str) -> list[str]:
+        """What ``scheduler`` logs (Dask's own code) sending a message to ``client``."""
+        records.clear()
+        scheduler.client_send(client, {"op": "key-in-memory", "key": "x"})
+        return [r.getMessage() for r in records if r.levelno == logging.CRITICAL]
+
+    logger.addHandler(collect)
+    try:
+        with in_process_client() as users:  # a user's own cluster in the same process
+            theirs = users.cluster.scheduler
+            with (
+                closing_uninterrupted() as hold,
+                in_process_client() as client,  # one raygrid started (connect)
+                closed_client_comm(client.cluster.scheduler, "raygrid-client"),
+                closed_client_comm(theirs, "users-client"),
+            ):
+                quiet_client_interrupts(client)
+                ours = client.cluster.scheduler
+                assert logged(ours, "raygrid-client")  # no Ctrl-C: kept, it may be real
+                try:
+                    raise KeyboardInterrupt
+                except KeyboardInterrupt:
+                    hold()  # as connect starts closing its cluster after Ctrl-C
+                assert not logged(ours, "raygrid-client")
+                assert logged(theirs, "users-client")  # not raygrid's to quiet
+                records.clear()
+                logger.critical("Closed comm %r while trying to write %s", object(), "msg")
+                logger.warning("Removing worker 'tcp://127.0.0.1:1' caused the cluster to lose")
+                assert len(records) == 2  # not the scheduler's own client comm; another message
+        assert logger.filters == filters  # gone with the block
+    finally:
+        logger.removeHandler(collect)

@@ -111,6 +111,49 @@ def test_missing_section_is_named(tmp_path):
         read_workflow(path)
 
 
+@pytest.mark.parametrize(
+    "old, new, line, key, told",
+    [
+        ("receivers:", "recievers:", 9, "recievers", "did you mean 'receivers'?"),
+        ("outputs:", "outptus:", 11, "outptus", "did you mean 'outputs'?"),
+        (
+            "outputs:",
+            "compute: {tile: {z: 8}}\noutputs:",
+            11,
+            "compute.tile",
+            "did you mean 'tiles'?",
+        ),
+        ("count: 4}", "cont: 4}", 10, "receivers.line.cont", "did you mean 'count'?"),
+        ("  radius: 2", "  radious: 2", 5, "grid.radious", "did you mean 'radius'?"),
+        (
+            "  store: out/small.zarr",
+            "  store: out/small.zarr\n  plot-source: 1",
+            13,
+            "outputs.plot-source",
+            "raygrid's keys use underscores, not hyphens; did you mean 'plot_source'?",
+        ),
+        # Only the keys of that level: plot_source is an output, not a compute option.
+        ("outputs:", "compute: {plot_source: 1}\noutputs:", 11, "compute.plot_source", None),
+        ("outputs:", "zzz: 1\noutputs:", 11, "zzz", None),
+    ],
+)
+def test_an_unknown_key_is_told_the_nearest_key_of_its_level(tmp_path, old, new, line, key, told):
+    path = write(tmp_path, SMALL.replace(old, new, 1))
+    with pytest.raises(InputError) as error:
+        read_workflow(path)
+    said = f"{path}:{line}: {key}: Extra inputs are not permitted (unknown key"
+    said += f"; {told})" if told else ")"
+    assert said in [row.strip() for row in str(error.value).splitlines()], str(error.value)
+
+
+def test_a_cluster_file_key_is_told_the_nearest_of_its_kind(tmp_path):
+    from raygrid.pipeline.cluster import read_cluster
+
+    path = write(tmp_path, "cluster: local\nn_worker: 2\n", name="cluster.yaml")
+    with pytest.raises(InputError, match=r"cluster.yaml:2: n_worker: .*did you mean 'n_workers'\?"):
+        read_cluster(path)
+
+
 def test_bad_yaml_names_the_line(tmp_path):
     path = write(tmp_path, SMALL + "  - [unclosed\n")
     with pytest.raises(InputError, match=rf"{path}:1[34]: not valid YAML"):
