@@ -352,7 +352,7 @@ def forget_sources(path: str | Path, sources: np.ndarray) -> None:
         whole is made again (empty) when the store keeps rays not yet assembled.
     """
     group = zarr.open_group(Path(path), mode="r+")
-    group.attrs["complete"] = False
+    group.attrs["complete"] = 0  # flags as 0/1: NetCDF attributes hold no booleans
     if not group.attrs.get("rays_assembled", False) and RAY_PARTS not in group:
         if _rays_kept(group):  # lost whole: made again for the sources' parts
             group.create_group(RAY_PARTS)

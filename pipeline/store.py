@@ -458,8 +458,18 @@ def open_store(path: str | Path) -> StoreState:
         version=attrs.get("raygrid_version"),
         complete=bool(attrs.get("complete", False)),
         done=completion_records(path),
-        fingerprint_parts=attrs.get("workflow_sha256_parts"),
+        fingerprint_parts=_parts(attrs.get("workflow_sha256_parts")),
     )
+
+
+def _parts(stored: Any) -> dict[str, str] | None:
+    """A store's fingerprint parts: JSON text, or a mapping (stores before 2026-11-27)."""
+    if isinstance(stored, str):
+        try:
+            stored = json.loads(stored)
+        except ValueError:
+            return None  # unreadable: the parts only name what differs
+    return dict(stored) if isinstance(stored, dict) else None
 
 
 def _differences(stored: dict | None, now: dict | None) -> list[str]:
@@ -867,11 +877,11 @@ def finish_store(spec: StoreSpec) -> None:
     group = zarr.open_group(path, mode="r+")
     if spec.keeps_rays and not group.attrs.get("rays_assembled", False):
         _assemble_rays(spec, group)
-        group.attrs["rays_assembled"] = True
+        group.attrs["rays_assembled"] = 1  # 0/1, not a boolean: see _store_attrs
     if (path / RAY_PARTS).exists():
         shutil.rmtree(path / RAY_PARTS)
     sweep_partials(path)
-    group.attrs["complete"] = True
+    group.attrs["complete"] = 1
 
 
 def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:

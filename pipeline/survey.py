@@ -17,6 +17,7 @@ limit), the model is sent again to the workers there are and the sources left go
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -257,8 +258,11 @@ def _store_attrs(prepared: PreparedWorkflow) -> dict:
         "title": "raygrid survey: first-arrival traveltimes by shortest-path ray tracing",
         "workflow": prepared.workflow_json,
         "workflow_sha256": prepared.fingerprint,
-        "workflow_sha256_parts": prepared.fingerprint_parts,
-        "complete": False,
+        # As JSON text, as the workflow: a dict attribute kept the store's datasets from
+        # NetCDF (store[["receiver_traveltime"]].to_netcdf raised "Invalid value for attr").
+        "workflow_sha256_parts": json.dumps(prepared.fingerprint_parts, sort_keys=True),
+        # 0/1, not a boolean, for the same reason (the netCDF4 library refuses them).
+        "complete": 0,
     }
     return attrs
 

@@ -298,7 +298,7 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     assert state == "COMPLETED", logs + (job.directory / "workers.log").read_text()
     assert "done: 6 source(s)" in logs
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
-    assert dataset.attrs["complete"] is True
+    assert dataset.attrs["complete"] == 1
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
 
 
