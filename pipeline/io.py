@@ -92,6 +92,14 @@ def _given_units(
     silently rescale every time (km/s read as m/s is a factor of 1000), and a conversion
     is the user's decision, made on the file.
     """
+    # Checked whatever the file says: "m/sec" was taken silently where the file had km/s
+    # (and ignored), and refused only where the file had none.
+    for given, option, known in ((units, "units", SPEED_UNITS), (length_unit, "length_unit",
+                                                                  LENGTH_UNITS)):  # fmt: skip
+        if given is not None and not known_unit(given, known):
+            raise InputError(
+                f"{option} {given!r} is not a unit raygrid reads: one of {sorted(known)}"
+            )
     if units is not None:
         found = velocity.attrs.get("units")
         if _conflicts(found, units, SPEED_UNITS):

@@ -482,6 +482,12 @@ def test_units_given_for_a_file_that_has_others_are_refused(tmp_path):
         load_velocity(tmp_path / "odd.zarr")
     odd = load_velocity(tmp_path / "odd.zarr", units="m/s", length_unit="m")
     assert odd.attrs["units"] == "m/s" and odd["x"].attrs["units"] == "m"
+    # A unit given that raygrid does not read is refused whatever the file holds: where the
+    # file had its own, "m/sec" was taken and silently ignored.
+    for given in ({"units": "m/sec"}, {"length_unit": "metros"}):
+        for name in ("m.zarr", "odd.zarr"):
+            with pytest.raises(InputError, match=r"(units|length_unit) '\w+/?\w*' is not a unit"):
+                load_velocity(tmp_path / name, **given)
 
 
 def test_coordinates_without_units_take_the_unit_given(tmp_path):
