@@ -167,7 +167,7 @@ def traveltime_at(
     single = _single(points)
     # The same tables as traveltimes' sources, checked the same way.
     listed, names = source_list([points] if single else points, grid.dims, "points")
-    index = locate_points(grid, listed, "point")
+    index = locate_points(grid, listed, "point", names)
 
     def read(one: xr.DataArray) -> np.ndarray:
         # A lazy field (a survey store's) is read only in the chunks around the points.

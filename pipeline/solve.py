@@ -547,21 +547,28 @@ def _named_mappings(points: list, what: str) -> tuple[list, list[str] | None]:
     return [{k: v for k, v in p.items() if k != label} for p in points], labels
 
 
-def locate_points(grid: Grid, points: list[Mapping[str, float]], what: str) -> np.ndarray:
+def locate_points(
+    grid: Grid,
+    points: list[Mapping[str, float]],
+    what: str,
+    names: list[str] | None = None,
+) -> np.ndarray:
     """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...).
 
     Raises
     ------
     PointError
         For a point outside the model or not a point: it names the point by its number
-        when there are several, and carries that number (a workflow adds the line).
+        (and its name, from ``names``) when there are several, and carries that number (a
+        workflow adds the line).
     """
     located = []
     for i, point in enumerate(points):
         try:
             located.append(grid.to_index(point, what))
         except InputError as error:
-            number = "" if len(points) == 1 else f"{what} {i} (numbered from 0): "
+            name = f" {names[i]!r}" if names is not None else ""
+            number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
             raise PointError(f"{number}{error}", index=i) from None
     return np.array(located, dtype=np.float64).reshape(-1, 3)
 
@@ -685,7 +692,7 @@ def traveltimes(
     points, names = source_list(sources, grid.dims)
     if not points:
         raise InputError("no sources given")
-    positions = locate_points(grid, points, "source")  # all checked before anything is solved
+    positions = locate_points(grid, points, "source", names)  # all checked before solving
     repeated = repeated_sources(positions)
     if repeated is not None:
         warn_input(repeated)

@@ -536,7 +536,7 @@ def prepare_workflow(
         if named is not None:
             names[what] = named
         try:
-            indices[key] = locate_points(grid, points[key], what)
+            indices[key] = locate_points(grid, points[key], what, named)
         except PointError as error:
             spec = getattr(workflow, key)
             if isinstance(spec, CsvPoints):  # its row's line, as a malformed row's is named

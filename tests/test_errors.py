@@ -282,6 +282,10 @@ def test_traveltimes_names_the_source_outside(velocity):
     sources = [SOURCE, {"z": 0.0, "x": 500.0}, SOURCE]
     with pytest.raises(InputError, match=r"^source 1 \(numbered from 0\): source x=500 is out"):
         traveltimes(velocity, sources)
+    # Named (a station table): by its name too, not only its number.
+    named = [{**point, "name": name} for point, name in zip(sources, ("A", "FAR", "C"))]
+    with pytest.raises(InputError, match=r"^source 1 'FAR' \(numbered from 0\): source x=500"):
+        traveltimes(velocity, named)
 
 
 def test_receiver_outside(velocity):
