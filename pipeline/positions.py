@@ -197,9 +197,32 @@ def _records(lines: list[str], where: str) -> list[tuple[int, list[str]]]:
         records.append((numbers[consumed], fields))
 
 
-def _header_hint(lines: list[str], header_line: int) -> str:
+#: Column names of station lists from other tools, and what raygrid reads instead.
+_OTHER_COLUMNS = {
+    "lat": "y", "latitude": "y", "lon": "x", "long": "x", "longitude": "x",
+    "northing": "y", "easting": "x", "north": "y", "east": "x", "depth": "z",
+}  # fmt: skip
+
+
+def _header_hint(lines: list[str], header_line: int, names: list[str] | None = None) -> str:
     """A hint for a header that names no dim: ``np.savetxt(..., header="z,x")`` writes the
-    header as ``# z,x``, a comment, so the first row of numbers was taken for the header."""
+    header as ``# z,x``, a comment, so the first row of numbers was taken for the header;
+    fields separated by another character than a comma (``name;z;x``, a spreadsheet's
+    export in some locales); or columns named as other tools name them (latitude, depth)."""
+    names = names or []
+    if len(names) == 1:
+        for sign in (";", "\t", "|", " "):
+            parts = {part.strip() for part in names[0].split(sign)}
+            if parts & set(_DIM_ORDER):
+                return f"; its fields are separated by {sign!r}: separate them by commas"
+    other = {name: _OTHER_COLUMNS[name.lower()] for name in names if name.lower() in _OTHER_COLUMNS}
+    if other:
+        said = ", ".join(f"{name} -> {dim}" for name, dim in other.items())
+        return (
+            f"; columns are the model's coordinates, in its length unit, named z (depth, "
+            f"positive down), y and x: {said}, projected onto the model first where they "
+            "are geographic"
+        )
     for number, line in enumerate(lines[: header_line - 1], start=1):
         text = line.strip()
         if text.startswith("#"):
@@ -355,7 +378,7 @@ def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] 
     if not dims:
         raise InputError(
             f"{where}:{header_line}: the header names no model dim (z, y, x); it has {names}"
-            + _header_hint(lines, header_line)
+            + _header_hint(lines, header_line, names)
         )
     twice = [d for d in dims if names.count(d) > 1]
     if twice:

@@ -93,6 +93,22 @@ def test_a_header_written_as_a_comment_is_explained(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "header, hint",
+    [
+        ("name;z;x", r"its fields are separated by ';': separate them by commas"),
+        ("name\tz\tx", r"its fields are separated by '\\t'"),
+        ("name,latitude,longitude,depth", r"latitude -> y, longitude -> x, depth -> z, projected"),
+        ("station,Northing,Easting", r"Northing -> y, Easting -> x"),
+    ],
+)
+def test_a_header_of_another_tool_is_told_what_raygrid_reads(tmp_path, header, hint):
+    # A semicolon-separated export, or columns named as other tools name them, were only
+    # "the header names no model dim".
+    with pytest.raises(InputError, match=r":1: the header names no model dim.*" + hint):
+        receivers(tmp_path, f"{header}\nS1,1,2,3\n")
+
+
+@pytest.mark.parametrize(
     "text, message",
     [
         ("# receivers\n\n", r"receivers.csv has no header line .* only comments and blank"),
