@@ -65,6 +65,7 @@ from .store import (
     create_store,
     field_chunks,
     finish_store,
+    point_names,
     prepare_store,
     store_path,
     tidy_siblings,
@@ -72,7 +73,13 @@ from .store import (
     write_field,
     write_source,
 )
-from .workflow import PreparedWorkflow, Workflow, prepare_workflow, workflow_cluster
+from .workflow import (
+    PreparedWorkflow,
+    Workflow,
+    plot_source_number,
+    prepare_workflow,
+    workflow_cluster,
+)
 
 __all__ = ["run_survey", "solve_batch", "SurveyTask", "OVERWRITTEN_ENV"]
 
@@ -383,7 +390,10 @@ def run_survey(
     if workflow.outputs.plot is not None:
         from .plot import plot_store  # matplotlib only when a plot is asked for
 
-        for written in plot_store(dataset, workflow.outputs.plot, workflow.outputs.plot_source):
+        chosen = plot_source_number(
+            workflow.outputs, dataset.sizes["source"], point_names(dataset, "source")
+        )
+        for written in plot_store(dataset, workflow.outputs.plot, chosen):
             echo(f"plot: {written}")
     return dataset
 

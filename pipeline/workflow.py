@@ -233,7 +233,9 @@ class Outputs(Strict):
     receiver_table: bool = True  # receiver_traveltime(source, receiver)
     rays: bool = True  # raypaths from every source to every receiver
     plot: FilePath | None = None  # a PNG of one source's field with its rays (and a gather)
-    plot_source: Annotated[int, Field(ge=0)] = 0
+    # A number from 0, or a source's name (a CSV file's name column), as `raygrid plot
+    # --source` takes: a name wins over the same digits.
+    plot_source: Annotated[int, Field(ge=0)] | str = 0
 
     @field_validator("store")
     @classmethod
@@ -559,12 +561,11 @@ def prepare_workflow(
                 where = ("grid", "radius")
             raise _located(workflow, where, error) from None
     outputs = workflow.outputs
-    if outputs.plot is not None and outputs.plot_source >= len(points["sources"]):
-        message = (
-            f"source {outputs.plot_source} cannot be plotted: there are "
-            f"{len(points['sources'])} sources (numbered from 0)"
-        )
-        raise _located(workflow, ("outputs", "plot_source"), InputError(message))
+    if outputs.plot is not None:
+        try:
+            plot_source_number(outputs, len(points["sources"]), names.get("source"))
+        except InputError as error:
+            raise _located(workflow, ("outputs", "plot_source"), error) from None
     if outputs.plot is not None:  # not found out once every source is solved
         try:
             _check_picture(outputs.plot, outputs.store, writable=here)
@@ -594,6 +595,31 @@ def prepare_workflow(
         fingerprint_parts=parts,
         names=names,
     )
+
+
+def plot_source_number(outputs: Outputs, count: int, names: list[str] | None) -> int:
+    """The number of the source ``outputs.plot`` draws: ``plot_source``, a number or one
+    of the sources' ``names`` (a name wins over the same digits, as in ``raygrid plot
+    --source``).
+
+    Raises
+    ------
+    InputError
+        For a name no source has, or a number beyond the ``count`` sources.
+    """
+    chosen = outputs.plot_source
+    if isinstance(chosen, str):
+        if names is not None and chosen in names:
+            return names.index(chosen)
+        if not chosen.isdigit():
+            known = f"their names: {names[0]!r} ... {names[-1]!r}" if names else "unnamed"
+            raise InputError(f"no source is named {chosen!r} ({known})")
+        chosen = int(chosen)
+    if chosen >= count:
+        raise InputError(
+            f"source {chosen} cannot be plotted: there are {count} sources (numbered from 0)"
+        )
+    return chosen
 
 
 def run_workflow(

@@ -495,6 +495,30 @@ def test_the_plotted_source_must_exist(tmp_path):
     )
 
 
+def test_the_plotted_source_may_be_named(tmp_path):
+    # As `raygrid plot --source` takes: a name (a CSV file's name column), winning over the
+    # same digits; the workflow key took numbers only ("Input should be a valid integer").
+    from raygrid.pipeline.workflow import plot_source_number
+
+    (tmp_path / "sources.csv").write_text("name,z,x\n2,0,100\nEV03,0,200\n")
+    named = SMALL.replace(
+        "sources:\n  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 200.0}\n",
+        f"sources:\n  csv: {tmp_path / 'sources.csv'}\n",
+    )
+    for chosen, number in (("EV03", 1), ("'2'", 0), ("1", 1)):
+        path = write(tmp_path, named + f"  plot: out/small.png\n  plot_source: {chosen}\n")
+        prepared = prepare_workflow(read_workflow(path))
+        outputs = prepared.workflow.outputs
+        assert plot_source_number(outputs, 2, prepared.names["source"]) == number, chosen
+    path = write(tmp_path, named + "  plot: out/small.png\n  plot_source: EV04\n")
+    with pytest.raises(InputError, match=r":13: outputs.plot_source: no source is named 'EV04' "
+                       r"\(their names: '2' ... 'EV03'\)"):  # fmt: skip
+        prepare_workflow(read_workflow(path))
+    path = write(tmp_path, SMALL + "  plot: out/small.png\n  plot_source: -1\n")
+    with pytest.raises(InputError, match=r"outputs.plot_source"):
+        prepare_workflow(read_workflow(path))
+
+
 def test_the_picture_type_is_checked_before_anything_runs(tmp_path):
     path = write(tmp_path, SMALL + "  plot: out/small.jpgg\n")
     with pytest.raises(InputError, match=r":13: outputs.plot: .*cannot write '.jpgg'.*png"):
