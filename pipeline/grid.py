@@ -874,7 +874,10 @@ def _dims_hint(velocity: xr.DataArray) -> str:
     renamed = {d: to for d, to in renamed.items() if to not in velocity.dims}
     if renamed:
         pairs = ", ".join(f"{d!r}: {to!r}" for d, to in renamed.items())
-        hints.append(f"rename axes with velocity.rename({{{pairs}}})")
+        hints.append(
+            f"rename axes with velocity.rename({{{pairs}}}) (load_velocity(..., rename=...), "
+            "model.rename in a workflow)"
+        )
     return ": " + "; ".join(hints) if hints else ""
 
 

@@ -82,6 +82,32 @@ def _conflicts(found: str | None, given: str, scales: Mapping[str, float]) -> bo
     )
 
 
+def _renamed(velocity: xr.DataArray, path: Path, rename: Mapping[str, str]) -> xr.DataArray:
+    """The model with the file's axes renamed to raygrid's (``{"depth": "z"}``).
+
+    Raises
+    ------
+    InputError
+        For a name that is not one of the variable's axes, or a new name other than z, y,
+        x or one used twice.
+    """
+    unknown = [name for name in rename if name not in velocity.dims]
+    if unknown:
+        raise InputError(
+            f"{path}: rename names {unknown}, not axes of the velocity, whose axes are "
+            f"{list(velocity.dims)}"
+        )
+    wrong = [to for to in rename.values() if to not in ("z", "y", "x")]
+    kept = [d for d in velocity.dims if d not in rename]
+    targets = [*rename.values(), *kept]
+    if wrong or len(set(targets)) != len(targets):
+        raise InputError(
+            f"{path}: rename {dict(rename)} must give axes the names z, y or x, each once "
+            f"(the velocity's axes are {list(velocity.dims)})"
+        )
+    return velocity.rename(dict(rename))
+
+
 def _given_units(
     velocity: xr.DataArray, path: Path, units: str | None, length_unit: str | None
 ) -> xr.DataArray:
@@ -144,6 +170,7 @@ def load_velocity(
     origin: float | Mapping[str, float] | None = None,
     length_unit: str | None = None,
     dims: tuple[str, ...] | None = None,
+    rename: Mapping[str, str] | None = None,
 ) -> xr.DataArray:
     """Open a velocity model and validate it.
 
@@ -166,6 +193,9 @@ def load_velocity(
         Unit of a ``.npy`` array's spacing and origin (default m), or of a Zarr or NetCDF
         model's coordinates that have no ``units`` attribute (or one raygrid does not read);
         refused where a coordinate's unit is another size.
+    rename : mapping, optional
+        Zarr and NetCDF: the file's names of axes that are raygrid's ``z``, ``y`` or ``x``,
+        e.g. ``{"depth": "z", "northing": "y", "easting": "x"}`` (their coordinates too).
 
     Returns
     -------
@@ -185,6 +215,9 @@ def load_velocity(
     if not path.exists():
         raise missing_file(path, "velocity model")
     suffix = path.suffix.lower()
+    if suffix == ".npy" and rename is not None:
+        raise InputError(f"{path}: rename is for Zarr and NetCDF models; a .npy array's axes "
+                         "are named by dims")  # fmt: skip
     if suffix != ".npy" and (spacing is not None or origin is not None or dims is not None):
         given = [name for name, value in (("spacing", spacing), ("origin", origin), ("dims", dims))
                  if value is not None]  # fmt: skip
@@ -245,6 +278,8 @@ def load_velocity(
         velocity = xr.DataArray(lazy, coords=coords, name="velocity")
     else:
         raise InputError(f"{path}: unknown model format {suffix!r} (use .zarr, .nc or .npy)")
+    if rename:
+        velocity = _renamed(velocity, path, rename)
     velocity = _given_units(velocity, path, units, None if suffix == ".npy" else length_unit)
     # Checked now, naming the file, rather than at solve time: a file-backed model by dask
     # reductions that stream its chunks (a lazily indexed one through a chunked view), never

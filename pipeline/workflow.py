@@ -193,6 +193,8 @@ class FileModel(Strict):
     dims: Annotated[list[Literal["z", "y", "x"]], Field(min_length=2, max_length=3)] | None = None
     # .npy: unit of spacing and origin (default m); Zarr, NetCDF: of coordinates without units
     length_unit: Literal["m", "km"] | None = None
+    # Zarr, NetCDF: the file's axis names that are raygrid's, e.g. {depth: z, easting: x}
+    rename: dict[str, Literal["z", "y", "x"]] | None = None
 
     def build(self, *, values: bool = True) -> xr.DataArray:
         """The model, checked as :func:`load_velocity` checks it (chunk by chunk): lazily
@@ -201,7 +203,7 @@ class FileModel(Strict):
         return load_velocity(
             self.path, self.variable, units=self.units, spacing=self.spacing,
             origin=self.origin, length_unit=self.length_unit,
-            dims=None if self.dims is None else tuple(self.dims),
+            dims=None if self.dims is None else tuple(self.dims), rename=self.rename,
         )  # fmt: skip
 
 

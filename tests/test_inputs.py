@@ -630,3 +630,33 @@ def test_an_axis_the_star_spans_whole_is_not_called_lopsided():
     assert said.endswith("radius: {z: 12, y: 1, x: 3}")
     # A suggestion never exceeds the model: z has 21 nodes, so at most 20.
     assert wide.lopsided_star((1, 1, 6)).endswith("radius: {z: 20, y: 1, x: 6}")
+
+
+def test_a_files_axes_named_otherwise_are_renamed(tmp_path):
+    # A NetCDF file with axes depth, northing, easting: the error's hint was Python only
+    # (velocity.rename), and a workflow had no way to read it.
+    model = constant_model({"z": 6, "y": 5, "x": 7}, 10.0, 2000.0)
+    model = model.rename(z="depth", y="northing", x="easting")
+    model.to_dataset(name="vp").to_netcdf(tmp_path / "m.nc")
+    hint = r"rename\(\{'depth': 'z', 'northing': 'y', 'easting': 'x'\}\) \(load_velocity\("
+    with pytest.raises(InputError, match=hint + r"..., rename=...\), model.rename in a workflow"):
+        grid_from_velocity(load_velocity(tmp_path / "m.nc"))
+    names = {"depth": "z", "northing": "y", "easting": "x"}
+    velocity = load_velocity(tmp_path / "m.nc", rename=names)
+    assert velocity.dims == ("z", "y", "x") and velocity["x"].attrs["units"] == "m"
+    path = tmp_path / "wf.yaml"
+    path.write_text(
+        f"model:\n  path: {tmp_path / 'm.nc'}\n  rename: {{depth: z, northing: y, easting: x}}\n"
+        "sources:\n  - {z: 0.0, y: 10.0, x: 20.0}\noutputs:\n  store: o.zarr\n"
+    )
+    assert prepare_workflow(read_workflow(path)).grid.dims == ("z", "y", "x")
+    bad = {
+        "names \\['height'\\], not axes of the velocity": {"height": "z", **names},
+        "must give axes the names z, y or x, each once": {**names, "northing": "z"},
+    }
+    for message, rename in bad.items():
+        with pytest.raises(InputError, match=message):
+            load_velocity(tmp_path / "m.nc", rename=rename)
+    np.save(tmp_path / "m.npy", np.full((3, 4), 2000.0))
+    with pytest.raises(InputError, match="rename is for Zarr and NetCDF models"):
+        load_velocity(tmp_path / "m.npy", rename=names, spacing=10.0, units="m/s")
