@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
+import matplotlib.colors
+import matplotlib.patheffects
 import matplotlib.ticker
 
 matplotlib.use("Agg")  # files only: raygrid never opens a window
@@ -17,20 +20,37 @@ import xarray as xr  # noqa: E402
 
 from .store import hidden_sibling, point_names, remove_left  # noqa: E402
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+
 __all__ = ["plot_field", "plot_gathers", "plot_store"]
 
+#: The most stations labelled with their names (on the model, and on the gathers' table):
+#: more would be a smear of overlapping text.
+MOST_NAMED = 30
 
-def _section(dataset: xr.Dataset, name: str, source: int) -> xr.DataArray:
-    """A 2D ``(z, x)`` section of a variable; 3D models are cut at the source's ``y``."""
+#: A white halo under dark marks and text: it keeps them readable on any colour of the
+#: model, from viridis' darkest purple to its yellow.
+HALO = [matplotlib.patheffects.withStroke(linewidth=2.5, foreground="white")]
+
+
+def _cut(dataset: xr.Dataset, name: str, source: int, through: str) -> xr.DataArray:
+    """A 2D cut of a variable: the ``(z, x)`` section (``through="y"``; 2D models are one)
+    or, of a 3D model, the ``(y, x)`` map (``through="z"``), through the source's node plane."""
     values = dataset[name]
     if "source" in values.dims:
         values = values.isel(source=source)
-    if "y" in values.dims:
-        values = values.sel(y=float(dataset["source_y"][source]), method="nearest")
-    return values.transpose("z", "x")
+    if through in values.dims:
+        at = float(dataset[f"source_{through}"][source])
+        values = values.sel({through: at}, method="nearest")
+    return values.transpose(*(("y", "x") if through == "z" else ("z", "x")))
 
 
-def _rays_of(dataset: xr.Dataset, source: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def _rays_of(
+    dataset: xr.Dataset, source: int, dims: tuple[str, str] = ("x", "z")
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The source's rays, each as its coordinates along ``dims`` (``("x", "y")``: a map)."""
     if "ray_start" not in dataset:
         return []
     starts = dataset["ray_start"].isel(source=source).values
@@ -39,9 +59,8 @@ def _rays_of(dataset: xr.Dataset, source: int) -> list[tuple[np.ndarray, np.ndar
         return []
     # Only this source's stretch of the survey's ragged ray table is read.
     first, end = int(starts.min()), int((starts + counts).max())
-    ray_x = dataset["ray_x"][first:end].values
-    ray_z = dataset["ray_z"][first:end].values
-    return [(ray_x[s - first : s - first + c], ray_z[s - first : s - first + c])
+    across, down = (dataset[f"ray_{d}"][first:end].values for d in dims)
+    return [(across[s - first : s - first + c], down[s - first : s - first + c])
             for s, c in zip(starts, counts)]  # fmt: skip
 
 
@@ -65,53 +84,57 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
     Notes
     -----
     3D models are drawn on the ``y`` section through the source (rays and receivers
-    projected onto it; receivers more than half a node off the section drawn hollow). A
+    projected onto it; receivers more than half a node off the section drawn hollow) and,
+    beside it, on a map: the ``z`` plane through the source, with the survey's sources,
+    the receivers and rays projected onto it and a dashed line where the section is.
+    Receivers are named where the store names them and has at most :data:`MOST_NAMED`. A
     store written with ``outputs.fields: false`` has no traveltime field: the picture then
     says so and shows the model, rays and receivers only.
     """
     n_sources = dataset.sizes["source"]
     if not 0 <= source < n_sources:
         raise IndexError(f"source {source} out of range: the store has {n_sources} sources")
-    velocity = _section(dataset, "velocity", source)
+    three_d = "y" in dataset["velocity"].dims
+    velocity = _cut(dataset, "velocity", source, "y")
+    plane = _cut(dataset, "velocity", source, "z") if three_d else None
     # "compressed", not "constrained": with an equal-aspect axes narrower than its slot,
     # constrained layout pushes it against the colorbar, off-centre; compressed centres the pair.
-    fig, ax = plt.subplots(figsize=(9, 5), layout="compressed")
-    image = ax.pcolormesh(velocity["x"], velocity["z"], velocity, cmap="viridis", shading="auto")
-    fig.colorbar(image, ax=ax, shrink=0.8, label=f"velocity ({velocity.attrs.get('units', '')})")
+    if three_d:
+        # Each panel's slot as wide as it is drawn at one height; the figure is sized to
+        # them once the title's lines are known (below).
+        boxes = [_box(velocity, "z"), _box(plane, "y")]
+        fig, (ax, plan) = plt.subplots(1, 2, layout="compressed", width_ratios=boxes)
+    else:
+        fig, ax = plt.subplots(figsize=(9, 5), layout="compressed")
+    # One colour scale for the section and the map, so that one colorbar reads both.
+    cuts = [velocity] if plane is None else [velocity, plane]
+    norm = matplotlib.colors.Normalize(
+        min(float(c.min()) for c in cuts), max(float(c.max()) for c in cuts)
+    )
+    image = ax.pcolormesh(
+        velocity["x"], velocity["z"], velocity, cmap="viridis", norm=norm, shading="auto"
+    )
+    fig.colorbar(
+        image, ax=fig.axes[-1], shrink=0.8, label=f"velocity ({velocity.attrs.get('units', '')})"
+    )
     if "traveltime" in dataset:
-        field = _section(dataset, "traveltime", source).load()
-        top = float(np.nanmax(field.values)) if np.isfinite(field.values).any() else 0.0
-        if top > 0:
-            levels, decimals = _round_levels(top)
-            contours = ax.contour(
-                field["x"], field["z"], field, levels=levels, colors="white", linewidths=0.8
-            )
-            # Every other level labelled: neighbours' labels ran into each other.
-            ax.clabel(contours, levels[1::2], fmt=f"%.{decimals}f s", fontsize=7)
+        _contours(ax, _cut(dataset, "traveltime", source, "y"))
     rays = _rays_of(dataset, source)
     for ray_x, ray_z in rays:
         ax.plot(ray_x, ray_z, color="red", lw=1.2)
-    # Markers unclipped: a source on the surface or a receiver at the edge is drawn whole.
     has_receivers = "receiver_x" in dataset
     off_section = np.zeros(dataset.sizes.get("receiver", 0), dtype=bool)
     if has_receivers:
-        if "y" in dataset["velocity"].dims:
+        if three_d:
             # Receivers farther than half a node from the section are drawn hollow: their
             # projection is not where they are.
             y = dataset["y"].values
             half = 0.5 * float(np.abs(np.diff(y)).min()) if y.size > 1 else np.inf
             off_section = np.abs(dataset["receiver_y"].values - float(velocity["y"])) > half
-        for off, face in ((False, "black"), (True, "none")):
-            chosen = off_section == off
-            if chosen.any():
-                ax.plot(
-                    dataset["receiver_x"].values[chosen], dataset["receiver_z"].values[chosen],
-                    "v", color="black", markerfacecolor=face, ms=6, clip_on=False,
-                )  # fmt: skip
-    ax.plot(
-        dataset["source_x"][source], dataset["source_z"][source], "*",
-        color="gold", ms=14, markeredgecolor="black", clip_on=False,
-    )  # fmt: skip
+        # Names only of receivers on the section: projected ones run into each other
+        # there (receivers far apart in y, near in x); the map names them all.
+        _receivers(ax, dataset, "z", off_section, named=~off_section)
+    _source(ax, float(dataset["source_x"][source]), float(dataset["source_z"][source]))
     unit = _unit(dataset)
     names = point_names(dataset, "source")
     which = f"source {source} of {n_sources}" + (f" ({names[source]})" if names else "")
@@ -123,26 +146,16 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
             f"raygrid: {_listed([d for d in drawn if d])}, {which}",
             "no traveltime contours: the store holds no traveltime fields (outputs.fields: false)",
         ]
-    if "y" in dataset["velocity"].dims:
+    if three_d:
         projected = [
             name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown
         ]
         section, source_y = float(velocity["y"]), float(dataset["source_y"][source])
-        spacing = float(dataset["y"][1] - dataset["y"][0])
-        # A source between node planes is drawn on the nearest: say so, not "through" it.
-        # The tolerance is the grid's snapping scale, not a relative one (UTM northings).
-        through = (
-            "through the source"
-            if abs(section - source_y) <= 1e-6 * spacing
-            else f"nearest the source (at y = {source_y:.10g} {unit})"
-        )
         lines.append(
-            f"section y = {section:.10g} {unit} {through}"
+            f"section y = {section:.10g} {unit} {_through(dataset, 'y', section, source_y)}"
             + (f"; {_listed(projected)} projected onto it" if projected else "")
             + ("; hollow: receivers off the section" if off_section.any() else "")
         )
-    # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
-    # than these lines, and an axes title centred on it would run off the figure.
     unfinished = "source_done" in dataset and not dataset.attrs.get("complete", False)
     if not rays and "receiver_x" in dataset and unfinished:
         done = int(dataset["source_done"].sum())
@@ -150,16 +163,133 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
             f"store not complete ({done} of {n_sources} sources done): rays are drawn once "
             "the run has finished"
         )
-    aspect, stretched = _aspect(velocity)
+    aspect, stretched = _aspect(velocity, "z")
     if stretched:
         lines.append(stretched)
+    if plane is not None:
+        lines.extend(_plan(plan, dataset, source, plane, norm, float(velocity["y"])))
     # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
     # than these lines, and an axes title centred on it would run off the figure.
     fig.suptitle("\n".join(lines), fontsize="medium")
+    if plane is not None:
+        # As wide as the panels drawn side by side at one height, and as high as they and
+        # the title's lines: a fixed size left wide gaps beside square models. Panels lower
+        # than 3.9 in where that would make it wider than 18 in (a model a few nodes thick
+        # in y), rather than a wide figure mostly empty above and below.
+        high = min(3.9, (18.0 - 2.6) / sum(boxes))
+        fig.set_size_inches(max(high * sum(boxes) + 2.6, 9.0), high + 1.1 + 0.2 * len(lines))
     ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})")
     ax.invert_yaxis()  # z is positive down
     ax.set_aspect(aspect)
     return _save(fig, path)
+
+
+def _plan(
+    plan: Axes,
+    dataset: xr.Dataset,
+    source: int,
+    plane: xr.DataArray,
+    norm: matplotlib.colors.Normalize,
+    section: float,
+) -> list[str]:
+    """Draw a 3D survey's map beside its section: the model and traveltimes on the ``z``
+    plane through the source, all sources, the receivers and this source's rays projected
+    onto it, and a dashed line along the section. Returns the title's lines it needs."""
+    # The section alone stacks every ray and receiver of a 3D survey onto one plane, a
+    # tangle for many receivers; seen from above they fan out to where they are.
+    plan.pcolormesh(plane["x"], plane["y"], plane, cmap="viridis", norm=norm, shading="auto")
+    if "traveltime" in dataset:
+        _contours(plan, _cut(dataset, "traveltime", source, "z"))
+    rays = _rays_of(dataset, source, ("x", "y"))
+    for ray_x, ray_y in rays:
+        plan.plot(ray_x, ray_y, color="red", lw=1.2)
+    plan.axhline(section, color="white", ls="--", lw=1)
+    has_receivers = "receiver_x" in dataset
+    if has_receivers:  # on a map every receiver is where it is: none hollow, all named
+        n_receivers = dataset.sizes["receiver"]
+        _receivers(
+            plan, dataset, "y", np.zeros(n_receivers, bool), named=np.ones(n_receivers, bool)
+        )
+    others = np.arange(dataset.sizes["source"]) != source
+    if others.any():
+        plan.plot(
+            dataset["source_x"].values[others], dataset["source_y"].values[others], "*",
+            color="0.75", markeredgecolor="black", mew=0.5, ms=8, ls="none", clip_on=False,
+            zorder=3,
+        )  # fmt: skip
+    _source(plan, float(dataset["source_x"][source]), float(dataset["source_y"][source]))
+    unit = _unit(dataset)
+    depth, source_z = float(plane["z"]), float(dataset["source_z"][source])
+    plan.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})")
+    plan.set_title("map (dashed: the section)", fontsize="small")
+    aspect, stretched = _aspect(plane, "y")
+    plan.set_aspect(aspect)
+    projected = [name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown]
+    lines = [
+        f"map z = {depth:.10g} {unit} {_through(dataset, 'z', depth, source_z)}"
+        + ("; other sources grey" if others.any() else "")
+        + (f"; {_listed(projected)} projected onto it" if projected else "")
+    ]
+    return lines + ([stretched] if stretched else [])
+
+
+def _through(dataset: xr.Dataset, dim: str, plane: float, at: float) -> str:
+    """Whether the node plane ``dim = plane`` passes through the source (at ``at``)."""
+    spacing = float(dataset[dim][1] - dataset[dim][0]) if dataset.sizes[dim] > 1 else 1.0
+    # A source between node planes is drawn on the nearest: say so, not "through" it.
+    # The tolerance is the grid's snapping scale, not a relative one (UTM northings).
+    if abs(plane - at) <= 1e-6 * abs(spacing):
+        return "through the source"
+    return f"nearest the source (at {dim} = {at:.10g} {_unit(dataset)})"
+
+
+def _contours(ax: Axes, field: xr.DataArray) -> None:
+    """White traveltime contours at round times, every other one labelled."""
+    field = field.load()
+    down = field.dims[0]
+    top = float(np.nanmax(field.values)) if np.isfinite(field.values).any() else 0.0
+    if top > 0:
+        levels, decimals = _round_levels(top)
+        contours = ax.contour(
+            field["x"], field[down], field, levels=levels, colors="white", linewidths=0.8
+        )
+        # Every other level labelled: neighbours' labels ran into each other.
+        ax.clabel(contours, levels[1::2], fmt=f"%.{decimals}f s", fontsize=7)
+
+
+def _receivers(
+    ax: Axes, dataset: xr.Dataset, down: str, hollow: np.ndarray, named: np.ndarray
+) -> None:
+    """The receivers at their ``x`` and ``down`` coordinates: black triangles, hollow where
+    ``hollow``; those ``named`` named, where the store names a few (:data:`MOST_NAMED`)."""
+    x, y = dataset["receiver_x"].values, dataset[f"receiver_{down}"].values
+    for off, face in ((False, "black"), (True, "none")):
+        chosen = hollow == off
+        if chosen.any():
+            # Unclipped: a receiver on the surface (the top edge) is drawn whole, and above
+            # the axes' frame. The halo keeps black and hollow triangles visible on the
+            # darkest colours of the model.
+            ax.plot(
+                x[chosen], y[chosen], "v", color="black", markerfacecolor=face, ms=7,
+                ls="none", clip_on=False, zorder=3, path_effects=HALO,
+            )  # fmt: skip
+    names = point_names(dataset, "receiver")
+    if names and len(names) <= MOST_NAMED:
+        for name, at in zip(np.array(names)[named], zip(x[named], y[named])):
+            # Above the triangle on the page (whichever way the axis runs), where a surface
+            # receiver's name sits in the margin, clear of the model.
+            ax.annotate(
+                name, at, xytext=(0, 5), textcoords="offset points", ha="center",
+                va="bottom", fontsize=6, annotation_clip=False, path_effects=HALO, zorder=5,
+            )  # fmt: skip
+
+
+def _source(ax: Axes, x: float, y: float) -> None:
+    """The drawn source: a gold star, unclipped (a source on the surface is drawn whole)."""
+    ax.plot(
+        x, y, "*", color="gold", ms=15, markeredgecolor="black", clip_on=False, zorder=4,
+        path_effects=HALO,
+    )  # fmt: skip
 
 
 #: The most a model's picture is wider than high, or higher than wide, before it is
@@ -168,18 +298,27 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
 MOST_ELONGATED = 5.0
 
 
-def _aspect(velocity: xr.DataArray) -> tuple[float, str]:
-    """The axes' aspect (1: to scale) and, when a model is too elongated to draw to scale,
-    the title's line saying which way it is stretched, as geologists' sections say it."""
-    width = float(np.ptp(velocity["x"].values)) or 1.0
-    height = float(np.ptp(velocity["z"].values)) or 1.0
+def _aspect(values: xr.DataArray, down: str) -> tuple[float, str]:
+    """The axes' aspect (1: to scale) and, when a cut is too elongated to draw to scale,
+    the title's line saying which way it is stretched: as geologists' sections say it for a
+    section (``down="z"``), naming the stretched axis for a map (``down="y"``)."""
+    width = float(np.ptp(values["x"].values)) or 1.0
+    height = float(np.ptp(values[down].values)) or 1.0
+    words = ("vertical", "horizontal") if down == "z" else ("map: y", "map: x")
     if width / height > MOST_ELONGATED:
         factor = width / height / MOST_ELONGATED
-        return factor, f"vertical exaggeration x{factor:.3g}"
+        return factor, f"{words[0]} exaggeration x{factor:.3g}"
     if height / width > MOST_ELONGATED:
         factor = height / width / MOST_ELONGATED
-        return 1 / factor, f"horizontal exaggeration x{factor:.3g}"
+        return 1 / factor, f"{words[1]} exaggeration x{factor:.3g}"
     return 1.0, ""
+
+
+def _box(values: xr.DataArray, down: str) -> float:
+    """The width over height of a cut as drawn, stretched as :func:`_aspect` says."""
+    width = float(np.ptp(values["x"].values)) or 1.0
+    height = float(np.ptp(values[down].values)) or 1.0
+    return width / (height * _aspect(values, down)[0])
 
 
 def _round_levels(top: float) -> tuple[np.ndarray, int]:
@@ -257,9 +396,20 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
     image = right.imshow(table.values, aspect="auto", cmap="magma_r", interpolation="nearest")
     fig.colorbar(image, ax=right, label="traveltime (s)")
     right.set(xlabel="receiver", ylabel="source", title="receiver_traveltime(source, receiver)")
-    for axis in (right.xaxis, right.yaxis):  # sources and receivers are numbered
-        axis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    _name_ticks(right.xaxis, point_names(dataset, "receiver"))
+    _name_ticks(right.yaxis, point_names(dataset, "source"))
     return _save(fig, path)
+
+
+def _name_ticks(axis: Axis, names: list[str] | None) -> None:
+    """Tick a table's rows or columns with the stations' or events' names where the store
+    has a few (:data:`MOST_NAMED`); else with their numbers, at whole numbers."""
+    if names is None or len(names) > MOST_NAMED:
+        axis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        return
+    # Names side by side along x turned upright when they would run into each other.
+    crowded = axis.axis_name == "x" and len(names) * max(map(len, names)) > 60
+    axis.set_ticks(range(len(names)), names, fontsize=7, rotation=90 if crowded else 0)
 
 
 def plot_store(dataset: xr.Dataset, path: str | Path, source: int = 0) -> list[Path]:

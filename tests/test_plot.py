@@ -213,12 +213,126 @@ def test_a_sources_rays_are_its_stretch_of_the_ray_table():
             "ray_count": (("source", "receiver"), [[3, 2], [1, 4]]),
             "ray_x": ("ray_point", np.arange(10.0)),
             "ray_z": ("ray_point", -np.arange(10.0)),
+            "ray_y": ("ray_point", 10.0 + np.arange(10.0)),
         }
     )
     rays = plot._rays_of(dataset, 1)
     assert [list(x) for x, _ in rays] == [[5.0], [6.0, 7.0, 8.0, 9.0]]
     assert [list(z) for _, z in rays] == [[-5.0], [-6.0, -7.0, -8.0, -9.0]]
     assert [list(x) for x, _ in plot._rays_of(dataset, 0)] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
+    # The map's: x and y.
+    assert [list(y) for _, y in plot._rays_of(dataset, 1, ("x", "y"))] == [
+        [15.0],
+        [16.0, 17.0, 18.0, 19.0],
+    ]
+
+
+def _markers(ax, marker: str) -> list:
+    return [line for line in ax.get_lines() if line.get_marker() == marker]
+
+
+def _named(dataset: xr.Dataset, sources: str = "S", receivers: str = "STA") -> xr.Dataset:
+    """``dataset`` with its sources and receivers named, as a workflow's CSV files name them."""
+    return dataset.assign_coords(
+        source=[f"{sources}{i + 1}" for i in range(dataset.sizes["source"])],
+        receiver=[f"{receivers}{i + 1}" for i in range(dataset.sizes["receiver"])],
+    )
+
+
+@pytest.mark.parametrize(("sources", "shape"), [(LINE_2D, {"z": 11, "x": 13}), (GRID_3D, SHAPE_3D)])
+def test_stations_are_drawn_whole_and_stand_out_on_any_colour(tmp_path, figures, sources, shape):
+    # Surface stations sit on the top edge: clipped, half of each was cut off. Hollow
+    # triangles (off a 3D section) had only a thin dark edge, lost on viridis' dark purple.
+    receivers = [{"z": 0.0, "y": 600.0, "x": 200.0}, {"z": 0.0, "y": 1000.0, "x": 800.0}]
+    # Source 3 of GRID_3D is at y = 600 m: one receiver on its section, one off.
+    plot.plot_field(store(sources, receivers, shape), tmp_path / "field.png", source=3)
+    (section, *plan) = figures[0].axes[:-1]  # the colorbar last
+    for ax in (section, *plan):
+        markers = _markers(ax, "v") + _markers(ax, "*")[-1:]  # the drawn source (gold), last
+        assert {line.get_marker() for line in markers} == {"v", "*"}
+        for line in markers:
+            assert not line.get_clip_on()
+            (halo,) = line.get_path_effects()  # a white outline around the dark edge
+            assert halo._gc["foreground"] == "white" and halo._gc["linewidth"] >= 2
+    if "y" in shape:
+        faces = {line.get_markerfacecolor() for line in _markers(section, "v")}
+        assert faces == {"black", "none"}  # the hollow one haloed too
+
+
+def test_named_receivers_are_labelled_with_their_names_unless_there_are_many(tmp_path, figures):
+    receivers = [{"z": 0.0, "x": x} for x in (0.0, 300.0, 600.0, 900.0)]
+    shape = {"z": 11, "x": 13}
+    plot.plot_field(_named(store(LINE_2D, receivers, shape)), tmp_path / "named.png")
+    said = [t.get_text() for t in figures[0].axes[0].texts]
+    assert [n for n in said if n.startswith("STA")] == ["STA1", "STA2", "STA3", "STA4"]
+    # Unnamed receivers are not numbered on the model; more than MOST_NAMED not named.
+    plot.plot_field(store(LINE_2D, receivers, shape), tmp_path / "unnamed.png")
+    many = [{"z": 0.0, "x": x} for x in np.linspace(0.0, 1200.0, plot.MOST_NAMED + 1)]
+    plot.plot_field(_named(store(LINE_2D, many, shape)), tmp_path / "many.png")
+    for fig in figures[1:]:
+        assert not [t for t in fig.axes[0].texts if t.get_text().startswith("STA")]
+
+
+def test_3d_survey_has_a_map_beside_its_section(tmp_path, figures):
+    # One section with every ray and receiver projected onto it is a tangle for a 3D survey:
+    # a map shows where they are, with the traveltimes on the source's plane.
+    receivers = [
+        {"z": 0.0, "y": 600.0, "x": 100.0},  # on the section through source 4 (y = 600 m)
+        {"z": 0.0, "y": 1100.0, "x": 200.0},
+        {"z": 0.0, "y": 100.0, "x": 1500.0},
+    ]
+    dataset = _named(store(GRID_3D, receivers, SHAPE_3D), "EV", "R")
+    dataset["ray_start"] = (("source", "receiver"), np.zeros((9, 3), dtype=int))
+    dataset["ray_count"] = (("source", "receiver"), np.zeros((9, 3), dtype=int))
+    dataset["ray_start"][4, :] = [0, 2, 4]
+    dataset["ray_count"][4, :] = 2
+    for d in "zyx":  # straight two-point rays from the source to each receiver
+        ends = [[float(dataset[f"source_{d}"][4]), r[d]] for r in receivers]
+        dataset[f"ray_{d}"] = ("ray_point", np.ravel(ends))
+    plot.plot_field(dataset, tmp_path / "field.png", source=4)
+    fig = figures[0]
+    section, plan, _colorbar = fig.axes
+    assert (section.get_ylabel(), plan.get_ylabel()) == ("z (m)", "y (m)")
+    (solid,) = [line for line in _markers(plan, "v") if line.get_markerfacecolor() == "black"]
+    np.testing.assert_array_equal(solid.get_xdata(), [100.0, 200.0, 1500.0])
+    np.testing.assert_array_equal(solid.get_ydata(), [600.0, 1100.0, 100.0])
+    rays = [line for line in plan.get_lines() if line.get_color() == "red"]
+    assert [list(line.get_ydata()) for line in rays] == [[600.0, r["y"]] for r in receivers]
+    sources = _markers(plan, "*")  # the others, then this one
+    assert len(sources[0].get_xdata()) == 8 and list(sources[1].get_ydata()) == [600.0]
+    assert [line.get_ydata() for line in plan.get_lines() if line.get_linestyle() == "--"] == [
+        [600.0, 600.0]
+    ]  # where the section is
+    assert plan.collections and any(t.get_text().endswith(" s") for t in plan.texts)  # contours
+    # The map names every receiver; the section only those on it (projected ones collide).
+    assert sorted(t.get_text() for t in plan.texts if t.get_text()[0] == "R") == [
+        "R1",
+        "R2",
+        "R3",
+    ]
+    assert [t.get_text() for t in section.texts if t.get_text()[0] == "R"] == ["R1"]
+    assert "map z = 0 m through the source" in fig.get_suptitle()
+    # A 2D model has no map.
+    plot.plot_field(store(LINE_2D, receivers[:1], {"z": 11, "x": 13}), tmp_path / "2d.png")
+    assert len(figures[1].axes) == 2  # the section and its colorbar
+
+
+def test_gathers_table_is_ticked_with_station_and_event_names(tmp_path, figures):
+    receivers = [{"z": 1000.0, "x": x} for x in (0.0, 600.0, 1200.0)]
+    dataset = _named(store(LINE_2D, receivers, {"z": 11, "x": 13}), "EV", "STA")
+    plot.plot_gathers(dataset, tmp_path / "named.png")
+    table = figures[0].axes[1]
+    assert [t.get_text() for t in table.get_xticklabels()] == ["STA1", "STA2", "STA3"]
+    assert [t.get_text() for t in table.get_yticklabels()] == ["EV1", "EV2", "EV3", "EV4"]
+    # Numbers where the store has no names, or too many to read.
+    many = [{"z": 1000.0, "x": x} for x in np.linspace(0.0, 1200.0, plot.MOST_NAMED + 1)]
+    plot.plot_gathers(_named(store(LINE_2D, many, {"z": 11, "x": 13})), tmp_path / "many.png")
+    plot.plot_gathers(store(LINE_2D, receivers, {"z": 11, "x": 13}), tmp_path / "unnamed.png")
+    for fig in figures[1:]:
+        ticks = [t.get_text() for t in fig.axes[1].get_xticklabels() if t.get_text()]
+        assert ticks and all(t.lstrip("−-").isdigit() for t in ticks), ticks
+    # Four sources are named though 31 receivers are not.
+    assert [t.get_text() for t in figures[1].axes[1].get_yticklabels()] == ["S1", "S2", "S3", "S4"]
 
 
 def test_2d_sources_sharing_an_x_are_not_joined(tmp_path, figures):
