@@ -145,7 +145,7 @@ def _describe(path: Path, workflow: bool) -> str:
         f"method: {attrs.get('method', '?')}",
         f"radius: {radius} ({attrs.get('star_offsets', '?')} star offsets), weights "
         f"{attrs.get('weights', '?')}, {attrs.get('precision', '?')}, backend "
-        f"{attrs.get('backend', '?')}",
+        f"{attrs.get('backend', '?')}{_tiles(state.workflow, velocity.dims)}",
         f"raygrid version: {state.version}",
         f"workflow sha256: {state.fingerprint}",
         "variables:",
@@ -165,6 +165,18 @@ def _describe(path: Path, workflow: bool) -> str:
     if workflow and state.workflow:
         lines += ["workflow:", json.dumps(json.loads(state.workflow), indent=2)]
     return "\n".join(lines)
+
+
+def _tiles(workflow: str | None, dims: tuple) -> str:
+    """``", tiles z=24, x=32"`` (in the model's dim order) for a store its workflow solved
+    in tiles, else ``""``."""
+    try:
+        tiles = json.loads(workflow or "{}").get("compute", {}).get("tiles")
+    except (ValueError, AttributeError):  # the workflow attribute is the store's own
+        return ""
+    if not tiles:
+        return ""
+    return ", tiles " + ", ".join(f"{d}={tiles[d]}" for d in dims if d in tiles)
 
 
 def source_numbers(dataset: xr.Dataset, chosen: list[int | str]) -> list[int]:

@@ -64,7 +64,10 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
         if n < 2 or not n.is_integer():  # 5.9 nodes was 5
             raise InputError(f"shape {d}: need a whole number of nodes, at least 2, got {n:g}")
         h = real_number(step[d], f"spacing {d}", positive=True)  # nan and inf were taken
-        coords[d] = xr.DataArray(np.arange(int(n)) * h, dims=d, attrs={"units": unit})
+        # z says it is depth (CF's positive: down), as a file's z should: carried into files
+        # the model is saved to and read by other tools.
+        attrs = {"units": unit, "positive": "down"} if d == "z" else {"units": unit}
+        coords[d] = xr.DataArray(np.arange(int(n)) * h, dims=d, attrs=attrs)
     return coords
 
 

@@ -125,6 +125,9 @@ def test_synthetic_models():
     assert set(np.unique(board.values)) == {900.0, 1100.0}
     for velocity in (layered, gradient, board):
         rg.grid_from_velocity(velocity)  # every synthetic model is valid input
+        # z is depth, and says so as files should (CF), for other tools reading it saved.
+        assert velocity["z"].attrs == {"units": "m", "positive": "down"}
+        assert velocity["x"].attrs == {"units": "m"}
 
 
 def test_load_velocity_formats(tmp_path, model):

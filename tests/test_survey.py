@@ -253,6 +253,11 @@ def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, mon
     for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time", "ray_count"):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
     assert tiled["velocity"].encoding["chunks"] == (16, 20)  # the model's copy: by tiles
+    # raygrid info says how a store was solved, its tiles included (it did not).
+    from raygrid.pipeline.inspect import describe
+
+    assert "backend cpu, tiles z=16, x=20\n" in describe(tmp_path / "tiled" / "survey.zarr")
+    assert "backend cpu\n" in describe(tmp_path / "plain" / "survey.zarr")
     tile_bytes = 16 * 20 * 8
     assert gathered and max(gathered) < 2 * tile_bytes < 64 * 80 * 8 / 4, max(gathered)
 
