@@ -81,6 +81,7 @@ _FLOOR_MARGIN = 1.0 - 1e-12
 
 @numba.njit(cache=True)
 def _box_leg(slowness, spacing, pz, py, px, z, y, x):
+    # The leg from a point to node (z, y, x): the call point_leg_times makes, on the model.
     return segment_time_cpu(
         slowness, pz, py, px, float(z), float(y), float(x), spacing[0], spacing[1], spacing[2]
     )
@@ -168,8 +169,9 @@ def best_last_legs(
     :func:`point_leg_times` and taking ``np.argmin`` (the first node in box order among
     equal totals; the first NaN time if any): legs are timed on the whole model, which
     equals the shifted sub-block bit for bit (an integer shift of a point is exact), and
-    only where a lower bound, ``t(n)`` plus the distance times the box's slowest-cell
-    floor, does not exceed the best total found.
+    only where a lower bound, ``t(n)`` plus the distance times the box's lowest slowness
+    (its fastest cell), does not exceed the best total found. The slowness must be
+    checked (finite, positive), as every grid's is: a NaN in it would void the bound.
 
     Parameters
     ----------
@@ -181,8 +183,19 @@ def best_last_legs(
         Positions in fractional node-index units, none on a node.
     radius : tuple of int
         ``(rz, ry, rx)``.
+
+    Returns
+    -------
+    nodes : numpy.ndarray, shape (k, 3), int64
+        The chosen node of each point.
+    times : numpy.ndarray, shape (k,)
+        Its time, in the field's type.
+    legs : numpy.ndarray, shape (k,), float64
+        The leg from it to the point.
     """
     points = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
+    # Native byte order: Numba has no type for a big-endian array (np.fromfile(">f4")).
+    times = times.astype(times.dtype.newbyteorder("="), copy=False)
     node = np.empty((len(points), 3), dtype=np.int64)
     value = np.empty(len(points), dtype=times.dtype)
     leg = np.empty(len(points), dtype=np.float64)

@@ -44,6 +44,8 @@ FINGERPRINT_PARTS = {
     "direct_reach": "how far a receiver near an off-node source is joined to it straight "
     "(a rule of raygrid's version)",
     "face_legs": "how a straight leg lying in a cell face is timed (a rule of raygrid's version)",
+    "node_snap": "which points near a node of float32 coordinates are put on it (a rule of "
+    "raygrid's version)",
 }
 
 
@@ -94,6 +96,10 @@ def workflow_fingerprint(
         # Such legs take the faster side (earlier stores: the cell of higher index); only
         # stores that hold one say so, so that no other store is refused.
         recipe["face_legs"] = "faster side"
+    if _snapped_otherwise(grid, points):
+        # Placed otherwise than before 2026-11-27 (onto a node, or off it): only stores
+        # that hold such a point say so, as for face_legs.
+        recipe["node_snap"] = "half an ulp and the coordinates' deviation"
     if workflow.compute.tiles is not None and workflow.outputs.rays:
         # Where two paths tie, which one a ray takes depends on the order tiles were solved
         # in: other tiles may store other (equally fast) rays, so resuming with them would
@@ -127,6 +133,34 @@ def _legs_in_faces(grid: Grid, points: dict) -> bool:
         return found
 
     return bool(faces("sources") & faces("receivers"))
+
+
+def _snapped_otherwise(grid: Grid, points: dict) -> bool:
+    """Whether a source or receiver is placed otherwise than raygrid placed it before
+    2026-11-27 (``Grid.to_index``), which put a point on a node within four units in the
+    last place of the coordinates' float type, times the axis's largest magnitude (1.9 m
+    at a float32 northing of 4e6 m). Only axes stored in float32 or coarser can differ."""
+    coarse = [k for k, eps in enumerate(grid.rounding) if eps > 1e-10]
+    if not coarse:
+        return False
+    column = {"z": 0, "y": 1, "x": 2}
+    for what in ("sources", "receivers"):
+        for point in points[what]:
+            index3 = grid.to_index(point, what[:-1])
+            for k in coarse:
+                dim, origin, h = grid.dims[k], grid.origin[k], grid.spacing[k]
+                n = len(grid.coords[dim])
+                value, last = float(point[dim]), origin + h * (n - 1)
+                i = (value - origin) / h
+                nearest = round(i)
+                node = float(grid.coords[dim][min(max(nearest, 0), n - 1)])
+                magnitude = max(abs(h), abs(origin), abs(last))
+                near = abs(value - node) <= 4 * grid.rounding[k] * magnitude
+                snapped = near or abs(i - nearest) <= 1e-9 * max(1.0, abs(i))
+                before = min(max(float(nearest) if snapped else i, 0.0), n - 1.0)
+                if before != index3[column[dim]]:
+                    return True
+    return False
 
 
 def model_digest(grid: Grid) -> str:

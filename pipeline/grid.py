@@ -85,8 +85,12 @@ class Grid:
         m/s per unit of the velocity values.
     rounding : tuple of float
         Machine epsilon of each dim's stored coordinate type (float32's in many NetCDF
-        files, 0 for integers): a point within half a unit in the last place of a node's
-        stored coordinate (or of the model's edge) is on it.
+        files, 0 for integers).
+    deviation : tuple of float
+        How far each dim's stored coordinates lie from the uniform grid read from their
+        ends (the rounding a float32 ``arange`` gathers). A point within half a unit in the
+        last place of a node's stored coordinate, plus twice this, is on the node (and so
+        at the model's edges).
     """
 
     dims: tuple[str, ...]
@@ -99,6 +103,7 @@ class Grid:
     velocity: xr.DataArray
     speed_factor: float
     rounding: tuple[float, ...] = ()
+    deviation: tuple[float, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -221,7 +226,13 @@ class Grid:
     def on_node(point3: np.ndarray) -> bool:
         """Whether a point in node-index units (:meth:`to_index`, which snaps points within
         rounding of a node onto it) is a node: the one test of sources, receivers and legs."""
-        return bool(np.all(point3 == np.round(point3)))
+        return bool(Grid.on_nodes(point3)[0])
+
+    @staticmethod
+    def on_nodes(points3: np.ndarray) -> np.ndarray:
+        """:meth:`on_node` of each of the points ``(k, 3)`` (or one point), as a mask."""
+        points3 = np.asarray(points3, dtype=np.float64).reshape(-1, 3)
+        return np.all(points3 == np.round(points3), axis=1)
 
     def reach_nodes(self, point3: np.ndarray, radius3: tuple[int, int, int]) -> np.ndarray:
         """The nodes ``(k, 3)`` a point is joined to: its node, or the forward-star box
@@ -325,7 +336,7 @@ class Grid:
         floats as :meth:`last_leg`: 7 us a point at 3D radius 3 rather than 0.3 ms), and
         only the points joined to the source compared with the straight leg from it."""
         points3 = np.asarray(points3, dtype=np.float64).reshape(-1, 3)
-        on = np.all(points3 == np.round(points3), axis=1)
+        on = self.on_nodes(points3)
         between = np.flatnonzero(~on)
         nodes, values, legs = best_last_legs(
             slowness.values, self.spacing3, times.values, points3[between], radius3
@@ -442,7 +453,7 @@ class Grid:
         if self.on_node(source3):
             return np.zeros(len(points3), dtype=bool)
         # A node end is never joined: within reach it is a seed or a candidate of the other.
-        between = ~np.all(points3 == np.round(points3), axis=1)
+        between = ~self.on_nodes(points3)
         nearest = np.floor(np.asarray(source3) + 0.5) - np.floor(points3 + 0.5)
         return between & np.all(np.abs(nearest) <= DIRECT_REACH * np.asarray(radius3), axis=1)
 
@@ -572,7 +583,10 @@ class Grid:
             )
         index = {}
         rounding = self.rounding or (0.0,) * len(self.dims)
-        for dim, origin, h, stored in zip(self.dims, self.origin, self.spacing, rounding):
+        deviation = self.deviation or (0.0,) * len(self.dims)
+        for dim, origin, h, stored, off in zip(
+            self.dims, self.origin, self.spacing, rounding, deviation
+        ):
             given = point[dim]
             try:
                 # Text and yes/no are not coordinates (float() took "50" and True), as in
@@ -592,27 +606,31 @@ class Grid:
             # off it. Only within half a unit in the last place, the most the stored type
             # moved the node: four units (1.9 m at a UTM northing of 4e6 m) moved a source
             # 1.8 m east of a node onto it, its times 1.8 % late 98 m away.
-            if (value < origin or value > last) and not self._at_edge(value, origin, last, h,
-                                                                       stored):  # fmt: skip
+            if (value < origin or value > last) and not self._at_edge(
+                value, origin, last, h, stored, off
+            ):
                 raise InputError(self._outside(what, dim, value, origin, last))
             i = (value - origin) / h
             nearest = round(i)
             # Snap positions within rounding of a node onto it, so that a source written
             # as 1500.0 on a 10 m grid is exactly node 150.
             on_node = abs(i - nearest) <= _SNAP_TOL * max(1.0, abs(i))
-            if not on_node and stored:
+            if not on_node and (stored or off):
                 node = float(self.coords[dim][min(max(nearest, 0), n - 1)])
-                on_node = abs(value - node) <= _half_ulp(node, stored)
+                on_node = abs(value - node) <= _half_ulp(node, stored) + 2 * off
             index[dim] = float(nearest) if on_node else i
             index[dim] = min(max(index[dim], 0.0), len(self.coords[dim]) - 1.0)
         return np.array([index["z"], index.get("y", 0.0), index["x"]], dtype=np.float64)
 
     @staticmethod
-    def _at_edge(value: float, origin: float, last: float, h: float, stored: float) -> bool:
-        """Whether a value just outside a dim's span is on its edge, to rounding."""
+    def _at_edge(
+        value: float, origin: float, last: float, h: float, stored: float, off: float
+    ) -> bool:
+        """Whether a value just outside a dim's span is on its edge, to rounding (as a
+        point on a node: :attr:`deviation`)."""
         magnitude = max(abs(h), abs(origin), abs(last))
         edge = origin if value < origin else last
-        return abs(value - edge) <= max(_SNAP_TOL * magnitude, _half_ulp(edge, stored))
+        return abs(value - edge) <= max(_SNAP_TOL * magnitude, _half_ulp(edge, stored) + 2 * off)
 
     def _outside(self, what: str, dim: str, value: float, origin: float, last: float) -> str:
         """Why a point is outside the model, with the likely slip where one fits: a
@@ -650,9 +668,10 @@ class Grid:
         return flat_steps(node3, self.shape3)
 
 
-def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str, float]:
-    """A dim's coordinates checked: values (float64), origin, spacing, unit, and the
-    machine epsilon of the stored type (0 for integers)."""
+def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, str, float, float]:
+    """A dim's coordinates checked: values (float64), origin, spacing, unit, the machine
+    epsilon of the stored type (0 for integers) and the stored values' largest distance
+    from the uniform grid (:attr:`Grid.deviation`)."""
     if dim not in velocity.coords:
         raise InputError(f"velocity has no coordinate for dim {dim!r}: give uniform coordinates")
     stored = np.asarray(velocity.coords[dim].values)
@@ -729,7 +748,8 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"coordinate {dim!r} is not uniform: step {steps[worst]:.9g} between "
             f"{values[worst]:.9g} and {values[worst + 1]:.9g}, mean step {h:.9g}"
         )
-    return values, float(values[0]), h, unit, eps
+    deviation = float(np.max(np.abs(values - (values[0] + h * np.arange(values.size)))))
+    return values, float(values[0]), h, unit, eps, deviation
 
 
 def _on_faces(
@@ -978,6 +998,7 @@ def grid_from_velocity(
         velocity=velocity,
         speed_factor=SPEED_UNITS[speed_unit],
         rounding=tuple(axes[d][4] for d in order),
+        deviation=tuple(axes[d][5] for d in order),
     )
     if values is not None:
         grid = replace(grid, slowness=grid.slowness_of(values))

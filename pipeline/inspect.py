@@ -17,7 +17,7 @@ from .integrity import damage, listed_sources, lost_sources
 from .store import StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
 
-__all__ = ["describe", "open_survey", "plot_directory", "point_number"]
+__all__ = ["describe", "numbered", "open_survey", "plot_directory", "point_number"]
 
 
 def open_survey(path: str | Path) -> xr.Dataset:
@@ -215,12 +215,19 @@ def point_number(
     InputError
         For a name ``dataset`` does not hold, a number out of range, or anything else.
     """
-    names = point_names(dataset, what) or []
+    return numbered(point_names(dataset, what) or [], dataset.sizes.get(what, 0), choice,
+                    what, where)  # fmt: skip
+
+
+def numbered(names: list[str], count: int, choice: int | str, what: str, where: str) -> int:
+    """:func:`point_number` from the ``names`` (or ``[]``) and ``count`` of the sources or
+    receivers (``what``) of ``where``: one rule wherever a point is chosen by name or
+    number (``raygrid plot --source``, :func:`~raygrid.pipeline.raypath`, a workflow's
+    ``outputs.plot_source``)."""
     if isinstance(choice, (bool, np.bool_)) or not isinstance(choice, (str, int, np.integer)):
         # int() took 2.7 as 2 and True as 1: another point than meant, silently.
         raise InputError(f"{what} must be a {what}'s name or number, got {choice!r}")
     number = _number(names, choice, what, where)
-    count = dataset.sizes.get(what, 0)
     if not 0 <= number < count:
         held = f"0..{count - 1}" if count else f"none: it has no {what} dim"
         raise InputError(

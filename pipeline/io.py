@@ -105,6 +105,12 @@ def _renamed(velocity: xr.DataArray, path: Path, rename: Mapping[str, str]) -> x
             f"{path}: rename {dict(rename)} must give axes the names z, y or x, each once "
             f"(the velocity's axes are {list(velocity.dims)})"
         )
+    taken = [to for to in rename.values() if to in velocity.coords and to not in velocity.dims]
+    if taken:  # a coordinate along another axis (an elevation z): xarray's bare ValueError
+        raise InputError(
+            f"{path}: rename {dict(rename)} gives an axis the name {taken[0]!r} of another "
+            f"coordinate of the file: drop it first (velocity.drop_vars({taken[0]!r}))"
+        )
     return velocity.rename(dict(rename))
 
 

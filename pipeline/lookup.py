@@ -55,7 +55,7 @@ def receiver_times(
     time = np.array([t for _, t, _ in legs], dtype=dtype).reshape(-1)
     leg = np.array([g for _, _, g in legs], dtype=dtype).reshape(-1)
     # On a node: its time. Between nodes: plus the last leg, in the solve's precision.
-    on = np.all(np.reshape(receiver_index, (-1, 3)) == np.round(receiver_index), axis=1)
+    on = grid.on_nodes(receiver_index)
     return np.where(on, time, time + leg)
 
 
@@ -178,7 +178,7 @@ def traveltime_at(
             # The position is used (a straight leg from it): checked against the field
             # first. Only then, as it may read a chunk no point needs (a survey store).
             source3 = grid.located_source(times, source, star.radius, slowness)
-        if source is None and not np.all(index == np.round(index)):  # some between nodes
+        if source is None and not grid.on_nodes(index).all():
             warn_input(
                 "the field records no source position (source_z, ... coordinates or "
                 "attributes): points between nodes near an off-node source are reached "

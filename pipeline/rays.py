@@ -276,6 +276,12 @@ def _stored_ray(
     which = _source_label(store)
     if "ray_start" not in store.variables:
         raise InputError(_no_rays(store, which))
+    if "velocity" not in store.variables:  # a subset of the variables (store[["ray_x", ...]])
+        raise InputError(
+            "this part of the store has no 'velocity' (the model), which says the ray's dims "
+            "and length unit: pass the store, or a .sel/.isel of it, not a subset of its "
+            "variables"
+        )
     grid = solved_grid(store["velocity"])  # the dims' order and length unit, as raypath's
     # A store's parts a user kept (store[["ray_x", ...]]) may lack the completion records.
     records = ["source_done"] if "source_done" in store.variables else []

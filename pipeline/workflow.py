@@ -601,27 +601,17 @@ def prepare_workflow(
 
 def plot_source_number(outputs: Outputs, count: int, names: list[str] | None) -> int:
     """The number of the source ``outputs.plot`` draws: ``plot_source``, a number or one
-    of the sources' ``names`` (a name wins over the same digits, as in ``raygrid plot
-    --source``).
+    of the sources' ``names``, chosen as ``raygrid plot --source`` chooses
+    (:func:`~raygrid.pipeline.inspect.numbered`: a name wins over the same digits).
 
     Raises
     ------
     InputError
         For a name no source has, or a number beyond the ``count`` sources.
     """
-    chosen = outputs.plot_source
-    if isinstance(chosen, str):
-        if names is not None and chosen in names:
-            return names.index(chosen)
-        if not chosen.isdigit():
-            known = f"their names: {names[0]!r} ... {names[-1]!r}" if names else "unnamed"
-            raise InputError(f"no source is named {chosen!r} ({known})")
-        chosen = int(chosen)
-    if chosen >= count:
-        raise InputError(
-            f"source {chosen} cannot be plotted: there are {count} sources (numbered from 0)"
-        )
-    return chosen
+    from .inspect import numbered  # the store's readers, only where a picture is asked for
+
+    return numbered(names or [], count, outputs.plot_source, "source", "the workflow")
 
 
 def run_workflow(

@@ -238,7 +238,7 @@ def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
                      "receivers: receiver 2 (numbered from 0): receiver x=400 is outside the "
                      "model"),
         "plot": ({"outputs__plot_source": 3},
-                 "outputs.plot_source: source 3 cannot be plotted: there are 1 sources"),
+                 "outputs.plot_source: source number 3 is out of range: the workflow has 1 "),
         "tiles": ({"compute": {"tiles": {"y": 8}}},
                   "compute.tiles: tiles names unknown dims ['y']; the model has ('z', 'x')"),
         "missing": ({"model": {"path": "missing.zarr"}}, "model: velocity model missing.zarr "

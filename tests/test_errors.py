@@ -118,6 +118,25 @@ def test_points_near_float32_nodes_far_from_0_are_not_moved_onto_them():
         assert (on_node.values[0, 10] == 0.0) == (dtype == np.float32)  # within 0.125 m
 
 
+def test_decimal_node_positions_on_a_float32_arange_are_nodes():
+    # np.arange(0, 50, 0.1, dtype=float32) gathers rounding beyond half a unit in the last
+    # place (0.9 is stored as 0.90000004): 99 of 500 nodes written as decimals were taken
+    # as between nodes. The coordinates' deviation from the uniform grid counts too.
+    from raygrid.pipeline.grid import grid_from_velocity
+
+    x = np.arange(0, 50, 0.1, dtype=np.float32)
+    z = np.arange(0, 2.01, 0.1).astype(np.float32)
+    velocity = xr.DataArray(
+        np.full((z.size, x.size), 3.0), dims=("z", "x"), attrs={"units": "km/s"},
+        coords={"z": ("z", z, {"units": "km"}), "x": ("x", x, {"units": "km"})},
+    )  # fmt: skip
+    grid = grid_from_velocity(velocity)
+    for k in range(x.size):
+        written = round(float(x[k]), 4)  # as a user writes the node
+        assert grid.to_index({"z": 1.0, "x": written})[2] == k, written
+    assert grid.to_index({"z": 1.0, "x": 0.95})[2] == pytest.approx(9.5)  # between: kept
+
+
 def test_float32_coordinates_too_coarse_for_their_steps_are_refused():
     # float32 rounds values near 4.2e6 m to 0.5 m: steps of 0.7 m were stored as 0.5 and 1.0
     # m, passed as uniform (to the float32 tolerance), and the grid was taken as 0.722 m.

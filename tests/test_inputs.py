@@ -657,6 +657,12 @@ def test_a_files_axes_named_otherwise_are_renamed(tmp_path):
     for message, rename in bad.items():
         with pytest.raises(InputError, match=message):
             load_velocity(tmp_path / "m.nc", rename=rename)
+    # A coordinate already named z along another axis (an elevation): said, not xarray's
+    # bare "the new name 'z' conflicts".
+    elevation = model.assign_coords(z=("easting", np.zeros(7), {"units": "m"}))
+    elevation.to_dataset(name="vp").to_netcdf(tmp_path / "e.nc")
+    with pytest.raises(InputError, match=r"the name 'z' of another coordinate of the file: drop"):
+        load_velocity(tmp_path / "e.nc", rename=names)
     np.save(tmp_path / "m.npy", np.full((3, 4), 2000.0))
     with pytest.raises(InputError, match="rename is for Zarr and NetCDF models"):
         load_velocity(tmp_path / "m.npy", rename=names, spacing=10.0, units="m/s")

@@ -125,9 +125,33 @@ def test_the_compiled_box_search_is_the_per_point_rule(dtype, rough):
                 assert np.array_equal(got[0], want[0]), point3
             assert got[1] == want[1] and got[1].dtype == want[1].dtype, point3
             assert got[2] == want[2], point3
-    # A field not yet solved (NaN, as a survey store's unfinished source): NaN, as before.
-    nan = NodeValues(np.full(grid.shape3, np.nan, dtype=dtype))
-    assert np.isnan(grid.last_legs(nan, points[n // 4 :], radius3)[0][1])
+    # Fields with NaN (a survey store's unfinished source, lost chunks) or inf here and
+    # there, and in big-endian order (np.fromfile(">f4")): as np.argmin picks, or read.
+    field = times.values.astype(dtype)
+    field.reshape(-1)[rng.choice(field.size, field.size // 5)] = np.inf
+    field.reshape(-1)[rng.choice(field.size, field.size // 5)] = np.nan
+    swapped = field.astype(field.dtype.newbyteorder(">"))
+    between = [p for p in points if not grid.on_node(p)]
+    for values in (NodeValues(field), NodeValues(swapped), NodeValues(np.full_like(field, np.nan))):
+        for point3, got in zip(between, grid.last_legs(values, np.array(between), radius3)):
+            want = grid.last_leg(values, point3, radius3)
+            assert np.array_equal(got[0], want[0]) and got[2] == want[2], point3
+            assert got[1] == want[1] or (np.isnan(got[1]) and np.isnan(want[1])), point3
+
+
+def test_a_leg_along_an_edge_of_four_cells_takes_the_fastest():
+    # In 3D a leg may run along a cell edge (halfway on two axes), where four cells meet:
+    # it is timed through the fastest of them, either way round.
+    from raygrid.pipeline.grid import grid_from_velocity
+
+    speeds = np.full((4, 4, 9), 1000.0)
+    speeds[1, 2] = 4000.0  # one of the four cells around the edge z=1.5, y=1.5
+    model = rg.constant_model({"z": 4, "y": 4, "x": 9}, 10.0, 1000.0).copy(data=speeds)
+    grid = grid_from_velocity(model)
+    a, b = np.array([1.5, 1.5, 1.2]), np.array([1.5, 1.5, 6.7])
+    expected = 55.0 / 4000.0
+    assert grid.segment_time(a, b) == pytest.approx(expected, rel=1e-14)
+    assert grid.segment_time(b, a) == grid.segment_time(a, b)
 
 
 def test_bad_lookups_are_clear(model, tables):

@@ -169,6 +169,10 @@ def test_unknown_and_out_of_range_points_are_refused(survey):
         raypath(store, {"z": 200.0, "x": 301.0}, source=0)
     with pytest.raises(InputError, match=r"exactly the dims \('z', 'x'\), got \['x'\]"):
         raypath(store, {"x": 300.0}, source=0)
+    # A subset of its variables has no model to say the dims (was a bare KeyError).
+    rays = ["ray_start", "ray_count", "ray_time", "ray_z", "ray_x", "source_done"]
+    with pytest.raises(InputError, match=r"has no 'velocity' \(the model\).*not a subset"):
+        raypath(store[rays], "STA1", source=0)
 
 
 def test_a_dataset_that_holds_no_ray_says_what_raypath_reads(survey):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 import yaml
 
 from raygrid.pipeline.errors import InputError, InputWarning
@@ -338,6 +339,31 @@ def test_a_store_with_legs_in_a_cell_face_records_their_rule(tmp_path):
     assert "face_legs" not in prepared.fingerprint_parts
 
 
+def test_a_store_with_a_point_placed_otherwise_records_the_rule(tmp_path):
+    # A source 0.9 m from a node of float32 northings (0.25 m apart at 4e6 m): put on the
+    # node before 2026-11-27 (within four units in the last place, 1.9 m), left where it
+    # is since. Its store's fingerprint says so, so an older store is refused, never
+    # finished under the new rule; other stores keep their fingerprints.
+    north = (4_000_000.0 + 100.0 * np.arange(21)).astype(np.float32)
+    model = xr.DataArray(
+        np.full((11, 21), 3000.0), dims=("z", "x"), attrs={"units": "m/s"}, name="vp",
+        coords={"z": ("z", 100.0 * np.arange(11), {"units": "m"}),
+                "x": ("x", north, {"units": "m"})},
+    )  # fmt: skip
+    model.to_dataset().to_netcdf(tmp_path / "m.nc")
+
+    def parts(x: float) -> dict:
+        text = (
+            f"model:\n  path: {tmp_path / 'm.nc'}\ngrid:\n  radius: 3\nsources:\n"
+            f"  - {{z: 250.0, x: {x}}}\noutputs:\n  store: {tmp_path / 'o.zarr'}\n"
+        )
+        return prepare_workflow(read_workflow(write(tmp_path, text))).fingerprint_parts
+
+    assert "node_snap" in parts(float(north[5]) + 0.9)
+    assert "node_snap" not in parts(float(north[5]) + 3.0)  # off a node either way
+    assert "node_snap" not in parts(float(north[5]))  # on it either way
+
+
 def test_fingerprint_of_a_lazy_model_follows_its_values(tmp_path, monkeypatch):
     # A tiled workflow reads its model lazily (never loaded whole); an edit of one value
     # of the file in place, in any chunk, must still change the fingerprint.
@@ -490,8 +516,9 @@ def test_the_plotted_source_must_exist(tmp_path):
     path = write(tmp_path, SMALL + "  plot: out/small.png\n  plot_source: 2\n")
     with pytest.raises(InputError) as error:
         prepare_workflow(read_workflow(path))
-    assert f"{path}:14: outputs.plot_source: source 2 cannot be plotted: there are 2" in str(
-        error.value
+    assert (
+        f"{path}:14: outputs.plot_source: source number 2 is out of range: the workflow has 2"
+        in str(error.value)
     )
 
 
@@ -505,14 +532,15 @@ def test_the_plotted_source_may_be_named(tmp_path):
         "sources:\n  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 200.0}\n",
         f"sources:\n  csv: {tmp_path / 'sources.csv'}\n",
     )
-    for chosen, number in (("EV03", 1), ("'2'", 0), ("1", 1)):
+    for chosen, number in (("EV03", 1), ("'2'", 0), ("1", 1), ("' 1'", 1)):
         path = write(tmp_path, named + f"  plot: out/small.png\n  plot_source: {chosen}\n")
         prepared = prepare_workflow(read_workflow(path))
         outputs = prepared.workflow.outputs
         assert plot_source_number(outputs, 2, prepared.names["source"]) == number, chosen
     path = write(tmp_path, named + "  plot: out/small.png\n  plot_source: EV04\n")
-    with pytest.raises(InputError, match=r":13: outputs.plot_source: no source is named 'EV04' "
-                       r"\(their names: '2' ... 'EV03'\)"):  # fmt: skip
+    with pytest.raises(InputError, match=r":13: outputs.plot_source: source 'EV04' is neither "
+                       r"a source number nor a source's name in the workflow \(its names: '2' "
+                       r"... 'EV03'\)"):  # fmt: skip
         prepare_workflow(read_workflow(path))
     path = write(tmp_path, SMALL + "  plot: out/small.png\n  plot_source: -1\n")
     with pytest.raises(InputError, match=r"outputs.plot_source"):
