@@ -48,7 +48,7 @@ def test_default_is_a_local_cluster():
         (
             "cluster: local\nn-workers: 2\n",
             ":2: n-workers: Extra inputs are not permitted (unknown "
-            "key; raygrid's keys use underscores, not hyphens)",
+            "key; raygrid's keys use underscores, not hyphens; did you mean 'n_workers'?)",
         ),
         ("cluster: local\nn_workers: two\n", ":2: n_workers: Input should be a valid integer"),
         ("cluster: kubernetes\n", ":1: (top level): cluster must be one of local, local-cuda"),
