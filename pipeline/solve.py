@@ -20,6 +20,7 @@ from ..kernels import (
     WEIGHT_RULES,
     MoserGraph,
     Star,
+    best_last_legs,
     dijkstra_graph,
     forward_star,
     graph_weights,
@@ -360,8 +361,9 @@ def solving_threads(n_sources: int, threads: int | None) -> int:
 
 
 def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> float:
-    """Compile the CPU solver for these options, or load it from Numba's cache, by solving
-    a model of a few nodes; return the seconds it took.
+    """Compile the CPU solver for these options (and the receivers' last-leg search), or
+    load them from Numba's cache, by solving a model of a few nodes; return the seconds it
+    took.
 
     The first solve on a machine compiles the kernels (6-15 s measured on two busy cores),
     later ones load them from Numba's on-disk cache (``cache=True``, beside the installed
@@ -379,6 +381,10 @@ def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> f
     seed = np.zeros(1, dtype=np.int64)
     # A target (as a survey without fields passes) is the seed itself: settled at once.
     dijkstra_graph(graph, seed, np.zeros(1), target_nodes=seed, times=times)
+    # And the receivers' last-leg search for the field's type (3 s to compile, in every
+    # worker at its first receiver otherwise).
+    field = np.zeros(tiny.shape3, dtype=options.dtype)
+    best_last_legs(tiny.slowness, tiny.spacing3, field, np.array([[0.5, 0.0, 0.5]]), star.radius)
     return time.perf_counter() - start
 
 

@@ -92,11 +92,12 @@ def test_a_disabled_bar_writes_nothing():
 COMPILE_THEN_SOLVE = """
 import numpy as np
 import raygrid.pipeline as rg
-from raygrid.kernels import bounds, cpu, forward_star
+from raygrid.kernels import bounds, cpu, forward_star, legs
 from raygrid.pipeline.grid import grid_from_velocity
+from raygrid.pipeline.lookup import receiver_times
 from raygrid.pipeline.solve import check_options, compile_cpu_solver, solve_seeds, source_seeds
 
-kernels = (cpu._dijkstra, cpu._precompute, bounds._moving_min)
+kernels = (cpu._dijkstra, cpu._precompute, bounds._moving_min, legs._best_last_legs)
 velocity = rg.layered_model({"z": 13, "y": 6, "x": 9}, 10.0, [40.0], [1500.0, 3000.0])
 grid = grid_from_velocity(velocity)
 star = forward_star(grid.radius3(2))
@@ -109,6 +110,8 @@ for weights, precision, precompute in [("exact", "float64", False), ("mean", "fl
     for targets in (None, np.array([grid.flat(np.array([[12, 5, 8]]))[0]])):
         times, _ = solve_seeds(grid, star, options, seeds, threads=1, targets=targets)
         assert np.isfinite(times).any()
+        field = times.reshape(len(seeds), -1)[0]  # and a receiver between nodes read on it
+        receiver_times(grid, star, field, np.array([[3.3, 2.5, 4.1]]), options.dtype)
     print(weights, precision, precompute, compiled, sum(len(k.signatures) for k in kernels))
 """
 
