@@ -329,6 +329,37 @@ def test_a_survey_store_reads_its_receiver_table(tmp_path):
     np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
 
 
+@pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}], ids=["plain", "tiled"])
+def test_a_grid_search_reads_a_stores_fields_whole_with_the_same_floats(
+    tmp_path, monkeypatch, tiles
+):
+    # Thousands of trial hypocentres cover a store's field several times over: each field
+    # (and the model, once) is read whole and searched in compiled code, not block by block
+    # point by point (0.3 ms a point), and gives the same floats.
+    from raygrid.pipeline import lookup
+
+    store = _survey_store(
+        tmp_path, [{"z": 55.5, "x": 1999.9}], **({"tiles": tiles} if tiles else {})
+    )
+    rng = np.random.default_rng(3)
+    points = {"z": rng.uniform(0, 1500, 400), "x": rng.uniform(0, 2000, 400)}
+    searched = []
+    best = lookup.Grid.last_legs
+    monkeypatch.setattr(
+        lookup.Grid, "last_legs",
+        lambda grid, times, *a, **k: searched.append(times.lazy) or best(grid, times, *a, **k),
+    )  # fmt: skip
+    whole = traveltime_at(store, points)
+    assert searched == [False, False]  # one source at a time, each in memory
+    few = traveltime_at(store, {d: v[:3] for d, v in points.items()})  # a few: around them
+    assert searched[2:] == [True, True]
+    np.testing.assert_array_equal(few.values, whole.values[:, :3])
+    monkeypatch.setattr(lookup, "LOAD_BYTES", 0)  # too big to read whole: block by block
+    blocks = traveltime_at(store, points)
+    assert searched[4:] == [True, True]
+    np.testing.assert_array_equal(whole.values, blocks.values)
+
+
 def test_a_tiled_store_is_read_only_around_the_points(tmp_path, monkeypatch):
     # A survey store's fields can be larger than memory: reading times at a few points
     # computes the blocks around them (of each field and of the model), never a whole one,
