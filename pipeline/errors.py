@@ -89,9 +89,14 @@ def warn_input(message: str) -> None:
 
 
 #: Said with every hint about a dim given in another case (``Z`` for ``z``).
-LOWER_CASE_DIMS = (
-    "dim names are lower case; raygrid's z is depth below the model's top, positive down"
+#: What raygrid's z is, in every hint about depths and elevations. Not "below the model's
+#: top": a model may reach above sea level (a z from -2 km), and its points are placed on
+#: that axis as given.
+Z_IS_DEPTH = (
+    "z is depth, positive down, on the model's own z axis (negative above sea level if the "
+    "model reaches there)"
 )
+LOWER_CASE_DIMS = f"dim names are lower case; raygrid's {Z_IS_DEPTH}"
 
 
 def other_case(given: list, missing: list[str]) -> str:

@@ -18,7 +18,7 @@ import xarray as xr
 
 from ..kernels import best_last_legs, point_box, point_leg_times, segment_time_cpu
 from ..kernels.layout import flat_steps
-from .errors import InputError, other_case, warn_input
+from .errors import Z_IS_DEPTH, InputError, other_case, warn_input
 from .nodevalues import NodeValues
 
 __all__ = [
@@ -649,7 +649,7 @@ class Grid:
             )
         if dim == "z" and value < origin:
             return (
-                f"{said}; z is depth below the model's top, positive down: a station above "
+                f"{said}; {Z_IS_DEPTH}: a station above "
                 "the top (an elevation) must be placed on it, or the model extended upward"
             )
         return said
@@ -695,8 +695,8 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         # The CF attribute says in so many words what a decreasing z only suggests (below):
         # an elevation, which read as depth turns the model upside down.
         raise InputError(
-            "coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's z is "
-            "depth below the model's top, positive down; negate it, e.g. "
+            f"coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's "
+            f"{Z_IS_DEPTH}; negate it, e.g. "
             'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
         )
     if values.size < 2:
@@ -724,8 +724,8 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             # decreases is far more often an elevation (0 down to -40 km), which sorting
             # would accept as a model turned upside down.
             raise InputError(
-                f"coordinate 'z' decreases ({span}): raygrid's z is depth below the model's "
-                "top, positive down, so an elevation axis must be negated (depth = "
+                f"coordinate 'z' decreases ({span}): raygrid's {Z_IS_DEPTH}, so an "
+                "elevation axis must be negated (depth = "
                 "-elevation), e.g. model.assign_coords(z=(-model.z).assign_attrs("
                 'positive="down")).sortby("z"); only depths '
                 'listed deepest first may simply be sorted (model.sortby("z"))'

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
 
-from .errors import LOWER_CASE_DIMS, InputError, missing_file, warn_input
+from .errors import LOWER_CASE_DIMS, Z_IS_DEPTH, InputError, missing_file, warn_input
 from .yamlfile import FilePath, Strict, schema_error
 
 __all__ = [
@@ -262,7 +262,7 @@ def _refuse_other_case(names: list[str], where: str, header_line: int) -> None:
     depth = [name for name in cased if name.lower() == "z"]
     if depth:
         message += (
-            f"; raygrid's z is depth below the model's top, positive down: rename {depth[0]!r} "
+            f"; raygrid's {Z_IS_DEPTH}: rename {depth[0]!r} "
             "to 'z' if it is a depth, not an elevation"
         )
     raise InputError(message)
@@ -330,7 +330,7 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
     heights = [n for i, n in ignored if _HEIGHT_WORDS & words[i]]
     if heights:
         message += (
-            f". raygrid's z is depth below the model's top, positive down; "
+            f". raygrid's {Z_IS_DEPTH}; "
             f"{', '.join(map(repr, heights))} {'is' if len(heights) == 1 else 'are'} not used"
         )
     warn_input(message)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -14,6 +16,7 @@ from raygrid.pipeline import (
     traveltime_at,
     traveltimes,
 )
+from raygrid.pipeline.errors import Z_IS_DEPTH
 
 SOURCE = {"z": 0.0, "x": 50.0}
 
@@ -278,7 +281,7 @@ def test_a_point_in_metres_on_a_model_in_km_is_named_so():
         (
             {"z": -1.0, "x": 50.0},
             "source z=-1 is outside the model: z spans \\[0, 100\\] m; "
-            "z is depth below the model's top, positive down: a station above the top",
+            f"{re.escape(Z_IS_DEPTH)}: a station above the top",
         ),
         ({"z": 0.0, "x": 200.5}, "source x=200.5 is outside the model"),
         ({"z": 0.0, "x": 200.0001}, r"x=200.0001 is outside the model: x spans \[0, 200\] m"),

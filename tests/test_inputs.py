@@ -25,7 +25,7 @@ from raygrid.pipeline import (
     traveltime_at,
     traveltimes,
 )
-from raygrid.pipeline.errors import InputError, InputWarning
+from raygrid.pipeline.errors import Z_IS_DEPTH, InputError, InputWarning
 from raygrid.pipeline.positions import CsvPoints, resolve_points
 from raygrid.pipeline.workflow import Workflow, prepare_workflow, read_workflow
 
@@ -141,7 +141,7 @@ def test_an_elevation_column_gets_a_note_on_z(tmp_path, name):
     assert len(record) == 1  # once per file, not per row
     message = str(record[0].message)
     assert f"ignoring column(s) '{name}'" in message  # not the station's name: it is used
-    assert f"z is depth below the model's top, positive down; '{name}' is not used" in message
+    assert f"{Z_IS_DEPTH}; '{name}' is not used" in message
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_a_dim_in_upper_case_is_refused_with_the_name_meant(tmp_path, text, mess
         receivers(tmp_path, "# stations\n" + text)
     refused = str(error.value)
     assert f"receivers.csv:2: {message} (dim names are lower case)" in refused
-    on_z = "z is depth below the model's top, positive down: rename 'Z' to 'z' if it is a depth"
+    on_z = f"{Z_IS_DEPTH}: rename 'Z' to 'z' if it is a depth"
     assert (on_z in refused) == text.startswith("Z")
 
 
@@ -312,7 +312,7 @@ def test_a_decreasing_z_says_to_negate_an_elevation():
         grid_from_velocity(elevation)
     text = str(error.value)
     assert "coordinate 'z' decreases (from 0 to -40 m)" in text
-    assert "z is depth below the model's top, positive down" in text
+    assert Z_IS_DEPTH in text
     advice = 'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
     assert f"negated (depth = -elevation), e.g. {advice}" in text
     # The advice given works: the negated model is valid and the right way up.
@@ -330,8 +330,8 @@ def test_a_z_marked_positive_up_is_an_elevation_refused():
         grid_from_velocity(elevation)
     advice = 'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
     assert str(error.value) == (
-        "coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's z is depth "
-        f"below the model's top, positive down; negate it, e.g. {advice}"
+        "coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's "
+        f"{Z_IS_DEPTH}; negate it, e.g. {advice}"
     )
     fixed = grid_from_velocity(eval(advice, {"model": elevation}))
     assert fixed.origin[0] == 0.0 and fixed.spacing[0] == 10.0
@@ -438,7 +438,7 @@ def test_tables_of_sources_take_what_a_csv_file_takes():
     assert len(record) == 1 and record[0].filename == __file__
     assert str(record[0].message).startswith(
         "the sources table: ignoring column(s) 'elev'; positions are read from z, x. "
-        "raygrid's z is depth below the model's top, positive down; 'elev' is not used"
+        f"raygrid's {Z_IS_DEPTH}; 'elev' is not used"
     )
     # A pandas Series indexed by dims is one point (it was a list of its values), in
     # traveltime_at as a mapping is; a structured array is a table, as is an object array
