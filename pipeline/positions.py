@@ -21,6 +21,7 @@ fixed order (the store's ``source`` and ``receiver`` dims follow it):
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import itertools
 import re
@@ -333,6 +334,14 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
             f". raygrid's {Z_IS_DEPTH}; "
             f"{', '.join(map(repr, heights))} {'is' if len(heights) == 1 else 'are'} not used"
         )
+    if name_column(names) is None:
+        # A names' column mistyped ("nmae") left the points unnamed, with only this warning
+        # to say so; a store's names are part of its fingerprint, so fixing it later means
+        # solving again.
+        spelled = [str(n) for _, n in ignored if isinstance(n, str)]
+        close = [c for n in spelled for c in difflib.get_close_matches(n.lower(), NAME_COLUMNS, 1)]
+        if close:
+            message += f"; did you mean {close[0]!r}? (a column of that name names the points)"
     warn_input(message)
 
 

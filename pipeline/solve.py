@@ -579,7 +579,7 @@ def locate_points(
     return np.array(located, dtype=np.float64).reshape(-1, 3)
 
 
-def repeated_sources(positions: np.ndarray) -> str | None:
+def repeated_sources(positions: np.ndarray, names: list[str] | None = None) -> str | None:
     """Why sources at one place (the same node, or the same point between nodes, after
     snapping) deserve a warning, or None: each is solved again, the same field for the
     same time; a station listed twice is the usual cause.
@@ -588,6 +588,8 @@ def repeated_sources(positions: np.ndarray) -> str | None:
     ----------
     positions : numpy.ndarray
         ``(n, 3)`` fractional node indices (:func:`locate_points`).
+    names : list of str, optional
+        The sources' names, to say which by name too.
     """
     unique, inverse = np.unique(positions, axis=0, return_inverse=True)
     if len(unique) == len(positions):
@@ -596,8 +598,9 @@ def repeated_sources(positions: np.ndarray) -> str | None:
     first = np.flatnonzero(np.bincount(inverse)[inverse] > 1)[0]
     same = np.flatnonzero(inverse == inverse[first])
     extra = len(positions) - len(unique)
+    a, b = (f"{k} {names[k]!r}" if names is not None else str(k) for k in same[:2])
     return (
-        f"sources {same[0]} and {same[1]} (numbered from 0) are at one place, and "
+        f"sources {a} and {b} (numbered from 0) are at one place, and "
         f"{extra} source(s) in all repeat an earlier one: each is solved again (the same "
         "field); drop the repeats unless that is meant"
     )
@@ -699,7 +702,7 @@ def traveltimes(
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source", names)  # all checked before solving
-    repeated = repeated_sources(positions)
+    repeated = repeated_sources(positions, names)
     if repeated is not None:
         warn_input(repeated)
     options = options.for_sources(len(positions))

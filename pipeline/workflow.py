@@ -384,7 +384,13 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
 UNTILED_OPTIONS = ("batch", "cuda_batch", "precompute", "threads")
 
 
-def _notes(workflow: Workflow, indices: dict[str, np.ndarray], grid: Grid, star: Star) -> None:
+def _notes(
+    workflow: Workflow,
+    indices: dict[str, np.ndarray],
+    grid: Grid,
+    star: Star,
+    names: dict[str, list[str]],
+) -> None:
     """Warn, at their line, about what a workflow asks for that will not happen as it may
     expect: a star too lopsided for the spacing, options the solve does not read, outputs
     with nothing to hold, sources solved twice. Not errors: the run is what was asked,
@@ -395,7 +401,7 @@ def _notes(workflow: Workflow, indices: dict[str, np.ndarray], grid: Grid, star:
         # At the radius written, else (the default radius) at the model and its spacing.
         given = "radius" in workflow.grid.model_fields_set
         notes.append((("grid", "radius") if given else ("model",), lopsided))
-    repeated = repeated_sources(indices["sources"])
+    repeated = repeated_sources(indices["sources"], names.get("source"))
     if repeated is not None:
         notes.append((("sources",), repeated))
     compute = workflow.compute
@@ -550,7 +556,7 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
-    _notes(workflow, indices, grid, star)
+    _notes(workflow, indices, grid, star, names)
     options = options.for_sources(min(compute.batch, len(points["sources"])))  # in one task
     if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
         try:

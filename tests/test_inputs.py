@@ -132,6 +132,10 @@ def test_extra_columns_are_read_with_a_warning(tmp_path):
     with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'comment'; .* from z, x$"):
         points = receivers(tmp_path, "comment,x,z\nA1,10,0\n")
     assert points == [{"z": 0.0, "x": 10.0}]
+    # A mistyped names' column left the points unnamed, with no word on the spelling.
+    for column, meant in (("nmae", "name"), ("Stations", "station")):
+        with pytest.warns(InputWarning, match=rf"'{column}'; .*; did you mean '{meant}'\?"):
+            receivers(tmp_path, f"{column},x,z\nA1,10,0\n")
 
 
 @pytest.mark.parametrize("name", ["elevation", "Elev_m", "ALTITUDE", "depth (m)", "height"])
@@ -422,6 +426,9 @@ def test_sources_at_one_place_are_solved_with_a_warning(tmp_path):
         times = traveltimes(velocity, {"z": [0.0, 5.0, 5.0], "x": [1.0, 2.0, 2.0]}, radius=2)
     assert record[0].filename == __file__  # the warning points at the caller
     assert times.sizes["source"] == 3
+    named = {"name": ["A", "B", "C"], "z": [0.0, 5.0, 5.0], "x": [1.0, 2.0, 2.0]}
+    with pytest.warns(InputWarning, match=r"sources 1 'B' and 2 'C' \(numbered from 0\) are at"):
+        traveltimes(velocity, named, radius=2)
     quietly(traveltimes, velocity, [{"z": 0.0, "x": 1.0}, {"z": 0.0, "x": 2.0}])
 
 
