@@ -56,6 +56,9 @@ LOPSIDED_REACH = 2.0
 #: off-node point may be for the straight leg between them to count (:meth:`Grid.direct_leg`):
 #: the zone where their forward-star boxes overlap. Part of every store's fingerprint.
 DIRECT_REACH = 2
+#: How far apart (relative) two models' :meth:`Grid.model_check` may be and still count as
+#: one: the same values stored in km/s and in m/s, or in float32 and float64.
+MODEL_CHECK_RTOL = 1e-6
 #: How far (relative) a field's time at a node its source seeds may exceed the straight leg
 #: there (:meth:`Grid.located_source`): float32 rounding of the seed, with room.
 SOURCE_RTOL = 1e-6
@@ -130,6 +133,34 @@ class Grid:
         slowness = np.array(values, dtype=np.float64)
         slowness *= self.speed_factor
         return np.divide(1.0, slowness, out=slowness)
+
+    def model_check(self) -> list[float]:
+        """Three numbers that tell this model from another: the mean, a position-weighted
+        mean and the root mean square of the slowness on a lattice of up to 17 nodes per
+        axis (:data:`MODEL_CHECK_RTOL` apart at most for the same model).
+
+        Recorded with every field solved on a model in memory (``model_check``) and
+        compared where a field is read with a model given apart (``traveltime_at(...,
+        velocity=)``): a Vs model given for a Vp table came out late by the ratio of the
+        two, silently. Cheap (microseconds; a lazy model reads only the lattice), and
+        blind to an edit between the lattice's nodes.
+        """
+        lattice = {
+            d: np.unique(np.linspace(0, n - 1, min(n, 17)).round().astype(np.int64))
+            for d, n in zip(self.dims, self.shape)
+        }
+        if self.slowness is not None:
+            picked = [lattice.get(d, np.zeros(1, dtype=np.int64)) for d in ("z", "y", "x")]
+            sample = self.slowness[np.ix_(*picked)]
+        else:  # the same conversion as the loaded slowness: the same floats
+            sample = self.slowness_of(np.asarray(self.velocity.isel(lattice).values))
+        sample = sample.reshape(-1)
+        weight = np.arange(1, sample.size + 1, dtype=np.float64)
+        return [
+            float(sample.mean()),
+            float((sample * weight).sum() / weight.sum()),
+            float(np.sqrt((sample * sample).mean())),
+        ]
 
     def slowness_of(self, values: np.ndarray | da.Array) -> np.ndarray | da.Array:
         """Kernel slowness (s/m, 3D: a 2D model's gets ``ny == 1``) of velocity values cut

@@ -19,7 +19,7 @@ import xarray as xr
 
 from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
-from .grid import Grid, recorded_source, solved_grid
+from .grid import MODEL_CHECK_RTOL, Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, source_list
 
@@ -77,6 +77,28 @@ def _read_whole(field: xr.DataArray, grid: Grid, star: Star, points: int) -> boo
     box = int(np.prod([2 * r + 1 for r in star.radius]))
     size = nodes * (field.dtype.itemsize + (8 if grid.slowness is None else 0))
     return points * box >= nodes and size <= LOAD_BYTES
+
+
+def check_model(grid: Grid, recorded: Any) -> None:
+    """Refuse a model given apart from a field that is not the one it was solved on, by
+    the field's ``model_check`` record (:meth:`~raygrid.pipeline.Grid.model_check`).
+
+    Raises
+    ------
+    InputError
+        If the two differ beyond :data:`~raygrid.pipeline.grid.MODEL_CHECK_RTOL`.
+    """
+    now = grid.model_check()
+    recorded = np.asarray(recorded, dtype=np.float64).reshape(-1)
+    if recorded.size == len(now) and np.allclose(now, recorded, rtol=MODEL_CHECK_RTOL, atol=0):
+        return
+    ratio = recorded[0] / now[0] if recorded.size and now[0] else float("nan")
+    raise InputError(
+        "velocity is not the model the field was solved on: its slowness on a lattice of "
+        f"nodes averages {now[0]:.6g} s/m against the field's {recorded[0]:.6g} (a ratio of "
+        f"{ratio:.4g}); pass the model it was solved on (a Vs model read with a Vp table "
+        "gives times late by their ratio, silently)"
+    )
 
 
 def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict | None]:
@@ -155,6 +177,7 @@ def traveltime_at(
             f"store opened with open_survey), got {type(field).__name__}: its coordinates "
             "and attributes say where and how it was solved"
         )
+    given = velocity is not None  # apart from the field: checked against its record
     if isinstance(field, xr.Dataset):
         if "traveltime" not in field:
             stored = (
@@ -179,6 +202,8 @@ def traveltime_at(
     grid = solved_grid(velocity)
     slowness = grid.slowness_values()
     grid.check_field(field, attrs)
+    if given and "model_check" in attrs:
+        check_model(grid, attrs["model_check"])
     if radius is None:
         if not all(f"radius_{d}" in attrs for d in grid.dims):
             raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")

@@ -226,6 +226,8 @@ def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
     attrs.update({f"radius_{d}": radius[d] for d in grid.dims})
     # The grid it was solved on: a thinned or cropped field is refused, not misread.
     attrs.update({f"nodes_{d}": n for d, n in zip(grid.dims, grid.shape)})
+    if grid.slowness is not None:  # and its model, where it is in memory (not tiles')
+        attrs["model_check"] = grid.model_check()
     return attrs
 
 

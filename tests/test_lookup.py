@@ -263,13 +263,30 @@ def test_a_field_whose_recorded_source_is_another_fields_is_refused(how):
     assert ray.attrs["traveltime"] == float(traveltime_at(first, NEAR_FIRST))
 
 
-def test_a_model_other_than_the_fields_near_its_source_is_refused():
+def test_a_model_other_than_the_fields_is_refused():
+    # A field records a check of its model (model_check): another model given apart is
+    # refused, faster or slower (a Vs model for a Vp table), near the source or not. The
+    # same values in other units or another float type are the same model.
     model = rg.constant_model({"z": 41, "x": 61})
     field = rg.traveltime(model, CLOSE[0], radius=4)
+    far = {"z": 390.5, "x": 590.5}
+    for other in (model * 2.0, model / 1.7):
+        for point in (NEAR_FIRST, far):
+            with pytest.raises(InputError, match=r"velocity is not the model the field was "
+                               r"solved on: .*a ratio of (2\)|0.588)"):  # fmt: skip
+                traveltime_at(field, point, velocity=other)
+    in_km = (model / 1e3).assign_attrs(units="km/s")
+    same = traveltime_at(field, far, velocity=model.astype(np.float32))
+    assert float(traveltime_at(field, far, velocity=in_km)) == float(same)
+    rays = rg.traveltime(model, CLOSE[0], radius=4, predecessors=True)  # holds its model
+    assert "model_check" in rays.attrs or "model_check" in rays["traveltime"].attrs
+    # A field saved before the record: near its source the seeds still tell a faster
+    # model; far from it the position is not used, nor read: no check, no cost.
+    older = field.copy()
+    del older.attrs["model_check"]
     with pytest.raises(InputError, match="or the velocity is not the model the field was"):
-        traveltime_at(field, NEAR_FIRST, velocity=model * 2.0)
-    # Far from the source the position is not used, nor read: no check, no cost.
-    traveltime_at(field, {"z": 390.5, "x": 590.5}, velocity=model * 2.0)
+        traveltime_at(older, NEAR_FIRST, velocity=model * 2.0)
+    traveltime_at(older, far, velocity=model * 2.0)
     with pytest.raises(InputError, match="field must be an xarray.DataArray or Dataset"):
         traveltime_at(field.values, NEAR_FIRST, velocity=model)
 
@@ -327,6 +344,10 @@ def test_a_survey_store_reads_its_receiver_table(tmp_path):
     store = _survey_store(tmp_path, receivers)
     found = traveltime_at(store, receivers)
     np.testing.assert_array_equal(found.values, store["receiver_traveltime"].values)
+    # Its model given apart, lazily read: checked on the lattice alone, and passes.
+    assert "model_check" in store.attrs
+    apart = traveltime_at(store, receivers, velocity=store["velocity"])
+    np.testing.assert_array_equal(apart.values, found.values)
 
 
 @pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}], ids=["plain", "tiled"])
