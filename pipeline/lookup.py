@@ -134,9 +134,10 @@ def traveltime_at(
         Dataset holding it and the ``velocity`` (``predecessors=True`` results, a survey
         store opened with :func:`raygrid.pipeline.open_survey`). A lazy field and model (a
         store's) are read only in the chunks around the points, one source at a time.
-    points : mapping, sequence of mappings, or a table
+    points : mapping, sequence of mappings, a table, or a CSV file's path
         Positions in model coordinates, e.g. ``{"z": 9870.0, "y": 1234.5, "x": 15012.3}``;
-        a table has a column per dim (a dict of sequences, a DataFrame, a Dataset). A
+        a table has a column per dim (a dict of sequences, a DataFrame, a Dataset, a CSV
+        file). A
         ``name`` (or ``station``) key or column names them: the ``point`` coordinate.
     velocity : xarray.DataArray, optional
         The model the field was solved on, when ``field`` does not hold it.

@@ -24,6 +24,7 @@ import csv
 import difflib
 import functools
 import itertools
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,6 +41,7 @@ __all__ = [
     "Points",
     "Point",
     "check_names",
+    "csv_points",
     "csv_row_line",
     "name_column",
     "resolve_points",
@@ -343,6 +345,27 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
         if close:
             message += f"; did you mean {close[0]!r}? (a column of that name names the points)"
     warn_input(message)
+
+
+def csv_points(
+    path: str | os.PathLike, what: str
+) -> tuple[list[dict[str, float]], list[str] | None]:
+    """The points of a CSV file named in the Python API (``traveltimes(velocity,
+    "stations.csv")``), read as a workflow's ``csv:`` entry is, and their names; ``what``
+    (``sources``, ``points``) names them in the messages.
+
+    Raises
+    ------
+    InputError
+        For a path that is not a ``.csv`` file, or a missing or malformed one.
+    """
+    path = Path(os.path.expanduser(os.fspath(path)))
+    if path.suffix.lower() != ".csv":
+        raise InputError(
+            f"{what} given as a path must name a CSV file (.csv) whose header names the model "
+            f"dims, got {str(path)!r}"
+        )
+    return _read_csv(path, what.removesuffix("s"))
 
 
 def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] | None]:

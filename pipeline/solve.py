@@ -31,7 +31,13 @@ from .errors import InputError, other_case, warn_input
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint, one_of
 from .models import constant_model
-from .positions import NAME_COLUMNS, check_names, name_column, warn_ignored_columns
+from .positions import (
+    NAME_COLUMNS,
+    check_names,
+    csv_points,
+    name_column,
+    warn_ignored_columns,
+)
 from .progress import Progress
 from .version import __version__
 
@@ -486,8 +492,12 @@ def source_list(
     A ``name`` (or ``station``) column, or key of every mapping, names the points
     (:func:`~.positions.check_names`), as in a CSV file; so does a DataFrame's index of
     that name. Other columns that are not dims (an elevation) are ignored with an
-    :class:`~.errors.InputWarning`.
+    :class:`~.errors.InputWarning`. A path (``"stations.csv"``) is read as a workflow's
+    ``csv:`` entry is (:func:`~.positions.csv_points`).
     """
+    if isinstance(points, (str, os.PathLike)):
+        # A station list on disk, read as a workflow reads one (names, ignored columns).
+        return csv_points(points, what)
     points = as_table(points)
     if isinstance(points, np.ndarray) and points.dtype != object:
         raise InputError(
@@ -640,11 +650,11 @@ def traveltimes(
     ----------
     velocity : xarray.DataArray
         As for :func:`traveltime`.
-    sources : sequence of mappings, or a table
+    sources : sequence of mappings, a table, or a CSV file's path
         Source positions: ``[{"z": 0.0, "x": 100.0}, ...]``, or columns named after the dims
-        (a dict of sequences, a pandas DataFrame or an xarray Dataset). A ``name`` (or
-        ``station``) key or column names them: the result's ``source`` coordinate, to
-        select by (``.sel(source="STA1")``).
+        (a dict of sequences, a pandas DataFrame or an xarray Dataset, or a CSV file read as
+        a workflow's ``csv:`` entry). A ``name`` (or ``station``) key or column names them:
+        the result's ``source`` coordinate, to select by (``.sel(source="STA1")``).
     radius, weights, backend, precision, predecessors
         As for :func:`traveltime`.
     algorithm : {None, "dijkstra", "pull", "near-far"}

@@ -432,6 +432,24 @@ def test_sources_at_one_place_are_solved_with_a_warning(tmp_path):
     quietly(traveltimes, velocity, [{"z": 0.0, "x": 1.0}, {"z": 0.0, "x": 2.0}])
 
 
+def test_a_csv_file_of_points_is_read_by_the_python_api(tmp_path, monkeypatch):
+    # traveltimes(velocity, "stations.csv") was "sources must be a sequence of mappings or
+    # a table": the file is read as a workflow's csv: entry, names and warnings alike.
+    velocity = constant_model({"z": 11, "x": 21}, 10.0)
+    (tmp_path / "st.csv").write_text("name,z,x\nA,0,50\nB,0,150\n")
+    monkeypatch.chdir(tmp_path)
+    times = traveltimes(velocity, "st.csv", radius=2)
+    assert list(times["source"].values) == ["A", "B"]
+    expected = traveltimes(velocity, {"name": ["A", "B"], "z": [0, 0], "x": [50, 150]}, radius=2)
+    xr.testing.assert_identical(times, expected)
+    at = traveltime_at(times, tmp_path / "st.csv", velocity=velocity)
+    assert list(at["point"].values) == ["A", "B"] and np.all(np.diag(at.values) == 0.0)
+    with pytest.raises(InputError, match="sources given as a path must name a CSV file"):
+        traveltimes(velocity, "st.txt")
+    with pytest.raises(InputError, match="source CSV file nope.csv does not exist"):
+        traveltimes(velocity, "nope.csv")
+
+
 def test_tables_of_sources_take_what_a_csv_file_takes():
     velocity = constant_model({"z": 11, "x": 21}, 10.0)
     point = {"z": 0.0, "x": 50.0}
