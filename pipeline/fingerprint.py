@@ -54,6 +54,7 @@ def workflow_fingerprint(
     grid: Grid,
     options: Options,
     points: dict,
+    indices: dict[str, np.ndarray],
     names: dict[str, list[str]] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """SHA-256 of everything that decides what the store holds, and short digests of its
@@ -67,6 +68,8 @@ def workflow_fingerprint(
     and GPU times may differ in the last bits (FMA contraction). A model loaded in memory is
     hashed as its slowness; a lazy one (tiled solves) by its values block by block
     (:func:`_model_digests`), so a model file edited in place is another workflow either way.
+    ``indices``: the ``sources`` and ``receivers`` in node units, as the workflow located
+    them (for the rules of raygrid's version that depend on where they lie).
     """
     graph = workflow.grid.model_dump(mode="json")
     radius = graph["radius"]
@@ -92,11 +95,11 @@ def workflow_fingerprint(
         # a store filled under another is refused, never finished under a second rule.
         "direct_reach": DIRECT_REACH,
     }
-    if _legs_in_faces(grid, points):
+    if _legs_in_faces(grid, indices):
         # Such legs take the faster side (earlier stores: the cell of higher index); only
         # stores that hold one say so, so that no other store is refused.
         recipe["face_legs"] = "faster side"
-    if _snapped_otherwise(grid, points):
+    if _snapped_otherwise(grid, points, indices):
         # Placed otherwise than before 2026-11-27 (onto a node, or off it): only stores
         # that hold such a point say so, as for face_legs.
         recipe["node_snap"] = "half an ulp and the coordinates' deviation"
@@ -119,23 +122,23 @@ def workflow_fingerprint(
     return digest.hexdigest(), parts
 
 
-def _legs_in_faces(grid: Grid, points: dict) -> bool:
+def _legs_in_faces(grid: Grid, indices: dict[str, np.ndarray]) -> bool:
     """Whether a source and a receiver, both off-node, lie in one cell face (halfway
     between the same two node rows of an axis): the straight leg between them may lie in
-    it (``Grid.segment_time``)."""
+    it (``Grid.segment_time``). ``indices``: the points in node units, by ``sources`` and
+    ``receivers``."""
 
     def faces(what: str) -> set[tuple[int, float]]:
         found = set()
-        for point in points[what]:
-            index3 = grid.to_index(point, what[:-1])
-            if not grid.on_node(index3):
-                found.update((k, float(i)) for k, i in enumerate(index3) if i % 1.0 == 0.5)
+        placed = np.asarray(indices[what], dtype=np.float64).reshape(-1, 3)
+        for index3 in placed[~grid.on_nodes(placed)]:
+            found.update((k, float(i)) for k, i in enumerate(index3) if i % 1.0 == 0.5)
         return found
 
     return bool(faces("sources") & faces("receivers"))
 
 
-def _snapped_otherwise(grid: Grid, points: dict) -> bool:
+def _snapped_otherwise(grid: Grid, points: dict, indices: dict[str, np.ndarray]) -> bool:
     """Whether a source or receiver is placed otherwise than raygrid placed it before
     2026-11-27 (``Grid.to_index``), which put a point on a node within four units in the
     last place of the coordinates' float type, times the axis's largest magnitude (1.9 m
@@ -145,8 +148,7 @@ def _snapped_otherwise(grid: Grid, points: dict) -> bool:
         return False
     column = {"z": 0, "y": 1, "x": 2}
     for what in ("sources", "receivers"):
-        for point in points[what]:
-            index3 = grid.to_index(point, what[:-1])
+        for point, index3 in zip(points[what], indices[what]):
             for k in coarse:
                 dim, origin, h = grid.dims[k], grid.origin[k], grid.spacing[k]
                 n = len(grid.coords[dim])

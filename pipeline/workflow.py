@@ -587,7 +587,9 @@ def prepare_workflow(
         except InputError as error:
             raise _located(workflow, ("compute", "tiles"), error) from None
     fingerprint, parts = (
-        workflow_fingerprint(workflow, grid, options, points, names) if values else (None, None)
+        workflow_fingerprint(workflow, grid, options, points, indices, names)
+        if values
+        else (None, None)
     )
     return PreparedWorkflow(
         workflow=workflow,
