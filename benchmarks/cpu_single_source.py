@@ -67,6 +67,7 @@ from typing import Any
 import numba
 import numpy as np
 import xarray as xr
+from report import write_results
 
 from raygrid.kernels import Star, dijkstra, forward_star, precompute_weights
 from raygrid.pipeline import gradient_model, grid_from_velocity, traveltime
@@ -970,12 +971,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
 
     text = markdown(report)
-    print("\n" + text)
-    if stem is not None:
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        stem.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-        stem.with_suffix(".md").write_text(text + "\n")
-        print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.md')}")
+    write_results(stem, report, text)
     return 0
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from survey_throughput import machine  # noqa: E402  (one machine description for all)
+from report import machine, machine_lines, write_results  # noqa: E402  (one for all scripts)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lookup_table"
 SPACING, TOP, BOTTOM = 100.0, 3000.0, 6000.0  # m, m/s at z = 0 and at the deepest node
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.stations)
     ]
     points = {d: rng.uniform(0, extent[d], n_points) for d in ("z", "y", "x")}
-    report = {"machine": machine(), "args": " ".join(sys.argv[1:]), "rows": []}
+    packages = ("raygrid", "numpy", "numba", "xarray")
+    report = {"machine": machine(packages), "args": " ".join(sys.argv[1:]), "rows": []}
     report["case"] = {"shape": shape, "spacing_m": SPACING, "radius": RADIUS,
                       "stations": args.stations, "points": n_points}  # fmt: skip
     print(json.dumps(report["machine"], indent=1), flush=True)
@@ -137,12 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     print(rows[-1], flush=True)
 
     text = markdown(report)
-    print("\n" + text)
-    if stem is not None:
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        stem.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-        stem.with_suffix(".md").write_text(text + "\n")
-        print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.md')}")
+    write_results(stem, report, text)
     return 0 if rows[1]["bitwise_equal"] else 1
 
 
@@ -154,8 +150,7 @@ def markdown(report: dict) -> str:
         "",
         f"Written by `benchmarks/lookup_table.py {report['args']}` on {m['date']}.",
         "",
-        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['platform']}",
-        f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
+        *machine_lines(m),
         f"- Case: 3D linear gradient {TOP:g} -> {BOTTOM:g} m/s, {shape} nodes, "
         f"{case['spacing_m']:g} m spacing; {case['stations']} stations at the surface, a "
         f"field each (radius {case['radius']}, `traveltimes`, one thread: "

@@ -37,19 +37,16 @@ The full run writes ``benchmarks/results/survey_throughput.{json,md}``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import re
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from report import machine as machine_of
+from report import machine_lines, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "survey_throughput"
 TOP, BOTTOM, SPACING = 500.0, 4000.0, 10.0
@@ -139,37 +136,9 @@ def run_ttcrpy(velocity: xr.DataArray, sources: list[dict], nsn: int, threads: i
 
 
 def machine() -> dict:
-    cpuinfo = Path("/proc/cpuinfo").read_text()
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
-    mem = re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.MULTILINE)
-
-    def version(dist):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    return {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "cpu": model.group(1).strip() if model else platform.processor(),
-        "cores": os.cpu_count(),
-        "ram_gib": round(int(mem.group(1)) / 2**20, 1) if mem else None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {
-            d: version(d)
-            for d in (
-                "raygrid",
-                "numpy",
-                "numba",
-                "dask",
-                "distributed",
-                "zarr",
-                "xarray",
-                "ttcrpy",
-            )
-        },  # fmt: skip
-    }
+    return machine_of(
+        ("raygrid", "numpy", "numba", "dask", "distributed", "zarr", "xarray", "ttcrpy")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,12 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         target |= {"passed": None, "why": "every ttcrpy setting run is more accurate"}
     report["target"] = target
     text = markdown(report, n, n_sources)
-    print("\n" + text)
-    if stem is not None:
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        stem.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-        stem.with_suffix(".md").write_text(text + "\n")
-        print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.md')}")
+    write_results(stem, report, text)
     return 0
 
 
@@ -266,8 +230,7 @@ def markdown(report: dict, n: int, n_sources: int) -> str:
         "",
         f"Written by `benchmarks/survey_throughput.py {report['args']}` on {m['date']}.",
         "",
-        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['platform']}",
-        f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
+        *machine_lines(m),
         f"- Case: {n} x {n} linear gradient ({TOP / 1e3:g} to {BOTTOM / 1e3:g} km/s, "
         f"{SPACING:g} m spacing), {n_sources} sources on surface nodes, full fields; errors "
         "against the analytic traveltime over every node of every field.",
