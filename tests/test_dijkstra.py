@@ -157,3 +157,12 @@ def test_property_random_models_equal_scipy(seed, nz, ny, nx, data):
     source = data.draw(st.integers(0, slowness.size - 1))
     times, _ = dijkstra(slowness, np.array(spacing), star, [source], [0.0])
     np.testing.assert_array_equal(times, reference_times(graph, [source], [0.0]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 0.0, -1.0])
+def test_slowness_that_is_not_finite_and_positive_is_refused(bad):
+    # Checked by two reductions (min and max) now, not a mask: a NaN must still fail.
+    slowness = np.full((5, 1, 6), 1e-3)
+    slowness[3, 0, 4] = bad
+    with pytest.raises(ValueError, match="slowness must be finite and positive everywhere"):
+        dijkstra(slowness, np.ones(3), forward_star((1, 0, 1)), [0], [0.0])

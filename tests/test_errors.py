@@ -33,6 +33,7 @@ def velocity():
         (np.inf, 1, "inf at z=30, x=40"),
         (0.0, 1, "0.0 at z=30, x=40"),
         (-5.0, 1, "-5.0 at z=30, x=40"),
+        (-np.inf, 1, "-inf at z=30, x=40"),
     ],
 )
 def test_bad_velocity_values(velocity, bad, count, message):

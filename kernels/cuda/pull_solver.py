@@ -229,7 +229,7 @@ class PullSolver:
         if precomputed:
             weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
         else:
-            weights = cuda.to_device(np.empty((1, 1), dtype=dtype))
+            weights = cuda.device_array((1, 1), dtype=dtype)
         self._model = (slowness_padded, *tables, weights)
         self._kernels = pull_kernels(
             layout.block, star, batch, dtype.type, precomputed, max_inner, rule
