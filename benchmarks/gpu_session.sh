@@ -12,11 +12,14 @@
 #   targets  gpu_study.py on the issue-3 targets alone: 1601^2 at radius 3 to 6 (CPU
 #          Dijkstra beside the pull solver, whole call and resident, precomputed
 #          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
-# Each part stops after its share of the call (targets 240 s, ab 150 s, tests 120 s, sweep
+#   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
+#          (about 25 s)
+# Each part stops after its share of the call (targets 180 s, ab 120 s, tests 240 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT), so one device call of `targets tests ab` (at most 9 minutes with the wheels'
 # install: run it with timeout_s 570) fits a session's 15 minutes of device time with the
-# machine's start.
+# machine's start. Measured on an H200 (2026-11-27): targets 71-95 s, ab 79 s, the 18 tests
+# about 200 s from a cold compile (120 s stopped them after 5), a machine's start ~50 s.
 # e.g. `bash benchmarks/gpu_session.sh targets tests ab` (the plan when device time is
 # short), or `tests ab sweep` then `study` in two calls where there is time for them.
 # Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl
@@ -30,8 +33,8 @@ set -uo pipefail
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
 for part in "${parts[@]}"; do
-    case $part in tests|ab|sweep|study|targets) ;;
-        *) echo "unknown part: $part (tests, ab, sweep, study, targets)" >&2; exit 2 ;;
+    case $part in tests|ab|sweep|study|targets|profile) ;;
+        *) echo "unknown part: $part (tests, ab, sweep, study, targets, profile)" >&2; exit 2 ;;
     esac
 done
 out=${OUT:-gpu-session-output}
@@ -54,7 +57,9 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
 # have) and the next one starts: a slow compile cannot eat the whole call.
 within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
-    case $part in targets) limit=240 ;; ab) limit=150 ;; tests) limit=120 ;; *) limit=540 ;; esac
+    case $part in
+        targets) limit=180 ;; ab|profile) limit=120 ;; tests) limit=240 ;; *) limit=540 ;;
+    esac
     limit=${GPU_PART_LIMIT:-$limit}
     started=$(date +%s)
     case $part in
@@ -69,6 +74,8 @@ for part in "${parts[@]}"; do
         targets) within python3 benchmarks/gpu_study.py --sizes 1601 --radii 3 4 5 6 --n3 256 \
             --radii3 2 --batches 8 --repeat 2 --solvers pull pull-resident pull-precomputed pipeline \
             --out "$out/gpu_targets.json" 2>&1 | tee "$out/gpu-targets.log" ;;
+        profile) within python3 benchmarks/gpu_profile.py > "$out/gpu_profile.txt" \
+            2> "$out/gpu-profile.log" ;;
     esac
     echo "part $part: $(( $(date +%s) - started )) s" | tee -a "$out/parts.log"
 done

@@ -65,14 +65,62 @@ def band(slowness, spacing, star, block, tiles):
     return tiles * default_delta(slowness, spacing, layout) / DELTA_TILES
 
 
+def resident_sweep(repeat: int = 5) -> None:
+    """The in-block bound, the band and the precision of a resident ``PullSolver`` at
+    1601^2, radius 5 and 3: one JSON row each, best of ``repeat`` solves after a warm-up
+    (``same``: float64 times bit for bit those of the first row of the radius).
+    Results: ``results/gpu_sweep_resident_h200.jsonl``."""
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    slowness = gradient_slowness((1601, 1, 1601))
+    spacing = np.array([10.0, 1.0, 10.0])
+    seeds = top_centre(slowness.shape)
+    for r in (5, 3):
+        star = forward_star((r, 0, r))
+        first = None
+        for max_inner in (8, 12, 16):
+            for tiles in (4, 8):
+                precisions = (
+                    (np.float64, np.float32) if (max_inner, tiles) == (8, 4) else (np.float64,)
+                )
+                for dtype in precisions:
+                    solver = PullSolver(slowness, spacing, star, max_inner=max_inner, dtype=dtype)
+                    solver.delta *= tiles / DELTA_TILES
+                    solver.solve(seeds)
+                    best, stats = np.inf, None
+                    for _ in range(repeat):
+                        found = {}
+                        start = time.perf_counter()
+                        times, _ = solver.solve(seeds, stats=found)
+                        seconds = time.perf_counter() - start
+                        if seconds < best:
+                            best, stats = seconds, found
+                    first = times if first is None else first
+                    same = bool(np.array_equal(times, first)) if dtype == np.float64 else None
+                    row = {"r": r, "max_inner": max_inner, "tiles": tiles,
+                           "dtype": np.dtype(dtype).name, "s": best, "same": same,
+                           **{k: stats[k] for k in ("passes_s", "setup_s", "copy_s", "passes",
+                                                    "tiles_relaxed")}}  # fmt: skip
+                    print(json.dumps(row, default=str), flush=True)
+
+
 def main(argv=None) -> None:
-    # No options: the parser gives --help (a bare script ran the sweep and, on a machine
-    # without a GPU, ended in a CudaSupportError traceback).
-    argparse.ArgumentParser(
+    # The parser gives --help (a bare script ran the sweep and, on a machine without a GPU,
+    # ended in a CudaSupportError traceback).
+    parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0].replace("\n", " "),
         epilog="Prints one JSON object per line (the device first); needs an NVIDIA GPU.",
-    ).parse_args(argv)
+    )
+    parser.add_argument(
+        "--resident",
+        action="store_true",
+        help="only the resident solver's in-block bound, band and precision (about a minute)",
+    )
+    args = parser.parse_args(argv)
     print(json.dumps({"device": device_info()}), flush=True)
+    if args.resident:
+        resident_sweep()
+        return
     h2 = np.array([10.0, 1.0, 10.0])
 
     # Per-pass cost where launches dominate: a small model.
