@@ -23,6 +23,7 @@ _SOURCES = {
     "grid_from_velocity": "grid",
     "open_survey": "inspect",
     "load_velocity": "io",
+    "TraveltimeTable": "lookup",
     "traveltime_at": "lookup",
     "checkerboard": "models",
     "constant_model": "models",
@@ -40,6 +41,7 @@ __all__ = [
     "InputError",
     "InputWarning",
     "RunFailed",
+    "TraveltimeTable",
     "__version__",
     "checkerboard",
     "constant_model",
@@ -79,7 +81,7 @@ if TYPE_CHECKING:  # what type checkers and editors read
     from .grid import Grid, grid_from_velocity
     from .inspect import open_survey
     from .io import load_velocity
-    from .lookup import traveltime_at
+    from .lookup import TraveltimeTable, traveltime_at
     from .models import (
         checkerboard,
         constant_model,

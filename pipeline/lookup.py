@@ -23,7 +23,7 @@ from .grid import MODEL_CHECK_RTOL, Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, source_list
 
-__all__ = ["traveltime_at", "receiver_times"]
+__all__ = ["TraveltimeTable", "traveltime_at", "receiver_times"]
 
 
 def receiver_times(
@@ -171,100 +171,183 @@ def traveltime_at(
     field's ``source_*`` coordinates or attributes, and a field without them is warned
     about (points near the source are then reached through nodes). The same rule gives a
     survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
+
+    Each call checks and converts a model held in memory whole (milliseconds for a small
+    model, growing with its size): to read the same fields at many points one call at a
+    time (an event located after another), build a :class:`TraveltimeTable` once.
     """
-    if not isinstance(field, (xr.DataArray, xr.Dataset)):
-        raise InputError(
-            f"field must be an xarray.DataArray or Dataset (a raygrid result, or a survey "
-            f"store opened with open_survey), got {type(field).__name__}: its coordinates "
-            "and attributes say where and how it was solved"
-        )
-    given = velocity is not None  # apart from the field: checked against its record
-    if isinstance(field, xr.Dataset):
-        if "traveltime" not in field:
-            stored = (
-                ": a survey store written with outputs.fields: false keeps its receivers' "
-                "times only (receiver_traveltime)"
-                if "receiver_traveltime" in field
-                else ""
-            )
+    return TraveltimeTable(field, velocity=velocity, radius=radius).at(points)
+
+
+class TraveltimeTable:
+    """Solved fields ready to be read at any points, the model checked and converted once.
+
+    ``TraveltimeTable(field, velocity=..., radius=...).at(points)`` is
+    :func:`traveltime_at`'s result, the same floats; building the table does the per-field
+    work (checking and converting the whole model, matching the field to it, the radius and
+    the star) that a call of :func:`traveltime_at` repeats every time. For locating events
+    one after another against a station table.
+
+    Parameters
+    ----------
+    field, velocity, radius
+        As for :func:`traveltime_at`.
+
+    Raises
+    ------
+    InputError
+        As :func:`traveltime_at`, for the field, model and radius, when built; for the
+        points, from :meth:`at`.
+
+    Notes
+    -----
+    The table keeps the model's slowness as it was when built (and, for a lazy store,
+    loads it once when a call reads the fields whole): edit a model in place afterwards and
+    the table does not see it; build a new one.
+    """
+
+    def __init__(
+        self,
+        field: xr.DataArray | xr.Dataset,
+        *,
+        velocity: xr.DataArray | None = None,
+        radius: int | Mapping[str, int] | None = None,
+    ) -> None:
+        if not isinstance(field, (xr.DataArray, xr.Dataset)):
             raise InputError(
-                f"traveltime_at needs a traveltime field (no 'traveltime' in it){stored}"
+                f"field must be an xarray.DataArray or Dataset (a raygrid result, or a survey "
+                f"store opened with open_survey), got {type(field).__name__}: its coordinates "
+                "and attributes say where and how it was solved"
             )
-        if velocity is None and "velocity" in field:
-            velocity = field["velocity"]
-        attrs = {**field.attrs, **field["traveltime"].attrs}
-        field = field["traveltime"]
-    else:
-        attrs = dict(field.attrs)
-    if velocity is None:
-        raise InputError(
-            "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
-        )
-    grid = solved_grid(velocity)
-    slowness = grid.slowness_values()
-    grid.check_field(field, attrs)
-    if given and "model_check" in attrs:
-        check_model(grid, attrs["model_check"])
-    if radius is None:
-        if not all(f"radius_{d}" in attrs for d in grid.dims):
-            raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
-        radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
-    star = forward_star(grid.radius3(radius))
-    recorded = {d: int(attrs[f"radius_{d}"]) for d in grid.dims if f"radius_{d}" in attrs}
-    given = dict(zip(("z", "y", "x"), star.radius))
-    wrong = {d: r for d, r in recorded.items() if r != given[d]}
-    if wrong:
-        # Another star picks other nodes for the last leg: a time no solve of this field
-        # gives, silently.
-        raise InputError(
-            f"radius {dict((d, given[d]) for d in wrong)} is not the radius the field was "
-            f"solved with {wrong}: leave radius= out"
-        )
-    points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
-    single = _single(points)
-    # The same tables as traveltimes' sources, checked the same way.
-    listed, names = source_list([points] if single else points, grid.dims, "points")
-    index = locate_points(grid, listed, "point", names)
-    whole = _read_whole(field, grid, star, len(index))
-    if whole and grid.slowness is None:  # the model too, once, for the compiled search
-        grid = solved_grid(velocity.compute())
+        given = velocity is not None  # apart from the field: checked against its record
+        if isinstance(field, xr.Dataset):
+            if "traveltime" not in field:
+                stored = (
+                    ": a survey store written with outputs.fields: false keeps its receivers' "
+                    "times only (receiver_traveltime)"
+                    if "receiver_traveltime" in field
+                    else ""
+                )
+                raise InputError(
+                    f"traveltime_at needs a traveltime field (no 'traveltime' in it){stored}"
+                )
+            if velocity is None and "velocity" in field:
+                velocity = field["velocity"]
+            attrs = {**field.attrs, **field["traveltime"].attrs}
+            field = field["traveltime"]
+        else:
+            attrs = dict(field.attrs)
+        if velocity is None:
+            raise InputError(
+                "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
+            )
+        grid = solved_grid(velocity)
         slowness = grid.slowness_values()
-
-    def read(values: Any, source: dict[str, float] | None) -> np.ndarray:
-        # A lazy field (a survey store's) is read only in the chunks around the points,
-        # or whole where the points cover it anyway (_read_whole).
-        times = NodeValues(np.asarray(values) if whole else values)
-        source3 = None if source is None else grid.to_index(source, "source")
-        if source3 is not None and grid.joined_points(source3, index, star.radius).any():
-            # The position is used (a straight leg from it): checked against the field
-            # first. Only then, as it may read a chunk no point needs (a survey store).
-            source3 = grid.located_source(times, source, star.radius, slowness)
-        if source is None and not grid.on_nodes(index).all():
-            warn_input(
-                "the field records no source position (source_z, ... coordinates or "
-                "attributes): points between nodes near an off-node source are reached "
-                "through nodes, not straight from it"
+        grid.check_field(field, attrs)
+        if given and "model_check" in attrs:
+            check_model(grid, attrs["model_check"])
+        if radius is None:
+            if not all(f"radius_{d}" in attrs for d in grid.dims):
+                raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
+            radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
+        star = forward_star(grid.radius3(radius))
+        recorded = {d: int(attrs[f"radius_{d}"]) for d in grid.dims if f"radius_{d}" in attrs}
+        given = dict(zip(("z", "y", "x"), star.radius))
+        wrong = {d: r for d, r in recorded.items() if r != given[d]}
+        if wrong:
+            # Another star picks other nodes for the last leg: a time no solve of this field
+            # gives, silently.
+            raise InputError(
+                f"radius {dict((d, given[d]) for d in wrong)} is not the radius the field was "
+                f"solved with {wrong}: leave radius= out"
             )
-        return receiver_times(grid, star, times, index, field.dtype, slowness, source3)
+        self.grid, self.star, self.field = grid, star, field
+        self._velocity, self._slowness = velocity, slowness
+        if "source" in field.dims:
+            # Sliced from one transposed array, not selected source by source through
+            # xarray (its bookkeeping cost 2 ms a source, most of a call for one point).
+            self._values = field.transpose("source", *grid.dims).data
+            self._sources = _recorded_sources(field, grid.dims)
+        else:
+            self._values = field.transpose(*grid.dims).data
+            self._sources = [recorded_source(field, grid.dims)]
+        self._whole_grid: tuple[Grid, NodeValues] | None = None
 
-    unit = {"units": grid.length_unit}
-    coords = {f"point_{d}": ("point", [float(p[d]) for p in listed], unit) for d in grid.dims}
-    if names is not None:
-        coords["point"] = ("point", np.array(names, dtype=object))
-    if "source" in field.dims:
-        # One source's field at a time: a survey store's fields need not fit in memory.
-        # Sliced from one transposed array, not selected source by source through xarray
-        # (its bookkeeping cost 2 ms a source, most of a call for one point).
-        values = field.transpose("source", *grid.dims).data
-        sources = _recorded_sources(field, grid.dims)
-        times = np.stack([read(values[s], source) for s, source in enumerate(sources)])
-        dims = ("source", "point")
-        coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
-    else:
-        values = field.transpose(*grid.dims).data
-        times, dims = read(values, recorded_source(field, grid.dims)), ("point",)
-    result = xr.DataArray(
-        times, dims=dims, coords=coords, name="traveltime",
-        attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},
-    )  # fmt: skip
-    return result.isel(point=0) if single else result
+    def __repr__(self) -> str:
+        sources = self.field.sizes.get("source")
+        shape = " x ".join(str(n) for n in self.grid.shape)
+        radius = ", ".join(f"{d}={r}" for d, r in zip(("z", "y", "x"), self.star.radius)
+                           if d in self.grid.dims)  # fmt: skip
+        held = "one field" if sources is None else f"{sources} sources"
+        return f"<TraveltimeTable: {held} on a {shape} model, radius {radius}>"
+
+    def _model_for(self, whole: bool) -> tuple[Grid, NodeValues]:
+        """The grid and slowness a call reads with: a lazy model is loaded (once, then
+        kept) where the fields are read whole, for the compiled box search."""
+        if not whole or self.grid.slowness is not None:
+            return self.grid, self._slowness
+        if self._whole_grid is None:
+            grid = solved_grid(self._velocity.compute())
+            self._whole_grid = (grid, grid.slowness_values())
+        return self._whole_grid
+
+    def at(self, points: Any) -> xr.DataArray:
+        """Traveltimes at ``points``, as :func:`traveltime_at` returns them.
+
+        Parameters
+        ----------
+        points : mapping, sequence of mappings, a table, or a CSV file's path
+            As for :func:`traveltime_at`.
+
+        Returns
+        -------
+        xarray.DataArray
+            As for :func:`traveltime_at`.
+
+        Raises
+        ------
+        InputError
+            For a point outside the model, or a malformed table.
+        """
+        field, star = self.field, self.star
+        points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
+        single = _single(points)
+        # The same tables as traveltimes' sources, checked the same way.
+        listed, names = source_list([points] if single else points, self.grid.dims, "points")
+        index = locate_points(self.grid, listed, "point", names)
+        whole = _read_whole(field, self.grid, star, len(index))
+        grid, slowness = self._model_for(whole)
+
+        def read(values: Any, source: dict[str, float] | None) -> np.ndarray:
+            # A lazy field (a survey store's) is read only in the chunks around the points,
+            # or whole where the points cover it anyway (_read_whole).
+            times = NodeValues(np.asarray(values) if whole else values)
+            source3 = None if source is None else grid.to_index(source, "source")
+            if source3 is not None and grid.joined_points(source3, index, star.radius).any():
+                # The position is used (a straight leg from it): checked against the field
+                # first. Only then, as it may read a chunk no point needs (a survey store).
+                source3 = grid.located_source(times, source, star.radius, slowness)
+            if source is None and not grid.on_nodes(index).all():
+                warn_input(
+                    "the field records no source position (source_z, ... coordinates or "
+                    "attributes): points between nodes near an off-node source are reached "
+                    "through nodes, not straight from it"
+                )
+            return receiver_times(grid, star, times, index, field.dtype, slowness, source3)
+
+        unit = {"units": grid.length_unit}
+        coords = {f"point_{d}": ("point", [float(p[d]) for p in listed], unit) for d in grid.dims}
+        if names is not None:
+            coords["point"] = ("point", np.array(names, dtype=object))
+        if "source" in field.dims:
+            # One source's field at a time: a survey store's fields need not fit in memory.
+            times = np.stack([read(self._values[s], src) for s, src in enumerate(self._sources)])
+            dims = ("source", "point")
+            coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
+        else:
+            times, dims = read(self._values, self._sources[0]), ("point",)
+        result = xr.DataArray(
+            times, dims=dims, coords=coords, name="traveltime",
+            attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},
+        )  # fmt: skip
+        return result.isel(point=0) if single else result

@@ -411,3 +411,50 @@ def test_a_tiled_store_is_read_only_around_the_points(tmp_path, monkeypatch):
         InputError, match=f"velocity must be finite .* the first found is nan at z={z:g}, x={x:g}"
     ):
         traveltime_at(store, receivers)
+
+
+def test_a_table_built_once_reads_as_traveltime_at(model, tables, monkeypatch):
+    # Locating events one after another: the model is checked and converted when the
+    # table is built, not at every call, and each call gives traveltime_at's result.
+    from raygrid.pipeline import lookup
+
+    named = tables.assign_coords(source=("source", ["STA1", "STA2"]))
+    table = rg.TraveltimeTable(named)
+    assert repr(table) == (
+        "<TraveltimeTable: 2 sources on a 41 x 31 x 31 model, radius z=3, y=3, x=3>"
+    )
+    built = []
+    solved = lookup.solved_grid
+    monkeypatch.setattr(lookup, "solved_grid", lambda v: built.append(v) or solved(v))
+    for z, y, x in zip(*HYPOCENTRES.values()):
+        point = {"z": z, "y": y, "x": x, "name": "EV"}
+        assert table.at(point).identical(traveltime_at(named, point))
+    assert len(built) == len(HYPOCENTRES["z"])  # traveltime_at's calls alone
+    assert table.at(HYPOCENTRES).identical(traveltime_at(named, HYPOCENTRES))
+    one = tables["traveltime"].isel(source=0)  # a field without a source dim
+    single = rg.TraveltimeTable(one, velocity=model)
+    assert repr(single).startswith("<TraveltimeTable: one field on a 41 x 31 x 31 model")
+    assert single.at(HYPOCENTRES).identical(traveltime_at(one, HYPOCENTRES, velocity=model))
+    with pytest.raises(InputError, match="traveltime_at needs the model"):
+        rg.TraveltimeTable(one)  # refused when built, not at the first call
+    with pytest.raises(InputError, match="outside the model"):
+        table.at({"z": -500.0, "y": 0.0, "x": 0.0})
+
+
+def test_a_table_of_a_store_loads_its_model_once_for_grid_searches(tmp_path, monkeypatch):
+    from raygrid.pipeline import lookup
+
+    store = _survey_store(tmp_path, [{"z": 55.5, "x": 1999.9}])
+    table = rg.TraveltimeTable(store)
+    rng = np.random.default_rng(5)
+    points = {"z": rng.uniform(0, 1500, 400), "x": rng.uniform(0, 2000, 400)}
+    loads = []
+    solved = lookup.solved_grid
+    monkeypatch.setattr(lookup, "solved_grid", lambda v: loads.append(v) or solved(v))
+    first = table.at(points)  # read whole: the lazy model loaded, once
+    again = table.at(points)
+    few = table.at({d: v[:3] for d, v in points.items()})  # around the points, lazily
+    assert len(loads) == 1
+    assert first.identical(again)
+    np.testing.assert_array_equal(few.values, first.values[:, :3])
+    assert first.identical(traveltime_at(store, points))
