@@ -48,11 +48,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
 import gc
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -60,13 +58,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numba
 import numpy as np
 import xarray as xr
+from report import machine as machine_of
 from report import write_results
 
 from raygrid.kernels import Star, dijkstra, forward_star, precompute_weights
@@ -804,40 +802,18 @@ def verdicts(case: Case, rows: list[Row], warm: Row) -> list[dict[str, Any]]:
     return targets
 
 
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+#: The packages whose versions a report names: raygrid and its peers.
+PACKAGES = ("raygrid", "numpy", "numba", "scipy", "xarray", "ttcrpy", "scikit-fmm", "fteikpy",
+            "pykonal")  # fmt: skip
 
 
 def machine() -> dict[str, Any]:
-    """What this ran on."""
-    cpuinfo = Path("/proc/cpuinfo").read_text()
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
+    """What this ran on: :func:`report.machine`, plus the cores this process may use and
+    Numba's threads."""
     return {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "cpu": model.group(1).strip() if model else platform.processor(),
-        "cores": os.cpu_count(),
+        **machine_of(PACKAGES),
         "cores_usable": len(os.sched_getaffinity(0)),
-        "ram_gib": round(_status_kib_meminfo("MemTotal") / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
         "numba_threads": numba.get_num_threads(),
-        "versions": {
-            d: _version(d)
-            for d in (
-                "raygrid",
-                "numpy",
-                "numba",
-                "scipy",
-                "xarray",
-                "ttcrpy",
-                "scikit-fmm",
-                "fteikpy",
-                "pykonal",
-            )
-        },
     }
 
 

@@ -26,24 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from report import machine as machine_of
 
 
 def machine() -> dict:
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as info:
-        for line in info:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(memory, 1),
-            "python": platform.python_version()}  # fmt: skip
+    """What this ran on (:func:`report.machine`)."""
+    return machine_of(("raygrid", "numpy", "numba", "dask", "distributed", "xarray"))
 
 
 def warm(velocity, source, radius, backend="cpu") -> None:
