@@ -289,12 +289,19 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     "wins over the same digits as an index (repeatable). A named source's picture is "
     "STORE-source<index>-<name>.png.",
 )
+@click.option(
+    "--map-z",
+    type=float,
+    default=None,
+    help="3D stores: draw the map at this depth (the model's length unit; the node plane "
+    "nearest it) instead of at the source's, which for surface sources shows only the top.",
+)
 @_input_errors
-def plot(store: Path, out: Path | None, sources: tuple[str, ...]) -> None:
+def plot(store: Path, out: Path | None, sources: tuple[str, ...], map_z: float | None) -> None:
     """Write PNGs of a STORE: traveltime contours with rays, and receiver gathers."""
     from .inspect import plot_directory
 
-    for path in plot_directory(store, out, list(sources), echo=click.echo):
+    for path in plot_directory(store, out, list(sources), echo=click.echo, map_z=map_z):
         click.echo(f"wrote {path}")
 
 

@@ -255,13 +255,18 @@ def _number(names: list[str], choice: int | str, what: str, where: str) -> int:
 
 
 def plot_directory(
-    path: str | Path, out: str | Path | None, sources: list[int | str], echo=None
+    path: str | Path,
+    out: str | Path | None,
+    sources: list[int | str],
+    echo=None,
+    map_z: float | None = None,
 ) -> list[Path]:
     """PNGs of a store: one field-and-rays picture per chosen source (by number, or by name
     where the store names them; default: the first, middle and last of the sources done so
     far), and the receiver gathers once every source is done; written to ``out`` (default:
     beside the store). ``echo`` is told what an unfinished store's pictures lack (rays are
-    assembled when the run completes)."""
+    assembled when the run completes). ``map_z``: a 3D store's map depth
+    (:func:`~raygrid.pipeline.plot.plot_field`)."""
     from .plot import plot_field, plot_gathers
 
     path = Path(path)
@@ -331,7 +336,7 @@ def plot_directory(
 
     # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(picture(sources[0]), "picture")
-    written = [plot_field(dataset, picture(s), s) for s in sources]
+    written = [plot_field(dataset, picture(s), s, map_z=map_z) for s in sources]
     # Gathers plot time against source position: with one source there is nothing to draw.
     if "receiver_traveltime" in dataset and done.size == n and n > 1:
         written.append(plot_gathers(dataset, out / f"{stem}-gathers.png"))

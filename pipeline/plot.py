@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from .errors import InputError  # noqa: E402
 from .store import hidden_sibling, point_names, remove_left  # noqa: E402
 
 if TYPE_CHECKING:
@@ -35,14 +37,18 @@ MOST_NAMED = 30
 HALO = [matplotlib.patheffects.withStroke(linewidth=2.5, foreground="white")]
 
 
-def _cut(dataset: xr.Dataset, name: str, source: int, through: str) -> xr.DataArray:
+def _cut(
+    dataset: xr.Dataset, name: str, source: int, through: str, at: float | None = None
+) -> xr.DataArray:
     """A 2D cut of a variable: the ``(z, x)`` section (``through="y"``; 2D models are one)
-    or, of a 3D model, the ``(y, x)`` map (``through="z"``), through the source's node plane."""
+    or, of a 3D model, the ``(y, x)`` map (``through="z"``), through the node plane nearest
+    ``at`` (default: the source's)."""
     values = dataset[name]
     if "source" in values.dims:
         values = values.isel(source=source)
     if through in values.dims:
-        at = float(dataset[f"source_{through}"][source])
+        if at is None:
+            at = float(dataset[f"source_{through}"][source])
         values = values.sel({through: at}, method="nearest")
     return values.transpose(*(("y", "x") if through == "z" else ("z", "x")))
 
@@ -64,7 +70,9 @@ def _rays_of(
             for s, c in zip(starts, counts)]  # fmt: skip
 
 
-def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
+def plot_field(
+    dataset: xr.Dataset, path: str | Path, source: int = 0, *, map_z: float | None = None
+) -> Path:
     """One source: traveltime contours over the velocity model, its rays and receivers.
 
     Parameters
@@ -75,11 +83,22 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
         The picture to write (its suffix picks the format).
     source : int
         Which source to draw.
+    map_z : float, optional
+        3D models: the depth of the map (in the model's length unit), drawn on the node
+        plane nearest it. Default: the source's, which for sources at the surface shows
+        only the top layer.
 
     Returns
     -------
     Path
         ``path``.
+
+    Raises
+    ------
+    IndexError
+        For a source the store does not have.
+    InputError
+        For ``map_z`` on a 2D model, or outside the model's ``z``.
 
     Notes
     -----
@@ -95,8 +114,9 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
     if not 0 <= source < n_sources:
         raise IndexError(f"source {source} out of range: the store has {n_sources} sources")
     three_d = "y" in dataset["velocity"].dims
+    _check_map_z(dataset, map_z, three_d)
     velocity = _cut(dataset, "velocity", source, "y")
-    plane = _cut(dataset, "velocity", source, "z") if three_d else None
+    plane = _cut(dataset, "velocity", source, "z", map_z) if three_d else None
     # "compressed", not "constrained": with an equal-aspect axes narrower than its slot,
     # constrained layout pushes it against the colorbar, off-centre; compressed centres the pair.
     if three_d:
@@ -167,7 +187,7 @@ def plot_field(dataset: xr.Dataset, path: str | Path, source: int = 0) -> Path:
     if stretched:
         lines.append(stretched)
     if plane is not None:
-        lines.extend(_plan(plan, dataset, source, plane, norm, float(velocity["y"])))
+        lines.extend(_plan(plan, dataset, source, plane, norm, float(velocity["y"]), map_z))
     # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
     # than these lines, and an axes title centred on it would run off the figure.
     fig.suptitle("\n".join(lines), fontsize="medium")
@@ -191,15 +211,17 @@ def _plan(
     plane: xr.DataArray,
     norm: matplotlib.colors.Normalize,
     section: float,
+    map_z: float | None = None,
 ) -> list[str]:
     """Draw a 3D survey's map beside its section: the model and traveltimes on the ``z``
-    plane through the source, all sources, the receivers and this source's rays projected
-    onto it, and a dashed line along the section. Returns the title's lines it needs."""
+    plane ``plane`` (through the source, or nearest ``map_z``), all sources, the receivers
+    and this source's rays projected onto it, and a dashed line along the section. Returns
+    the title's lines it needs."""
     # The section alone stacks every ray and receiver of a 3D survey onto one plane, a
     # tangle for many receivers; seen from above they fan out to where they are.
     plan.pcolormesh(plane["x"], plane["y"], plane, cmap="viridis", norm=norm, shading="auto")
     if "traveltime" in dataset:
-        _contours(plan, _cut(dataset, "traveltime", source, "z"))
+        _contours(plan, _cut(dataset, "traveltime", source, "z", map_z))
     rays = _rays_of(dataset, source, ("x", "y"))
     for ray_x, ray_y in rays:
         plan.plot(ray_x, ray_y, color="red", lw=1.2)
@@ -225,12 +247,36 @@ def _plan(
     aspect, stretched = _aspect(plane, "y")
     plan.set_aspect(aspect)
     projected = [name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown]
+    if map_z is None:
+        where = _through(dataset, "z", depth, source_z)
+    else:  # the depth asked for: say where the source is, and the plane drawn if not exact
+        asked = "" if depth == map_z else f", the node plane nearest {map_z:.10g} {unit}"
+        where = f"(asked for{asked}; the source at z = {source_z:.10g} {unit})"
     lines = [
-        f"map z = {depth:.10g} {unit} {_through(dataset, 'z', depth, source_z)}"
+        f"map z = {depth:.10g} {unit} {where}"
         + ("; other sources grey" if others.any() else "")
         + (f"; {_listed(projected)} projected onto it" if projected else "")
     ]
     return lines + ([stretched] if stretched else [])
+
+
+def _check_map_z(dataset: xr.Dataset, map_z: float | None, three_d: bool) -> None:
+    """Refuse a map depth a picture cannot have: on a 2D model (no map), not a number, or
+    beyond half a node outside the model's ``z``."""
+    if map_z is None:
+        return
+    if not three_d:
+        raise InputError("map_z (--map-z) draws a 3D model's map: this model is 2D")
+    z = dataset["z"].values
+    half = 0.5 * float(np.abs(np.diff(z)).min()) if z.size > 1 else 0.0
+    low, high = float(z.min()) - half, float(z.max()) + half
+    number = isinstance(map_z, Real) and not isinstance(map_z, bool)
+    if not (number and low <= map_z <= high):
+        unit = _unit(dataset)
+        raise InputError(
+            f"map_z (--map-z) = {map_z!r} is outside the model's z, {float(z.min()):g} to "
+            f"{float(z.max()):g} {unit}: give a depth in {unit} inside it"
+        )
 
 
 def _through(dataset: xr.Dataset, dim: str, plane: float, at: float) -> str:

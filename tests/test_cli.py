@@ -493,6 +493,8 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         assert (tmp_path / "pictures" / png).read_bytes()[:4] == b"\x89PNG"
     bad = raygrid("plot", "out/survey.zarr", "--source", "99", cwd=tmp_path)
     assert bad.returncode == 2 and "out of range" in bad.stderr
+    flat = raygrid("plot", "out/survey.zarr", "--map-z", "500", cwd=tmp_path)
+    assert flat.returncode == 2 and "this model is 2D" in flat.stderr
     # A folder that cannot be made (a file stands there) is an error, not a traceback.
     unwritable = raygrid("plot", "out/survey.zarr", "--out", "pictures/survey-gathers.png",
                          cwd=tmp_path)  # fmt: skip

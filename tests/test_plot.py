@@ -409,3 +409,37 @@ def test_a_picture_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     # A name without a suffix gets the picture itself, not another file with ".png" added.
     assert plot._save(plt.figure(), tmp_path / "picture") == tmp_path / "picture"
     assert (tmp_path / "picture").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_3d_map_is_drawn_at_the_depth_asked_for(tmp_path, figures):
+    # Sources at the surface put the map on the top layer; a deeper anomaly needs the map
+    # at its depth (the model here is 1500 m/s + 1 m/s per m of depth).
+    dataset = store(GRID_3D, [{"z": 0.0, "y": 600.0, "x": 100.0}], SHAPE_3D)
+    plot.plot_field(dataset, tmp_path / "field.png", source=4, map_z=1000.0)
+    plot.plot_field(dataset, tmp_path / "between.png", source=4, map_z=1030.0)
+    plot.plot_field(dataset, tmp_path / "top.png", source=4)
+    maps = [fig.axes[1] for fig in figures]
+    for plan, speed in zip(maps, (2500.0, 2500.0, 1500.0)):
+        np.testing.assert_array_equal(np.unique(plan.collections[0].get_array()), [speed])
+    assert "map z = 1000 m (asked for; the source at z = 0 m)" in figures[0].get_suptitle()
+    assert (
+        "map z = 1000 m (asked for, the node plane nearest 1030 m; the source at z = 0 m)"
+        in figures[1].get_suptitle()
+    )
+    assert "map z = 0 m through the source" in figures[2].get_suptitle()
+    section = figures[0].axes[0].collections[0].get_array()
+    np.testing.assert_array_equal(section, figures[2].axes[0].collections[0].get_array())
+
+
+@pytest.mark.parametrize("map_z", [2100.0, -100.0, float("nan"), True])
+def test_a_map_depth_outside_the_model_is_refused(tmp_path, figures, map_z):
+    from raygrid.pipeline import InputError
+
+    dataset = store(GRID_3D, [{"z": 0.0, "y": 600.0, "x": 100.0}], SHAPE_3D)
+    with pytest.raises(InputError, match="outside the model's z, 0 to 2000 m"):
+        plot.plot_field(dataset, tmp_path / "field.png", map_z=map_z)
+    assert not figures  # refused before drawing
+    plot.plot_field(dataset, tmp_path / "field.png", map_z=2040.0)  # within half a node
+    line_2d = store(LINE_2D, [{"z": 0.0, "x": 100.0}], {"z": 11, "x": 13})
+    with pytest.raises(InputError, match="draws a 3D model's map: this model is 2D"):
+        plot.plot_field(line_2d, tmp_path / "2d.png", map_z=0.0)
