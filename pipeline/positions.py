@@ -89,9 +89,12 @@ ListedPoint = Annotated[
 
 
 class CsvPoints(Strict):
-    """Points read from a CSV file whose header names the model dims."""
+    """Points read from a CSV file whose header names the model dims, or whose columns
+    ``rename`` maps to them (``{depth: z, northing: y, easting: x}``; ``name`` for the
+    names' column), as ``model.rename`` does for a model file's axes."""
 
     csv: FilePath
+    rename: dict[str, Literal["z", "y", "x", "name"]] | None = None
 
 
 def _one_point_is_one_place(spec: LineSpec | RangeSpec, what: str) -> None:
@@ -221,10 +224,12 @@ def _header_hint(lines: list[str], header_line: int, names: list[str] | None = N
     other = {name: _OTHER_COLUMNS[name.lower()] for name in names if name.lower() in _OTHER_COLUMNS}
     if other:
         said = ", ".join(f"{name} -> {dim}" for name, dim in other.items())
+        mapping = ", ".join(f"{name}: {dim}" for name, dim in other.items())
         return (
             f"; columns are the model's coordinates, in its length unit, named z (depth, "
             f"positive down), y and x: {said}, projected onto the model first where they "
-            "are geographic"
+            f"are geographic (a workflow's csv entry reads such columns with "
+            f"rename: {{{mapping}}})"
         )
     for number, line in enumerate(lines[: header_line - 1], start=1):
         text = line.strip()
@@ -368,9 +373,12 @@ def csv_points(
     return _read_csv(path, what.removesuffix("s"))
 
 
-def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] | None]:
+def _read_csv(
+    path: Path, what: str, rename: dict[str, str] | None = None
+) -> tuple[list[dict[str, float]], list[str] | None]:
     """The points of a CSV file whose header names the model dims, and their names if a
-    column gives them (:data:`NAME_COLUMNS`).
+    column gives them (:data:`NAME_COLUMNS`). ``rename`` maps columns of the header to the
+    dims (or ``name``) first.
 
     Lines whose first non-blank character is ``#`` (comments) and blank lines are skipped,
     before or after the header; line numbers in errors count them. Columns other than the
@@ -405,6 +413,8 @@ def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] 
         )
     header_line, header = records[0]
     names = [name.strip() for name in header]  # so "z, x" names z and x
+    if rename:
+        names = _renamed_columns(names, rename, where, header_line)
     _refuse_other_case(names, where, header_line)
     dims = [d for d in _DIM_ORDER if d in names]
     if not dims:
@@ -444,6 +454,33 @@ def _read_csv(path: Path, what: str) -> tuple[list[dict[str, float]], list[str] 
     return points, check_names(labels, lambda i: f"{where}:{records[1 + i][0]}:")
 
 
+def _renamed_columns(
+    names: list[str], rename: dict[str, str], where: str, header_line: int
+) -> list[str]:
+    """The header's column names after a ``csv:`` entry's ``rename``.
+
+    Raises
+    ------
+    InputError
+        For a renamed column the header does not have, or a dim (or name) the header would
+        then have twice.
+    """
+    unknown = [column for column in rename if column not in names]
+    if unknown:
+        raise InputError(
+            f"{where}:{header_line}: rename names {unknown}, not columns of the header, which "
+            f"has {names}"
+        )
+    renamed = [rename.get(name, name) for name in names]
+    twice = sorted({name for name in renamed if renamed.count(name) > 1} & set(rename.values()))
+    if twice:
+        raise InputError(
+            f"{where}:{header_line}: rename {rename} gives two columns the name {twice[0]!r} "
+            f"(the header has {names})"
+        )
+    return renamed
+
+
 def csv_row_line(path: Path, row: int) -> int:
     """The line of a CSV points file on which its row ``row`` (from 0, after the header)
     starts, counting comments and blank lines as :func:`_read_csv`'s errors do."""
@@ -463,7 +500,7 @@ def resolve_points(
         For a missing or malformed CSV file, or a generator whose dims disagree.
     """
     if isinstance(spec, CsvPoints):
-        return _read_csv(spec.csv, what)
+        return _read_csv(spec.csv, what, spec.rename)
     return _generated_points(spec, what), None
 
 

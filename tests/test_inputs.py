@@ -97,7 +97,11 @@ def test_a_header_written_as_a_comment_is_explained(tmp_path):
     [
         ("name;z;x", r"its fields are separated by ';': separate them by commas"),
         ("name\tz\tx", r"its fields are separated by '\\t'"),
-        ("name,latitude,longitude,depth", r"latitude -> y, longitude -> x, depth -> z, projected"),
+        (
+            "name,latitude,longitude,depth",
+            r"latitude -> y, longitude -> x, depth -> z, projected .* with "
+            r"rename: \{latitude: y, longitude: x, depth: z\}",
+        ),
         ("station,Northing,Easting", r"Northing -> y, Easting -> x"),
     ],
 )
@@ -106,6 +110,30 @@ def test_a_header_of_another_tool_is_told_what_raygrid_reads(tmp_path, header, h
     # "the header names no model dim".
     with pytest.raises(InputError, match=r":1: the header names no model dim.*" + hint):
         receivers(tmp_path, f"{header}\nS1,1,2,3\n")
+
+
+def test_a_csv_entry_renames_another_tools_columns(tmp_path):
+    # A station list from another tool (depth, northing, easting, sta), already in the
+    # model's coordinates: read as it is, not edited by hand.
+    path = tmp_path / "stations.csv"
+    path.write_text("sta,northing,easting,depth,elevation\nA1,200,300,5,120\nB2,400,100,0,80\n")
+    rename = {"depth": "z", "northing": "y", "easting": "x", "sta": "name"}
+    with pytest.warns(InputWarning, match="ignoring column\\(s\\) 'elevation'"):
+        points, names = resolve_points(CsvPoints(csv=path, rename=rename), "receiver")
+    assert points == [{"z": 5.0, "y": 200.0, "x": 300.0}, {"z": 0.0, "y": 400.0, "x": 100.0}]
+    assert names == ["A1", "B2"]
+    with pytest.raises(InputError, match=r"stations.csv:1: rename names \['dpth'\], not columns"):
+        resolve_points(CsvPoints(csv=path, rename={"dpth": "z"}), "receiver")
+    with pytest.raises(
+        InputError, match=r"stations.csv:1: rename .* gives two columns the name 'z'"
+    ):
+        resolve_points(CsvPoints(csv=path, rename={"depth": "z", "elevation": "z"}), "receiver")
+    path.write_text("Z,x\n5,100\n")  # an upper-case Z read as the depth it is, once renamed
+    assert resolve_points(CsvPoints(csv=path, rename={"Z": "z"}), "receiver")[0] == [
+        {"z": 5.0, "x": 100.0}
+    ]
+    with pytest.raises(ValueError, match="rename"):  # only to dims or the names' column
+        CsvPoints(csv=path, rename={"Z": "depth"})
 
 
 @pytest.mark.parametrize(

@@ -207,6 +207,14 @@ def test_generators_and_csv(tmp_path):
     csv.write_text("id,x,z\n1,10.0,zero\n")
     with pytest.raises(InputError, match=r"shots.csv:2: not a number"), pytest.warns(InputWarning):
         prepare_workflow(read_workflow(write(tmp_path, text)))
+    # Another tool's column names, read with rename (the shots' ids naming them).
+    csv.write_text("id,easting,depth\n1,10.0,0\n2,20.5,5\n")
+    renamed = text.replace(
+        f"  csv: {csv}\n", f"  csv: {csv}\n  rename: {{easting: x, depth: z, id: name}}\n"
+    )
+    prepared = prepare_workflow(read_workflow(write(tmp_path, renamed)))
+    assert prepared.sources == [{"z": 0.0, "x": 10.0}, {"z": 5.0, "x": 20.5}]
+    assert prepared.names["source"] == ["1", "2"]
 
 
 def test_line_generator_is_inclusive():
