@@ -14,11 +14,11 @@
 #          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
 #          (about 25 s)
-# Each part stops after its share of the call (targets 180 s, ab 120 s, tests 240 s, sweep
+# Each part stops after its share of the call (targets 150 s, ab 110 s, tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
-# in $OUT), so one device call of `targets tests ab` (at most 9 minutes with the wheels'
-# install: run it with timeout_s 570) fits a session's 15 minutes of device time with the
-# machine's start. Measured on an H200 (2026-11-27): targets 71-95 s, ab 79 s, the 18 tests
+# in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` (at
+# most 9 minutes with the wheels' install: run it with timeout_s 570) fits a session's 15
+# minutes of device time with the machine's start. Measured on an H200 (2026-11-27): targets 71-95 s, ab 79 s, the 18 tests
 # about 200 s from a cold compile (120 s stopped them after 5), a machine's start ~50 s.
 # e.g. `bash benchmarks/gpu_session.sh targets tests ab` (the plan when device time is
 # short), or `tests ab sweep` then `study` in two calls where there is time for them.
@@ -58,7 +58,7 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
 within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
     case $part in
-        targets) limit=180 ;; ab|profile) limit=120 ;; tests) limit=240 ;; *) limit=540 ;;
+        targets) limit=150 ;; ab|profile) limit=110 ;; tests) limit=230 ;; *) limit=540 ;;
     esac
     limit=${GPU_PART_LIMIT:-$limit}
     started=$(date +%s)

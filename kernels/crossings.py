@@ -15,7 +15,7 @@ the same order equals ``segment_time`` bit for bit (tested).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
@@ -90,17 +90,24 @@ def star_crossings(
     ``rule=EXACT`` reads the cell-crossing walk; the mean rule (Moser's) weighs the two end
     cells by one half each, which rounds exactly like ``0.5 * (s_u + s_v)``: halving is
     exact, so ``0.5 s_u + 0.5 s_v`` and ``0.5 (s_u + s_v)`` round the same sum.
+
+    The tables are cached (the last :data:`CACHED_TABLES` stars, spacings, rules and grids)
+    and shared by every caller: their arrays are read-only.
     """
     forward = np.ascontiguousarray(star.forward, dtype=np.int64).tobytes()
-    key = (forward, tuple(float(h) for h in spacing), int(rule), tuple(map(int, grid_shape)))
+    key = (forward, tuple(float(h) for h in spacing), rule, tuple(map(int, grid_shape)))
     return _star_crossings(*key)
 
 
-@cache
+#: How many crossing tables :func:`star_crossings` keeps (tens of KB each at radius 5).
+CACHED_TABLES = 64
+
+
+@lru_cache(maxsize=CACHED_TABLES)
 def _star_crossings(forward: bytes, spacing: tuple, rule: int, grid_shape: tuple) -> Crossings:
-    # Once per star, spacing, rule and grid: tracing the walk in Python takes 1.4 ms at
-    # radius 5 (2D), and every GPU solve asked for it twice. The arrays are read-only, as
-    # they are shared by every caller.
+    # Tracing the walk in Python takes 1.4 ms at 2D radius 5, and a GPU solve asked for it
+    # for the kernels' constants (unit spacing) and for the lengths (the model's), every
+    # solve: now once per star, spacing, rule and grid.
     hz, hy, hx = spacing
     start, step, fraction, length = [0], [], [], []
     for offset in np.frombuffer(forward, dtype=np.int64).reshape(-1, 3).tolist():

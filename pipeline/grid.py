@@ -131,7 +131,9 @@ class Grid:
         # In place on one float64 result: the same two roundings, without a second
         # model-sized temporary (a big cube's conversion peaked at twice its result), and
         # no copy first (the ufuncs cast to float64 exactly, as the copy did).
-        slowness = np.multiply(values, self.speed_factor, dtype=np.float64)
+        # C order whatever the input's (a model stored (x, z) or Fortran-ordered): the
+        # kernels take it as it is, not through a second, contiguous copy.
+        slowness = np.multiply(values, self.speed_factor, dtype=np.float64, order="C")
         return np.divide(1.0, slowness, out=slowness)
 
     def model_check(self) -> list[float]:

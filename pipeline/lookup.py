@@ -11,6 +11,7 @@ survey's receiver table and a raypath's last leg.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -190,8 +191,21 @@ class TraveltimeTable:
 
     Parameters
     ----------
-    field, velocity, radius
+    field : xarray.DataArray or xarray.Dataset
         As for :func:`traveltime_at`.
+    velocity : xarray.DataArray, optional
+        As for :func:`traveltime_at`.
+    radius : int or mapping, optional
+        As for :func:`traveltime_at`.
+
+    Attributes
+    ----------
+    grid : Grid
+        The model's grid (its slowness in memory, or read lazily from a store's model).
+    star : raygrid.kernels.Star
+        The forward star the fields were solved with.
+    field : xarray.DataArray
+        The ``traveltime`` fields read (not copied: a lazy store's are read per call).
 
     Raises
     ------
@@ -201,9 +215,13 @@ class TraveltimeTable:
 
     Notes
     -----
-    The table keeps the model's slowness as it was when built (and, for a lazy store,
-    loads it once when a call reads the fields whole): edit a model in place afterwards and
-    the table does not see it; build a new one.
+    The table keeps the model's slowness as it was when built; a lazy store's model is
+    loaded whole at the first call that reads the fields whole (a grid search), and then
+    kept. Edit a model in place afterwards and the table does not see it: build a new one.
+    The fields themselves are read at each call, as they are then.
+
+    Calls from several threads run one at a time: they share the model's blocks read so
+    far (a lazy store's), whose cache is not made for concurrent use.
     """
 
     def __init__(
@@ -272,6 +290,7 @@ class TraveltimeTable:
             self._values = field.transpose(*grid.dims).data
             self._sources = [recorded_source(field, grid.dims)]
         self._whole_grid: tuple[Grid, NodeValues] | None = None
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         sources = self.field.sizes.get("source")
@@ -307,8 +326,18 @@ class TraveltimeTable:
         Raises
         ------
         InputError
-            For a point outside the model, or a malformed table.
+            For a point outside the model, a malformed table, or (a lazy store's model)
+            a bad velocity where a leg reads it.
+
+        Warns
+        -----
+        InputWarning
+            For a field that records no source position, with points between nodes.
         """
+        with self._lock:
+            return self._at(points)
+
+    def _at(self, points: Any) -> xr.DataArray:
         field, star = self.field, self.star
         points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
         single = _single(points)

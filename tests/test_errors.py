@@ -571,3 +571,30 @@ def test_plausible_velocities_give_no_warning(velocity):
         kilometres = velocity.copy(data=velocity.values / 1000.0)
         kilometres.attrs["units"] = "km/s"
         traveltime(kilometres, {"z": 0.0, "x": 0.0}, radius=2)
+
+
+@pytest.mark.parametrize("dtype", ["<f8", ">f8", "<f4", ">f4", "<i4", ">i2", "f2"])
+@pytest.mark.parametrize("order", ["C", "F", "transposed"])
+@pytest.mark.parametrize("unit", ["m/s", "km/s"])
+def test_the_slowness_of_a_model_in_memory_is_the_lazy_models(dtype, order, unit):
+    # Converted without a copy first (in C order whatever the input's): the same floats as
+    # the conversion of a lazy model's tiles, which the tiled solves equal bitwise.
+    import dask.array as da
+
+    from raygrid.pipeline import grid_from_velocity
+
+    rng = np.random.default_rng(1)
+    values = rng.uniform(1.5, 6.5, (9, 11)) * (1.0 if unit == "km/s" else 1000.0)
+    values = values.astype(dtype) if dtype[-2] != "i" else np.round(values).astype(dtype)
+    if order == "F":
+        values = np.asfortranarray(values)
+    coords = {"z": ("z", np.arange(9) * 10.0, {"units": "m"}),
+              "x": ("x", np.arange(11) * 10.0, {"units": "m"})}  # fmt: skip
+    dims = ("z", "x")
+    if order == "transposed":
+        values, dims = np.ascontiguousarray(values.T), ("x", "z")
+    velocity = xr.DataArray(values, dims=dims, coords=coords, attrs={"units": unit})
+    grid = grid_from_velocity(velocity)
+    lazy = grid.slowness_of(da.from_array(velocity.transpose("z", "x").values, chunks=4))
+    assert grid.slowness.flags.c_contiguous
+    assert grid.slowness.tobytes() == np.asarray(lazy.compute()).tobytes()

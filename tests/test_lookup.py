@@ -458,3 +458,27 @@ def test_a_table_of_a_store_loads_its_model_once_for_grid_searches(tmp_path, mon
     assert first.identical(again)
     np.testing.assert_array_equal(few.values, first.values[:, :3])
     assert first.identical(traveltime_at(store, points))
+
+
+def test_a_table_is_read_from_several_threads(monkeypatch):
+    # A lazy model's blocks are cached in the table and shared by its calls; the cache
+    # (evicting, as a big model's does) raised KeyErrors from 8 threads at once.
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+
+    from raygrid.pipeline import nodevalues
+
+    monkeypatch.setattr(nodevalues, "CACHE_BYTES", 32 * 32 * 8)  # about a block: evictions
+    model = rg.gradient_model({"z": 61, "x": 71}, 20.0, 2000.0, 5000.0)
+    sources = [{"z": 0.0, "x": 100.0}, {"z": 500.0, "x": 1000.0}]
+    lazy = rg.traveltimes(model, sources, radius=2, predecessors=True).chunk({"z": 16, "x": 16})
+    table = rg.TraveltimeTable(lazy)
+    rng = np.random.default_rng(0)
+    points = [{"z": float(rng.uniform(0, 1200)), "x": float(rng.uniform(0, 1400))}
+              for _ in range(64)]  # fmt: skip
+    expected = [traveltime_at(lazy, point) for point in points]
+    with dask.config.set(scheduler="synchronous"), ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(table.at, points))
+    for one, other in zip(found, expected):
+        assert one.identical(other)
