@@ -874,6 +874,10 @@ def finish_store(spec: StoreSpec) -> None:
     are removed only after the assembled arrays and the ``rays_assembled`` mark are written).
     """
     path = spec.path
+    # Every source is done, so no writer is left: what a killed worker left half written
+    # (a root ``zarr.<id>.partial``) goes first, or appending the rays lists it and zarr
+    # warns that it "is not recognized as a component of a Zarr hierarchy".
+    sweep_partials(path)
     group = zarr.open_group(path, mode="r+")
     if spec.keeps_rays and not group.attrs.get("rays_assembled", False):
         _assemble_rays(spec, group)
