@@ -133,6 +133,8 @@ class Grid:
         # no copy first (the ufuncs cast to float64 exactly, as the copy did).
         # C order whatever the input's (a model stored (x, z) or Fortran-ordered): the
         # kernels take it as it is, not through a second, contiguous copy.
+        if self.speed_factor == 1.0:  # m/s: v * 1.0 is v exactly, a pass saved (4 ms at 1601^2)
+            return np.divide(1.0, values, dtype=np.float64, order="C")
         slowness = np.multiply(values, self.speed_factor, dtype=np.float64, order="C")
         return np.divide(1.0, slowness, out=slowness)
 
