@@ -177,7 +177,7 @@ def traveltime_at(
     model, growing with its size): to read the same fields at many points one call at a
     time (an event located after another), build a :class:`TraveltimeTable` once.
     """
-    return TraveltimeTable(field, velocity=velocity, radius=radius).at(points)
+    return TraveltimeTable(field, velocity=velocity, radius=radius, load=False).at(points)
 
 
 class TraveltimeTable:
@@ -197,6 +197,11 @@ class TraveltimeTable:
         As for :func:`traveltime_at`.
     radius : int or mapping, optional
         As for :func:`traveltime_at`.
+    load : bool, optional
+        Read a lazy field and model (a survey store's) into memory once, so that each call
+        searches them in memory (a store read lazily costs tens of ms a call, its chunks
+        read again each time). Default: where the fields and the model's slowness fit
+        :data:`LOAD_BYTES`; :func:`traveltime_at` reads them lazily, around the points.
 
     Attributes
     ----------
@@ -230,6 +235,7 @@ class TraveltimeTable:
         *,
         velocity: xr.DataArray | None = None,
         radius: int | Mapping[str, int] | None = None,
+        load: bool | None = None,
     ) -> None:
         if not isinstance(field, (xr.DataArray, xr.Dataset)):
             raise InputError(
@@ -259,6 +265,11 @@ class TraveltimeTable:
             raise InputError(
                 "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
             )
+        lazy = field.chunks is not None or velocity.chunks is not None
+        if load is None:
+            load = lazy and field.nbytes + velocity.size * 8 + velocity.nbytes <= LOAD_BYTES
+        if load and lazy:  # computed copies: the caller's Dataset stays as it was
+            field, velocity = field.compute(), velocity.compute()
         grid = solved_grid(velocity)
         slowness = grid.slowness_values()
         grid.check_field(field, attrs)
@@ -266,7 +277,11 @@ class TraveltimeTable:
             check_model(grid, attrs["model_check"])
         if radius is None:
             if not all(f"radius_{d}" in attrs for d in grid.dims):
-                raise InputError("the field records no radius (attrs radius_z, ...): pass radius=")
+                raise InputError(
+                    "the field records no radius (attrs radius_z, ...): pass radius=, or the "
+                    "Dataset whose attributes record it (a survey store from open_survey, or "
+                    "a predecessors=True result), not its 'traveltime' alone"
+                )
             radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
         star = forward_star(grid.radius3(radius))
         recorded = {d: int(attrs[f"radius_{d}"]) for d in grid.dims if f"radius_{d}" in attrs}
@@ -298,7 +313,9 @@ class TraveltimeTable:
         radius = ", ".join(f"{d}={r}" for d, r in zip(("z", "y", "x"), self.star.radius)
                            if d in self.grid.dims)  # fmt: skip
         held = "one field" if sources is None else f"{sources} sources"
-        return f"<TraveltimeTable: {held} on a {shape} model, radius {radius}>"
+        lazy = ", read lazily from a store" if self.field.chunks is not None else ""
+        unit = self.grid.length_unit
+        return f"<TraveltimeTable: {held} on a {shape} model ({unit}), radius {radius}{lazy}>"
 
     def _model_for(self, whole: bool) -> tuple[Grid, NodeValues]:
         """The grid and slowness a call reads with: a lazy model is loaded (once, then
