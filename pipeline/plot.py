@@ -227,11 +227,13 @@ def _plan(
         plan.plot(ray_x, ray_y, color="red", lw=1.2)
     plan.axhline(section, color="white", ls="--", lw=1)
     has_receivers = "receiver_x" in dataset
-    if has_receivers:  # on a map every receiver is where it is: none hollow, all named
-        n_receivers = dataset.sizes["receiver"]
-        _receivers(
-            plan, dataset, "y", np.zeros(n_receivers, bool), named=np.ones(n_receivers, bool)
-        )
+    depth = float(plane["z"])
+    off_map = np.zeros(dataset.sizes.get("receiver", 0), dtype=bool)
+    if has_receivers:  # on a map every receiver is named; hollow where off its plane
+        z = dataset["z"].values
+        half = 0.5 * float(np.abs(np.diff(z)).min()) if z.size > 1 else np.inf
+        off_map = np.abs(dataset["receiver_z"].values - depth) > half
+        _receivers(plan, dataset, "y", off_map, named=np.ones(off_map.size, bool))
     others = np.arange(dataset.sizes["source"]) != source
     if others.any():
         plan.plot(
@@ -241,7 +243,7 @@ def _plan(
         )  # fmt: skip
     _source(plan, float(dataset["source_x"][source]), float(dataset["source_y"][source]))
     unit = _unit(dataset)
-    depth, source_z = float(plane["z"]), float(dataset["source_z"][source])
+    source_z = float(dataset["source_z"][source])
     plan.set(xlabel=f"x ({unit})", ylabel=f"y ({unit})")
     plan.set_title("map (dashed: the section)", fontsize="small")
     aspect, stretched = _aspect(plane, "y")
@@ -250,12 +252,13 @@ def _plan(
     if map_z is None:
         where = _through(dataset, "z", depth, source_z)
     else:  # the depth asked for: say where the source is, and the plane drawn if not exact
-        asked = "" if depth == map_z else f", the node plane nearest {map_z:.10g} {unit}"
-        where = f"(asked for{asked}; the source at z = {source_z:.10g} {unit})"
+        asked = "as asked" if depth == map_z else f"the node plane nearest {map_z:.10g} {unit}"
+        where = f"({asked} with map_z; the source at z = {source_z:.10g} {unit})"
     lines = [
         f"map z = {depth:.10g} {unit} {where}"
         + ("; other sources grey" if others.any() else "")
         + (f"; {_listed(projected)} projected onto it" if projected else "")
+        + ("; hollow: receivers off the map" if off_map.any() else "")
     ]
     return lines + ([stretched] if stretched else [])
 
@@ -275,7 +278,8 @@ def _check_map_z(dataset: xr.Dataset, map_z: float | None, three_d: bool) -> Non
         unit = _unit(dataset)
         raise InputError(
             f"map_z (--map-z) = {map_z!r} is outside the model's z, {float(z.min()):g} to "
-            f"{float(z.max()):g} {unit}: give a depth in {unit} inside it"
+            f"{float(z.max()):g} {unit}: give a depth in {unit} inside it (or within half a "
+            "node of its top or bottom, drawn there)"
         )
 
 

@@ -182,7 +182,9 @@ def test_3d_receivers_off_the_section_are_hollow(tmp_path, figures):
     said = " ".join(t.get_text() for t in fig.findobj(plt.Text))
     assert "hollow: receivers off the section" in said
     plot.plot_field(store(GRID_3D, receivers[:1], SHAPE_3D), tmp_path / "near.png", source=4)
-    assert "hollow" not in " ".join(t.get_text() for t in figures[1].findobj(plt.Text))
+    said = " ".join(t.get_text() for t in figures[1].findobj(plt.Text))
+    assert "off the section" not in said
+    assert "hollow: receivers off the map" in said  # 1500 m below the map through the source
 
 
 def test_3d_section_title_names_the_source_between_node_planes(tmp_path, figures):
@@ -421,12 +423,20 @@ def test_a_3d_map_is_drawn_at_the_depth_asked_for(tmp_path, figures):
     maps = [fig.axes[1] for fig in figures]
     for plan, speed in zip(maps, (2500.0, 2500.0, 1500.0)):
         np.testing.assert_array_equal(np.unique(plan.collections[0].get_array()), [speed])
-    assert "map z = 1000 m (asked for; the source at z = 0 m)" in figures[0].get_suptitle()
+    assert "map z = 1000 m (as asked with map_z; the source at z = 0 m)" in (
+        figures[0].get_suptitle()
+    )
     assert (
-        "map z = 1000 m (asked for, the node plane nearest 1030 m; the source at z = 0 m)"
+        "map z = 1000 m (the node plane nearest 1030 m with map_z; the source at z = 0 m)"
         in figures[1].get_suptitle()
     )
     assert "map z = 0 m through the source" in figures[2].get_suptitle()
+    # The surface receiver is off the map at 1000 m: hollow there, as off a section.
+    assert "hollow: receivers off the map" in figures[0].get_suptitle()
+    assert "hollow: receivers off the map" not in figures[2].get_suptitle()
+    (deep,) = _markers(maps[0], "v")
+    (top,) = _markers(maps[2], "v")
+    assert (deep.get_markerfacecolor(), top.get_markerfacecolor()) == ("none", "black")
     section = figures[0].axes[0].collections[0].get_array()
     np.testing.assert_array_equal(section, figures[2].axes[0].collections[0].get_array())
 
