@@ -90,11 +90,11 @@ ListedPoint = Annotated[
 
 class CsvPoints(Strict):
     """Points read from a CSV file whose header names the model dims, or whose columns
-    ``rename`` maps to them (``{depth: z, northing: y, easting: x}``; ``name`` for the
-    names' column), as ``model.rename`` does for a model file's axes."""
+    ``rename`` maps to them (``{depth: z, northing: y, easting: x}``; ``name`` or
+    ``station`` for the names' column), as ``model.rename`` does for a model file's axes."""
 
     csv: FilePath
-    rename: dict[str, Literal["z", "y", "x", "name"]] | None = None
+    rename: dict[str, Literal["z", "y", "x", "name", "station"]] | None = None
 
 
 def _one_point_is_one_place(spec: LineSpec | RangeSpec, what: str) -> None:
@@ -229,7 +229,7 @@ def _header_hint(lines: list[str], header_line: int, names: list[str] | None = N
             f"; columns are the model's coordinates, in its length unit, named z (depth, "
             f"positive down), y and x: {said}, projected onto the model first where they "
             f"are geographic (a workflow's csv entry reads such columns with "
-            f"rename: {{{mapping}}})"
+            f"rename: {{{mapping}}}; in Python, a DataFrame's .rename(columns=...))"
         )
     for number, line in enumerate(lines[: header_line - 1], start=1):
         text = line.strip()
@@ -340,6 +340,20 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
         message += (
             f". raygrid's {Z_IS_DEPTH}; "
             f"{', '.join(map(repr, heights))} {'is' if len(heights) == 1 else 'are'} not used"
+        )
+    # Another tool's name for a dim the table lacks (depth beside x): the points then miss
+    # that dim, refused later without a word about the column that holds it.
+    likely = {
+        n: _OTHER_COLUMNS[n.lower()]
+        for _, n in ignored
+        if isinstance(n, str) and _OTHER_COLUMNS.get(n.lower()) not in (None, *dims)
+    }
+    if likely:
+        mapping = ", ".join(f"{n}: {d}" for n, d in likely.items())
+        message += (
+            f"; {', '.join(f'{n!r} may be {d}' for n, d in likely.items())} (in the model's "
+            f"coordinates and length unit, z positive down): rename it (a workflow's csv "
+            f"entry: rename: {{{mapping}}}; a DataFrame: .rename(columns={dict(likely)!r}))"
         )
     if name_column(names) is None:
         # A names' column mistyped ("nmae") left the points unnamed, with only this warning

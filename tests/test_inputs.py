@@ -134,6 +134,27 @@ def test_a_csv_entry_renames_another_tools_columns(tmp_path):
     ]
     with pytest.raises(ValueError, match="rename"):  # only to dims or the names' column
         CsvPoints(csv=path, rename={"Z": "depth"})
+    path.write_text("station_id,x\nA1,100\n")
+    assert resolve_points(CsvPoints(csv=path, rename={"station_id": "station"}), "receiver")[1] == [
+        "A1"
+    ]
+
+
+def test_a_column_of_another_tool_beside_the_dims_is_named_in_the_warning(tmp_path):
+    # "name,depth,x": x is read, depth ignored, and the points then lacked z with no word
+    # about the column holding it.
+    path = tmp_path / "events.csv"
+    path.write_text("name,depth,x\nEV1,500,100\n")
+    hint = (
+        r"ignoring column\(s\) 'depth'.*'depth' may be z .*rename: \{depth: z\}; a "
+        r"DataFrame: \.rename\(columns=\{'depth': 'z'\}\)"
+    )
+    with pytest.warns(InputWarning, match=hint):
+        resolve_points(CsvPoints(csv=path), "receiver")
+    path.write_text("name,depth,z,x\nEV1,500,500,100\n")  # z given: depth is only ignored
+    with pytest.warns(InputWarning) as said:
+        resolve_points(CsvPoints(csv=path), "receiver")
+    assert "may be" not in str(said[0].message)
 
 
 @pytest.mark.parametrize(
