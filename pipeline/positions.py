@@ -166,8 +166,8 @@ Points = Annotated[
     Discriminator(
         _kind,
         custom_error_type="points",
-        custom_error_message="expected a list of points, or a mapping with one key: csv, "
-        "line or grid",
+        custom_error_message="expected a list of points, or a mapping with one of the keys "
+        "csv (and its rename), line or grid",
         custom_error_context={},
     ),
 ]
