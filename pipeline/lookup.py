@@ -392,6 +392,10 @@ class TraveltimeTable:
             coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
         else:
             times, dims = read(self._values, self._sources[0]), ("point",)
+            # One source's field (a traveltime() result, a table's .sel(source=...)): its
+            # name and position, as the fields of several sources give them along "source".
+            named = [k for k in field.coords if k == "source" or k.startswith("source_")]
+            coords.update({k: field.coords[k] for k in named if not field.coords[k].dims})
         result = xr.DataArray(
             times, dims=dims, coords=coords, name="traveltime",
             attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},

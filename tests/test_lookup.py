@@ -431,6 +431,11 @@ def test_a_table_built_once_reads_as_traveltime_at(model, tables, monkeypatch):
         assert table.at(point).identical(traveltime_at(named, point))
     assert len(built) == len(HYPOCENTRES["z"])  # traveltime_at's calls alone
     assert table.at(HYPOCENTRES).identical(traveltime_at(named, HYPOCENTRES))
+    # One station's field selected from the table keeps its name and position.
+    station = traveltime_at(named.sel(source="STA2"), HYPOCENTRES)
+    assert station["source"].item() == "STA2"
+    assert [float(station[f"source_{d}"]) for d in "zyx"] == list(STATIONS[1].values())
+    np.testing.assert_array_equal(station.values, table.at(HYPOCENTRES).values[1])
     one = tables["traveltime"].isel(source=0)  # a field without a source dim
     single = rg.TraveltimeTable(one, velocity=model)
     assert repr(single).startswith("<TraveltimeTable: one field on a 41 x 31 x 31 model")
