@@ -152,7 +152,9 @@ def traveltime_at(
     xarray.DataArray
         Dims ``("source", "point")`` (``source`` only if the field has it; ``point`` only
         for several points), seconds, with coordinates ``point_<dim>`` (in the model's
-        length unit) and ``point`` (the points' names, if given).
+        length unit) and ``point`` (the points' names, if given), and the field's source
+        coordinates (``source_<dim>``, ``source``: along ``source``, or scalars for one
+        source's field).
 
     Raises
     ------
