@@ -212,7 +212,8 @@ class TraveltimeTable:
     star : raygrid.kernels.Star
         The forward star the fields were solved with.
     field : xarray.DataArray
-        The ``traveltime`` fields read (not copied: a lazy store's are read per call).
+        The ``traveltime`` fields read: in memory (a store's loaded copy), or lazy and read
+        per call.
 
     Raises
     ------
@@ -222,10 +223,11 @@ class TraveltimeTable:
 
     Notes
     -----
-    The table keeps the model's slowness as it was when built; a lazy store's model is
-    loaded whole at the first call that reads the fields whole (a grid search), and then
-    kept. Edit a model in place afterwards and the table does not see it: build a new one.
-    The fields themselves are read at each call, as they are then.
+    The table keeps the model's slowness as it was when built; a lazy store's model, not
+    loaded (``load=False``, or too big), is loaded whole at the first call that reads the
+    fields whole (a grid search), and then kept. Edit a model in place afterwards and the
+    table does not see it: build a new one. Fields in memory are read as they are at each
+    call (a store's loaded fields are a copy).
 
     Calls from several threads run one at a time: they share the model's blocks read so
     far (a lazy store's), whose cache is not made for concurrent use.

@@ -148,8 +148,7 @@ def plot_field(
         if three_d:
             # Receivers farther than half a node from the section are drawn hollow: their
             # projection is not where they are.
-            y = dataset["y"].values
-            half = 0.5 * float(np.abs(np.diff(y)).min()) if y.size > 1 else np.inf
+            half = _half_node(dataset, "y", np.inf)
             off_section = np.abs(dataset["receiver_y"].values - float(velocity["y"])) > half
         # Names only of receivers on the section: projected ones run into each other
         # there (receivers far apart in y, near in x); the map names them all.
@@ -230,9 +229,7 @@ def _plan(
     depth = float(plane["z"])
     off_map = np.zeros(dataset.sizes.get("receiver", 0), dtype=bool)
     if has_receivers:  # on a map every receiver is named; hollow where off its plane
-        z = dataset["z"].values
-        half = 0.5 * float(np.abs(np.diff(z)).min()) if z.size > 1 else np.inf
-        off_map = np.abs(dataset["receiver_z"].values - depth) > half
+        off_map = np.abs(dataset["receiver_z"].values - depth) > _half_node(dataset, "z", np.inf)
         _receivers(plan, dataset, "y", off_map, named=np.ones(off_map.size, bool))
     others = np.arange(dataset.sizes["source"]) != source
     if others.any():
@@ -271,7 +268,7 @@ def _check_map_z(dataset: xr.Dataset, map_z: float | None, three_d: bool) -> Non
     if not three_d:
         raise InputError("map_z (--map-z) draws a 3D model's map: this model is 2D")
     z = dataset["z"].values
-    half = 0.5 * float(np.abs(np.diff(z)).min()) if z.size > 1 else 0.0
+    half = _half_node(dataset, "z", 0.0)
     low, high = float(z.min()) - half, float(z.max()) + half
     number = isinstance(map_z, Real) and not isinstance(map_z, bool)
     if not (number and low <= map_z <= high):
@@ -281,6 +278,13 @@ def _check_map_z(dataset: xr.Dataset, map_z: float | None, three_d: bool) -> Non
             f"{float(z.max()):g} {unit}: give a depth in {unit} inside it (or within half a "
             "node of its top or bottom, drawn there)"
         )
+
+
+def _half_node(dataset: xr.Dataset, dim: str, lone: float) -> float:
+    """Half the smallest step of ``dim``'s nodes: how far a point may be from a node plane
+    and still be drawn on it; ``lone`` for a dim of one node."""
+    values = dataset[dim].values
+    return 0.5 * float(np.abs(np.diff(values)).min()) if values.size > 1 else lone
 
 
 def _through(dataset: xr.Dataset, dim: str, plane: float, at: float) -> str:

@@ -210,6 +210,16 @@ _OTHER_COLUMNS = {
 }  # fmt: skip
 
 
+def _how_to_rename(columns: dict[str, str]) -> str:
+    """How to read ``columns`` (column name -> dim) as the dims they hold: in a workflow and
+    in Python."""
+    mapping = ", ".join(f"{name}: {dim}" for name, dim in columns.items())
+    return (
+        f"a workflow's csv entry reads them with rename: {{{mapping}}}; a DataFrame: "
+        f".rename(columns={dict(columns)!r})"
+    )
+
+
 def _header_hint(lines: list[str], header_line: int, names: list[str] | None = None) -> str:
     """A hint for a header that names no dim: ``np.savetxt(..., header="z,x")`` writes the
     header as ``# z,x``, a comment, so the first row of numbers was taken for the header;
@@ -224,12 +234,10 @@ def _header_hint(lines: list[str], header_line: int, names: list[str] | None = N
     other = {name: _OTHER_COLUMNS[name.lower()] for name in names if name.lower() in _OTHER_COLUMNS}
     if other:
         said = ", ".join(f"{name} -> {dim}" for name, dim in other.items())
-        mapping = ", ".join(f"{name}: {dim}" for name, dim in other.items())
         return (
             f"; columns are the model's coordinates, in its length unit, named z (depth, "
             f"positive down), y and x: {said}, projected onto the model first where they "
-            f"are geographic (a workflow's csv entry reads such columns with "
-            f"rename: {{{mapping}}}; in Python, a DataFrame's .rename(columns=...))"
+            f"are geographic ({_how_to_rename(other)})"
         )
     for number, line in enumerate(lines[: header_line - 1], start=1):
         text = line.strip()
@@ -349,11 +357,10 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
         if isinstance(n, str) and _OTHER_COLUMNS.get(n.lower()) not in (None, *dims)
     }
     if likely:
-        mapping = ", ".join(f"{n}: {d}" for n, d in likely.items())
         message += (
             f"; {', '.join(f'{n!r} may be {d}' for n, d in likely.items())} (in the model's "
-            f"coordinates and length unit, z positive down): rename it (a workflow's csv "
-            f"entry: rename: {{{mapping}}}; a DataFrame: .rename(columns={dict(likely)!r}))"
+            f"coordinates and length unit, z positive down): rename it "
+            f"({_how_to_rename(likely)})"
         )
     if name_column(names) is None:
         # A names' column mistyped ("nmae") left the points unnamed, with only this warning

@@ -884,7 +884,6 @@ def finish_store(spec: StoreSpec) -> None:
         group.attrs["rays_assembled"] = 1  # 0/1, not a boolean: see _store_attrs
     if (path / RAY_PARTS).exists():
         shutil.rmtree(path / RAY_PARTS)
-    sweep_partials(path)
     group.attrs["complete"] = 1
 
 
