@@ -81,13 +81,15 @@ def load_baseline(directory: str):
     return importlib.import_module("raygrid_baseline.kernels")
 
 
-def head_to_head(tag, slowness, spacing, radius, rounds, cpu_s=None, baseline=None):
+def head_to_head(tag, slowness, spacing, radius, rounds, cpu_s=None, baseline=None, names=None):
     """Every variant once per round, ``rounds`` rounds, after one warm-up each; with
-    ``baseline`` (a ``kernels`` package), its variants too."""
+    ``baseline`` (a ``kernels`` package), its variants too; ``names``: only these of
+    :data:`VARIANTS`."""
     from numba import cuda
 
     seeds = top_centre(slowness.shape)
-    variants = {name: (raygrid.kernels, *v) for name, v in VARIANTS.items()}
+    chosen = VARIANTS if names is None else {name: VARIANTS[name] for name in names}
+    variants = {name: (raygrid.kernels, *v) for name, v in chosen.items()}
     if baseline is not None:
         variants.update({name: (baseline, *v) for name, v in BASELINE_VARIANTS.items()})
     calls, failed, fields = {}, {}, {}
@@ -153,24 +155,33 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--baseline", metavar="DIR", help="an earlier revision's kernels/ in DIR, timed too"
     )
+    parser.add_argument("--radii", type=int, nargs="+", default=[5], help="2D radii (default 5)")
+    parser.add_argument(
+        "--variants", nargs="+", choices=sorted(VARIANTS), help="only these (default: all)"
+    )
     args = parser.parse_args(argv)
     baseline = None if args.baseline is None else load_baseline(args.baseline)
     print(json.dumps({"device": device_info()}), flush=True)
 
     h2 = np.array([10.0, 1.0, 10.0])
     slowness = gradient_slowness((args.n, 1, args.n))
-    star = forward_star((5, 0, 5))
-    dijkstra(slowness[:8, :, :8], h2, star, [0], [0.0])  # compile
-    start = time.perf_counter()
-    dijkstra(slowness, h2, star, *top_centre(slowness.shape)[0])
-    cpu_s = time.perf_counter() - start
-    head_to_head(f"2d{args.n}r5", slowness, h2, (5, 0, 5), args.rounds, cpu_s, baseline)
+    for r in args.radii:
+        star = forward_star((r, 0, r))
+        dijkstra(slowness[:8, :, :8], h2, star, [0], [0.0])  # compile
+        start = time.perf_counter()
+        dijkstra(slowness, h2, star, *top_centre(slowness.shape)[0])
+        cpu_s = time.perf_counter() - start
+        head_to_head(
+            f"2d{args.n}r{r}", slowness, h2, (r, 0, r), args.rounds, cpu_s, baseline,
+            args.variants,
+        )  # fmt: skip
     if args.n3:
         slowness = gradient_slowness((args.n3,) * 3)
         rounds = max(args.rounds // 2, 2)
         head_to_head(
-            f"3d{args.n3}r2", slowness, np.full(3, 10.0), (2, 2, 2), rounds, None, baseline
-        )
+            f"3d{args.n3}r2", slowness, np.full(3, 10.0), (2, 2, 2), rounds, None, baseline,
+            args.variants,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

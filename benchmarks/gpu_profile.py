@@ -78,6 +78,7 @@ def main(argv=None) -> None:
 
     from numba import cuda
 
+    from raygrid.kernels.cuda.arrays import padded_slowness
     from raygrid.kernels.cuda.pull_solver import PullSolver, default_delta, pull_layout, solve_pull
 
     shape = (args.n, 1, args.n)
@@ -96,6 +97,9 @@ def main(argv=None) -> None:
         ),
         "default_delta": lambda: default_delta(slowness, spacing, layout),
         "to_device (the model)": lambda: cuda.to_device(slowness),
+        "padded_slowness (the model up, padded and checked)": lambda: padded_slowness(
+            layout, slowness
+        ),
         "device_array (the model's size)": lambda: cuda.device_array(shape),
         "to_device (1000 floats)": lambda: cuda.to_device(np.zeros(1000)),
         "copy_to_host, pageable (the model's size)": lambda: device.copy_to_host(host),
@@ -110,6 +114,15 @@ def main(argv=None) -> None:
     print(
         "  solve_pull stats:", {k: round(v * 1e3, 2) for k, v in stats.items() if k.endswith("_s")}
     )
+    # A resident solver's batch: its setup_s is the batch's reset alone (seeds, state).
+    solver = PullSolver(slowness, spacing, star)
+    for _ in range(3):
+        stats = {}
+        solver.solve(seeds, stats=stats)
+        print(
+            "  resident solve stats:",
+            {k: round(v * 1e3, 2) for k, v in stats.items() if k.endswith("_s")},
+        )
 
     profile(
         f"solve_pull {args.n}^2 r{args.radius}",

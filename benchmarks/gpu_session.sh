@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A GPU session's checks on the GPU machine (repo root), by part, in this order by default:
 #   tests  the CUDA tests on the real device (pytest -m gpu)
-#   ab     gpu_ab.py: the pull variants head to head, interleaved (about a minute); with a
-#          .baseline/kernels here (an earlier revision's, made on the workstation with
-#          `mkdir -p .baseline && git archive REV kernels | tar -x -C .baseline`, carried
-#          like .whl), that code's solve too, in the same rounds
+#   ab     gpu_ab.py $GPU_AB_ARGS: the pull variants head to head, interleaved (about a
+#          minute); with a .baseline/kernels here (an earlier revision's, made on the
+#          workstation with `mkdir -p .baseline && git archive REV kernels | tar -x -C
+#          .baseline`, carried like .whl), that code's solve too, in the same rounds
 #   sweep  gpu_sweep.py: settings side by side (a few minutes)
+#   blocks gpu_sweep.py --blocks: 2D tile shapes and in-block bounds at 1601^2, radius 3
+#          to 6, resident and whole calls (about 2 minutes)
 #   study  gpu_study.py with $GPU_STUDY_ARGS (the full study takes about 10 minutes: more
 #          than one device call allows with the rest, so run it alone or trimmed, e.g.
 #          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
@@ -14,7 +16,7 @@
 #          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
 #          (about 25 s)
-# Each part stops after its share of the call (targets 150 s, ab 110 s, tests 230 s, sweep
+# Each part stops after its share of the call (targets and blocks 150 s, ab 110 s, tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` (at
 # most 9 minutes with the wheels' install: run it with timeout_s 570) fits a session's 15
@@ -33,8 +35,9 @@ set -uo pipefail
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
 for part in "${parts[@]}"; do
-    case $part in tests|ab|sweep|study|targets|profile) ;;
-        *) echo "unknown part: $part (tests, ab, sweep, study, targets, profile)" >&2; exit 2 ;;
+    case $part in tests|ab|sweep|blocks|study|targets|profile) ;;
+        *) echo "unknown part: $part (tests, ab, sweep, blocks, study, targets, profile)" >&2
+           exit 2 ;;
     esac
 done
 out=${OUT:-gpu-session-output}
@@ -58,7 +61,8 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
 within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
     case $part in
-        targets) limit=150 ;; ab|profile) limit=110 ;; tests) limit=230 ;; *) limit=540 ;;
+        targets|blocks) limit=150 ;; ab|profile) limit=110 ;; tests) limit=230 ;;
+        *) limit=540 ;;
     esac
     limit=${GPU_PART_LIMIT:-$limit}
     started=$(date +%s)
@@ -66,9 +70,12 @@ for part in "${parts[@]}"; do
         tests) within python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 \
             | tee "$out/gpu-tests.log" ;;
         ab) baseline=(); [ -d .baseline/kernels ] && baseline=(--baseline .baseline)
-            within python3 benchmarks/gpu_ab.py "${baseline[@]}" 2>&1 | tee "$out/gpu_ab.jsonl" ;;
+            within python3 benchmarks/gpu_ab.py "${baseline[@]}" ${GPU_AB_ARGS:-} 2>&1 \
+                | tee "$out/gpu_ab.jsonl" ;;
         sweep) within python3 benchmarks/gpu_sweep.py > "$out/gpu_sweep.jsonl" \
             2> "$out/gpu-sweep.log" ;;
+        blocks) within python3 benchmarks/gpu_sweep.py --blocks 2>&1 \
+            | tee "$out/gpu_sweep_blocks.jsonl" ;;
         study) within python3 benchmarks/gpu_study.py ${GPU_STUDY_ARGS:-} \
             --out "$out/gpu_study.json" 2>&1 | tee "$out/gpu-study.log" ;;
         targets) within python3 benchmarks/gpu_study.py --sizes 1601 --radii 3 4 5 6 --n3 256 \

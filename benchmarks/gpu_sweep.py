@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,77 @@ def resident_sweep(repeat: int = 5) -> None:
                     print(json.dumps(row, default=str), flush=True)
 
 
+#: 2D tiles the block sweep tries at radius 3: the default, its halves and doubles, and
+#: 512 and 1024 threads (whose in-block bounds are swept too: a tile twice as tall takes
+#: about twice the iterations to cross).
+SWEEP_BLOCKS = [
+    ((16, 1, 16), (6, 8)), ((8, 1, 32), (8,)), ((32, 1, 8), (8,)), ((8, 1, 16), (8,)),
+    ((16, 1, 32), (8, 12, 16)), ((32, 1, 16), (8, 12, 16)), ((32, 1, 32), (8, 16)),
+]  # fmt: skip
+
+
+def block_sweep(repeat: int = 3, best: int = 2) -> None:
+    """Tile shapes and in-block bounds of a resident ``PullSolver`` at 1601^2: every
+    setting of :data:`SWEEP_BLOCKS` at radius 3, then the default and the ``best`` fastest
+    at radius 4 to 6, and a whole call (``solve_pull``) of each at radius 3 to 6. One JSON
+    row each, best of ``repeat`` after a warm-up that compiles; ``same``: the float64 times
+    bit for bit those of the default tile. The CPU Dijkstra is not run here (``targets``
+    runs it). Results: ``results/gpu_sweep_blocks_*.jsonl``."""
+    from raygrid.kernels.cuda.pull import MAX_INNER
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    slowness = gradient_slowness((1601, 1, 1601))
+    spacing = np.array([10.0, 1.0, 10.0])
+    seeds = top_centre(slowness.shape)
+    default = ((16, 1, 16), MAX_INNER)
+    reference = {}
+
+    def one(r, block, max_inner, whole=False):
+        star = forward_star((r, 0, r))
+        row = {"r": r, "block": block, "max_inner": max_inner, "whole": whole}
+        try:
+            if whole:
+                call = partial(
+                    solve_pull, slowness, spacing, star, seeds, block=block, max_inner=max_inner
+                )
+            else:
+                solver = PullSolver(slowness, spacing, star, block=block, max_inner=max_inner)
+                call = partial(solver.solve, seeds)
+            start = time.perf_counter()
+            call()
+            row["first"] = time.perf_counter() - start
+            seconds, stats, times = np.inf, None, None
+            for _ in range(repeat):
+                found = {}
+                start = time.perf_counter()
+                out, _ = call(stats=found)
+                took = time.perf_counter() - start
+                if took < seconds:
+                    seconds, stats, times = took, found, out
+            reference.setdefault(r, times)
+            row.update(s=seconds, same=bool(np.array_equal(times, reference[r])))
+            row.update({k: stats[k] for k in ("setup_s", "passes_s", "copy_s", "passes",
+                                               "tiles_relaxed", "inner_iterations")})  # fmt: skip
+        except Exception as error:  # a tile the device cannot launch is a result too
+            row["error"] = repr(error)[:300]
+        print(json.dumps(row, default=str), flush=True)
+        return row
+
+    rows = [one(3, *default)]
+    rows += [one(3, b, m) for b, bounds in SWEEP_BLOCKS for m in bounds if (b, m) != default]
+    ranked = sorted((row for row in rows if "s" in row), key=lambda row: row["s"])
+    chosen = [default] + [
+        (row["block"], row["max_inner"]) for row in ranked
+        if (row["block"], row["max_inner"]) != default
+    ][:best]  # fmt: skip
+    for r in (4, 5, 6):
+        for block, max_inner in chosen:
+            one(r, block, max_inner)
+    for r in (3, 4, 5, 6):
+        for block, max_inner in chosen:
+            one(r, block, max_inner, whole=True)
+
+
 def main(argv=None) -> None:
     # The parser gives --help (a bare script ran the sweep and, on a machine without a GPU,
     # ended in a CudaSupportError traceback).
@@ -116,10 +188,18 @@ def main(argv=None) -> None:
         action="store_true",
         help="only the resident solver's in-block bound, band and precision (about a minute)",
     )
+    parser.add_argument(
+        "--blocks",
+        action="store_true",
+        help="only tile shapes and in-block bounds at 1601^2, radius 3 to 6 (about 2 minutes)",
+    )
     args = parser.parse_args(argv)
     print(json.dumps({"device": device_info()}), flush=True)
     if args.resident:
         resident_sweep()
+        return
+    if args.blocks:
+        block_sweep()
         return
     h2 = np.array([10.0, 1.0, 10.0])
 

@@ -10,16 +10,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PaddedLayout", "checked_slowness", "flat_steps"]
+__all__ = ["PaddedLayout", "checked_slowness", "flat_steps", "BAD_SLOWNESS"]
+
+#: The error a model with a slowness that is not finite and positive raises, wherever it
+#: is checked (on the host, or on the device as the GPU solvers pad it).
+BAD_SLOWNESS = "slowness must be finite and positive everywhere"
 
 
-def checked_slowness(slowness: np.ndarray) -> np.ndarray:
+def checked_slowness(slowness: np.ndarray, values: bool = True) -> np.ndarray:
     """``slowness`` as a C-contiguous float64 ``(nz, ny, nx)`` array, every value finite and
     positive, for every solver (CPU and CUDA) that pads it.
 
     Infinite slowness is what marks the padding's dummy nodes, so a real node must not have
     it; NaN compares as no edge at all, zero gives free edges, and a negative value negative
     weights, under which Dijkstra's times are wrong.
+
+    ``values=False`` leaves the values to the caller: the GPU solvers check them on the
+    device as they pad the model (:func:`~raygrid.kernels.cuda.arrays.padded_slowness`).
 
     Raises
     ------
@@ -32,8 +39,8 @@ def checked_slowness(slowness: np.ndarray) -> np.ndarray:
     # Two reductions without temporaries (a NaN makes min and max NaN, which fails both
     # comparisons): 2 ms instead of 5.5 ms at 1601^2 on the GPU host, where the whole
     # solve takes 60 ms (benchmarks/results/gpu_study_h200.md).
-    if slowness.size and not (slowness.min() > 0 and slowness.max() < np.inf):
-        raise ValueError("slowness must be finite and positive everywhere")
+    if values and slowness.size and not (slowness.min() > 0 and slowness.max() < np.inf):
+        raise ValueError(BAD_SLOWNESS)
     return slowness
 
 

@@ -155,7 +155,7 @@ def test_default_band_samples_every_column():
     row length the sample would hold one column only (here the slowest, x = 0)."""
     from raygrid.kernels.cuda.pull_solver import DELTA_SAMPLE, DELTA_TILES, default_delta
 
-    shape = (64, 1024, 32)
+    shape = (4, 1024, 32)
     assert np.prod(shape) // DELTA_SAMPLE == shape[2]  # the aligned step
     slowness = np.broadcast_to(1.0 / np.linspace(500.0, 4000.0, shape[2]), shape)
     layout = PaddedLayout(shape, (2, 2, 2), (4, 8, 8))
@@ -217,6 +217,33 @@ def test_solver_keeps_its_model_for_many_solves():
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[:1]))
     assert predecessor is None
     assert stats["setup_model_s"] == solver.setup_s > 0 and stats["schedule"] == "passes"
+
+
+@simulator_only
+def test_a_batch_with_more_seeds_than_staged_grows_the_room(monkeypatch):
+    """A solver stages room for a few seeds per source; a batch with more gets a larger
+    staging (the kernels then read the new buffers, star lengths included) and the same
+    times as the CPU."""
+    from raygrid.kernels.cuda import pull_solver
+
+    monkeypatch.setattr(pull_solver, "SEED_ROOM", 1)
+    shape, radius, block = CASES_2D
+    slowness = model(shape, seed=5)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star(radius)
+    solver = pull_solver.PullSolver(slowness, spacing, star, block=block, batch=2)
+    assert solver._seed_room == 2
+    seeds = seeds_for(slowness)[:2]  # three seeds in one batch
+    times, _ = solver.solve(seeds)
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
+    assert solver._seed_room == 4
+    row = np.arange(shape[2])  # a plane wave along the top row: 11 seeds
+    plane = [(row, np.linspace(0.0, 0.01, shape[2]))]
+    times, predecessor = solver.solve(plane)
+    expected = dijkstra(slowness, spacing, star, *plane[0])
+    np.testing.assert_array_equal(times[0], expected[0])
+    np.testing.assert_array_equal(predecessor[0], expected[1])
+    assert solver._seed_room == 11
 
 
 @simulator_only

@@ -1,23 +1,39 @@
-"""Padded grids built and read on the device: fills, padding and unpadding by kernels.
+"""Padded grids built and read on the device: fills, padding and unpadding by kernels, and
+the small per-batch state a solver stages through one pinned buffer.
 
 Padding a large grid on the host costs more than the solve (page faults on a fresh padded
 copy, then a transfer of the padded size): for 256^3 it took about 0.2 s before the first
 relaxation and 0.13 s after the last. Here only the real grid crosses the bus, once each
 way, and the dummy border is written on the device.
+
+A solver resets its state for every batch of sources. Done with a fresh ``cuda.to_device``
+per small array and a kernel launched through Numba's dispatcher per fill, that reset took
+about 3.5 ms at 1601^2 on an H200 (0.26 ms per small upload, ~0.3 ms per launch:
+benchmarks/results/gpu_study_h200.md), a tenth of the solve. :class:`Staging` puts the
+small arrays in one pinned buffer copied in one call, and the ``prepared_*`` helpers launch
+their kernels with arguments marshalled once (:func:`~raygrid.kernels.cuda.launch.prepared_launch`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 
 import numpy as np
 from numba import cuda
 
-from ..layout import PaddedLayout
+from ..layout import BAD_SLOWNESS, PaddedLayout
+from .launch import prepared_launch
 
-__all__ = ["fill", "device_full", "to_padded", "from_padded", "scatter"]
+__all__ = [
+    "fill", "device_full", "to_padded", "padded_slowness", "from_padded", "scatter",
+    "prepared_fill", "prepared_scatter", "prepared_from_padded", "Staging",
+]  # fmt: skip
 
 _THREADS = 256
+#: Byte alignment of each array in a :class:`Staging` buffer (a global-memory transaction's
+#: worth, so every array starts as a fresh allocation would).
+_ALIGN = 256
 
 
 def _grid(n: int) -> tuple[int, int]:
@@ -26,9 +42,9 @@ def _grid(n: int) -> tuple[int, int]:
 
 @cache
 def _fill_kernel():
-    def put_value(flat, value):
+    def put_value(flat, value, n):
         i = cuda.grid(1)
-        if i < flat.shape[0]:
+        if i < n:
             flat[i] = value
 
     return cuda.jit(put_value)
@@ -37,8 +53,9 @@ def _fill_kernel():
 @cache
 def _interior_kernel():
     # One thread per real node of every leading index: copy between the real grid and the
-    # padded interior, into the padded array or out of it.
-    def copy(real, padded, rz, ry, rx, into_padded):
+    # padded interior (rows ``row, row + 1, ...`` of the padded stack), into the padded
+    # array or out of it.
+    def copy(real, padded, rz, ry, rx, into_padded, row):
         lead, nz, ny, nx = real.shape
         i = cuda.grid(1)
         if i >= lead * nz * ny * nx:
@@ -48,18 +65,40 @@ def _interior_kernel():
         z = (i // (nx * ny)) % nz
         s = i // (nx * ny * nz)
         if into_padded:
-            padded[s, z + rz, y + ry, x + rx] = real[s, z, y, x]
+            padded[s + row, z + rz, y + ry, x + rx] = real[s, z, y, x]
         else:
-            real[s, z, y, x] = padded[s, z + rz, y + ry, x + rx]
+            real[s, z, y, x] = padded[s + row, z + rz, y + ry, x + rx]
 
     return cuda.jit(copy)
 
 
 @cache
-def _scatter_kernel():
-    def put(flat, index, values):
+def _slowness_kernel():
+    # The interior copy of a slowness model, checking each value on its way: the model is
+    # read here anyway, so the check costs no pass of its own (on the host it took 2.3 ms
+    # at 1601^2, two reductions: benchmarks/results/gpu_study_h200.md).
+    def copy_checked(real, padded, rz, ry, rx, bad):
+        nz, ny, nx = real.shape
         i = cuda.grid(1)
-        if i < index.shape[0]:
+        if i >= nz * ny * nx:
+            return
+        x = i % nx
+        y = (i // nx) % ny
+        z = i // (nx * ny)
+        value = real[z, y, x]
+        # NaN fails both comparisons; infinite slowness is what marks the dummy nodes.
+        if not (value > 0.0 and value < np.inf):
+            bad[0] = 1  # every writer writes the same value: no atomic needed
+        padded[z + rz, y + ry, x + rx] = value
+
+    return cuda.jit(copy_checked)
+
+
+@cache
+def _scatter_kernel():
+    def put(flat, index, values, n):
+        i = cuda.grid(1)
+        if i < n:
             flat[index[i]] = values[i]
 
     return cuda.jit(put)
@@ -68,7 +107,17 @@ def _scatter_kernel():
 def fill(array, value) -> None:
     """Set every element of the C-contiguous device array ``array`` to ``value``."""
     flat = array.reshape(-1)
-    _fill_kernel()[_grid(flat.size)](flat, array.dtype.type(value))
+    _fill_kernel()[_grid(flat.size)](flat, array.dtype.type(value), flat.size)
+
+
+def prepared_fill(array, value) -> Callable[[], None]:
+    """``fill(array, value)`` as a callable marshalled once, for a buffer filled at every
+    batch (``array`` must stay alive and unmoved while it is used)."""
+    flat = array.reshape(-1)
+    launch = prepared_launch(
+        _fill_kernel(), *_grid(flat.size), (flat, array.dtype.type(value), flat.size), 2
+    )
+    return lambda: launch(flat.size)
 
 
 def device_full(shape: tuple[int, ...], value, dtype) -> cuda.devicearray.DeviceNDArray:
@@ -93,9 +142,30 @@ def to_padded(layout: PaddedLayout, real: np.ndarray, value, lead: int | None = 
         fill(padded, value)
     if stacked.shape[0]:
         _interior_kernel()[_grid(stacked.size)](
-            cuda.to_device(stacked), padded, *layout.radius, True
+            cuda.to_device(stacked), padded, *layout.radius, True, 0
         )
     return padded if real.ndim == 4 or lead is not None else padded.reshape(layout.padded)
+
+
+def padded_slowness(layout: PaddedLayout, slowness: np.ndarray):
+    """The device copy of a float64 ``(nz, ny, nx)`` slowness model padded with infinite
+    slowness (the dummy nodes), its values checked on the device on their way in.
+
+    Raises
+    ------
+    ValueError
+        If a value is not finite and positive, as
+        :func:`~raygrid.kernels.layout.checked_slowness` would (which the GPU solvers call
+        with ``values=False``: one check, here).
+    """
+    padded = device_full(layout.padded, np.inf, np.float64)
+    bad = cuda.mapped_array(1, dtype=np.int32)  # read by the host with no copy
+    bad[0] = 0
+    _slowness_kernel()[_grid(slowness.size)](cuda.to_device(slowness), padded, *layout.radius, bad)
+    cuda.synchronize()
+    if bad[0]:
+        raise ValueError(BAD_SLOWNESS)
+    return padded
 
 
 def from_padded(layout: PaddedLayout, padded, out: np.ndarray, real) -> np.ndarray:
@@ -106,21 +176,96 @@ def from_padded(layout: PaddedLayout, padded, out: np.ndarray, real) -> np.ndarr
     ``k`` rows at a time: a solver keeps one row, so its buffers hold one real grid, not a
     batch of them.
     """
-    rows = out.shape[0]
+    prepared_from_padded(layout, padded, real, prepared=False)(out)
+    return out
+
+
+def prepared_from_padded(
+    layout: PaddedLayout, padded, real, prepared: bool = True
+) -> Callable[[np.ndarray], None]:
+    """:func:`from_padded` for these device arrays as a callable ``copy(out)`` whose kernel is
+    marshalled once (``prepared=False``: launched through Numba, for a copy made once)."""
     stacked = padded.reshape((-1, *layout.padded))
     step = real.shape[0]
-    for first in range(0, rows, step):
-        part = real[: min(step, rows - first)]
-        last = first + part.shape[0]
-        kernel = _interior_kernel()[_grid(part.size)]
-        kernel(part, stacked[first:last], *layout.radius, False)
-        part.reshape(out[first:last].shape).copy_to_host(out[first:last])
-    return out
+    arguments = (real, stacked, *layout.radius, False, 0)
+    grid = _grid(real.size)
+    if prepared:
+        launch = prepared_launch(_interior_kernel(), *grid, arguments, variable=6)
+    else:
+        kernel = _interior_kernel()[grid]
+
+        def launch(row: int) -> None:
+            kernel(*arguments[:-1], row)
+
+    def copy(out: np.ndarray) -> None:
+        rows = out.shape[0]
+        for first in range(0, rows, step):
+            # Rows past the last leave the buffer's tail unused (never read back).
+            count = min(step, rows - first)
+            launch(first)
+            last = first + count
+            real[:count].reshape(out[first:last].shape).copy_to_host(out[first:last])
+
+    return copy
 
 
 def scatter(flat, index: np.ndarray, values: np.ndarray) -> None:
     """``flat[index] = values`` on the device (``index`` without repeats)."""
     if len(index):
         _scatter_kernel()[_grid(len(index))](
-            flat, cuda.to_device(np.asarray(index, np.int64)), cuda.to_device(values)
+            flat, cuda.to_device(np.asarray(index, np.int64)), cuda.to_device(values), len(index)
         )
+
+
+def prepared_scatter(flat, index, values) -> Callable[[int], None]:
+    """``put(n)``: ``flat[index[:n]] = values[:n]`` on the device, marshalled once; ``index``
+    and ``values`` are device arrays (a :class:`Staging`'s), ``n`` at most their length."""
+    launch = prepared_launch(_scatter_kernel(), *_grid(len(index)), (flat, index, values, 0), 3)
+
+    def put(n: int) -> None:
+        if n:
+            launch(n)
+
+    return put
+
+
+class Staging:
+    """Small arrays set on the host and copied to the device together: one pinned buffer,
+    one device buffer, one copy.
+
+    Parameters
+    ----------
+    arrays : dict
+        ``name: (shape, dtype)`` of each array.
+
+    Attributes
+    ----------
+    host, device : dict
+        ``name``: the array's NumPy view of the pinned buffer, and its device array (a view
+        of the device buffer, fit to pass to a kernel).
+
+    Notes
+    -----
+    :meth:`upload` copies asynchronously on the default stream, so the kernels launched
+    after it see the values. The host views must not be written again before that copy has
+    finished: a solver writes them only after it has read the last batch's results back.
+    """
+
+    def __init__(self, arrays: dict[str, tuple[tuple[int, ...], type]]) -> None:
+        offsets, end = {}, 0
+        for name, (shape, dtype) in arrays.items():
+            offsets[name] = end
+            size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            end += -(-max(size, 1) // _ALIGN) * _ALIGN
+        self._host = cuda.pinned_array(end, dtype=np.uint8)
+        self._device = cuda.device_array(end, dtype=np.uint8)
+        self.host, self.device = {}, {}
+        for name, (shape, dtype) in arrays.items():
+            start = offsets[name]
+            stop = start + int(np.prod(shape)) * np.dtype(dtype).itemsize
+            self.host[name] = self._host[start:stop].view(dtype).reshape(shape)
+            self.device[name] = self._device[start:stop].view(dtype).reshape(shape)
+
+    def upload(self) -> None:
+        """Copy every array to the device (asynchronously, in stream order)."""
+        self._device.copy_to_device(self._host, stream=cuda.default_stream())

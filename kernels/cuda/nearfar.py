@@ -26,7 +26,7 @@ from ..layout import PaddedLayout, checked_slowness
 from ..rules import EXACT
 from ..seeds import checked_seeds
 from ..star import Star
-from .arrays import from_padded, to_padded
+from .arrays import from_padded, padded_slowness
 from .device import edge_weight_gpu, simulating
 from .launch import prepared_launch
 from .predecessor import recover_predecessors, star_tables
@@ -397,11 +397,9 @@ class NearFarSolver:
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-        slowness = checked_slowness(slowness)
+        slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         spacing = np.asarray(spacing, dtype=np.float64)
-        if delta is None:
-            delta = default_delta(slowness, spacing, star)
-        if not delta > 0:
+        if delta is not None and not delta > 0:
             raise ValueError(f"delta must be positive, got {delta}")
         if threads < 1 or sync_every < 1:
             raise ValueError("threads and sync_every must be >= 1")
@@ -418,7 +416,9 @@ class NearFarSolver:
         n_padded = int(np.prod(layout.padded))
         if n_padded >= np.iinfo(np.int32).max:
             raise ValueError(f"grid too large for int32 node indices ({n_padded} padded nodes)")
-        self._slowness = to_padded(layout, slowness, np.inf)  # padded on the device
+        self._slowness = padded_slowness(layout, slowness)  # padded on the device
+        if delta is None:  # (from a model now known to be finite and positive)
+            self.delta = delta = default_delta(slowness, spacing, star)
         self._spacing = cuda.to_device(spacing)
         self._tables = star_tables(star, layout)
         if precomputed:

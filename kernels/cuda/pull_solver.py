@@ -31,7 +31,14 @@ from ..rules import EXACT
 from ..seeds import checked_seeds
 from ..star import Star
 from . import tile_queue
-from .arrays import fill, from_padded, scatter, to_padded
+from .arrays import (
+    Staging,
+    padded_slowness,
+    prepared_fill,
+    prepared_from_padded,
+    prepared_scatter,
+    to_padded,
+)
 from .device import simulating
 from .launch import prepared_launch
 from .pull import (
@@ -57,8 +64,9 @@ logger = logging.getLogger("raygrid")
 #: Default width of the band of tiles relaxed in a pass, in tiles crossed at the median
 #: slowness (see ``delta`` in :class:`PullSolver`).
 DELTA_TILES = 4.0
-#: Nodes whose median slowness sets the default band (a sample on larger models).
-DELTA_SAMPLE = 1 << 16
+#: Nodes whose median slowness sets the default band (a sample on larger models: 65 k
+#: nodes took 1.1 ms of a 48 ms solve at 1601^2 on an H200).
+DELTA_SAMPLE = 1 << 12
 #: Passes launched between two reads of the change counter (launch-per-pass mode).
 PASSES_PER_CHECK = 8
 #: Passes of the next group queued before the host looks at the last group's counter.
@@ -70,6 +78,8 @@ SCHEDULES = ("passes", "cooperative", "phases")
 
 #: Fewest threads a default tile shrinks to (a warp: smaller blocks leave lanes idle).
 MIN_THREADS = 32
+#: Seeds per source a solver stages room for at first (it grows the room for more).
+SEED_ROOM = 64
 #: Set once a cooperative launch failed in this process (e.g. no cudadevrt to link).
 _cooperative_failed = False
 
@@ -213,24 +223,24 @@ class PullSolver:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         dtype = np.dtype(dtype)
-        slowness = checked_slowness(slowness)
+        slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
         self.schedule = schedule
         self._lock = threading.Lock()
 
-        slowness_padded = to_padded(layout, slowness, np.inf)
+        slowness_padded = padded_slowness(layout, slowness)
         # On-the-fly weights are the CPU's crossing-table sums over the shared tile; the
         # kernels hold the cells and fractions as constants, the lengths (and the bounds'
-        # reach) depend on the spacing and come here.
-        length = star_crossings(star, spacing, rule, layout.tile).length
-        tables = (cuda.to_device(reach_lengths(length)), cuda.to_device(length))
+        # reach) depend on the spacing and ride with each batch's staged state.
+        self._length = star_crossings(star, spacing, rule, layout.tile).length
+        self._stage(SEED_ROOM * batch)
         if precomputed:
             weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
         else:
             weights = cuda.device_array((1, 1), dtype=dtype)
-        self._model = (slowness_padded, *tables, weights)
+        self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
             layout.block, star, batch, dtype.type, precomputed, max_inner, rule
         )
@@ -251,11 +261,51 @@ class PullSolver:
         stamps = (1, 1, 1) if schedule == "phases" else layout.padded
         self._node_pass = cuda.device_array(stamps, dtype=np.int32)
         self._tile_pass = cuda.device_array(layout.blocks, dtype=np.int32)
+        # Tile relaxations, in-block iterations, passes of the last cooperative launch,
+        # weights read or computed, tiles deferred, most in-block iterations of a relaxation.
+        self._relaxed = cuda.device_array(6, dtype=np.int64)
+        # Every batch's fills and the results' way out, marshalled once.
+        self._fills = {
+            "times": prepared_fill(self._times, np.inf),
+            "predecessor": prepared_fill(self._predecessor, -1),
+            "node_pass": prepared_fill(self._node_pass, -1),
+            "tile_pass": prepared_fill(self._tile_pass, -1),
+            "relaxed": prepared_fill(self._relaxed, 0),
+        }
+        self._copy_times = prepared_from_padded(layout, self._times, self._times_real)
+        self._copy_predecessor = prepared_from_padded(
+            layout, self._predecessor, self._predecessor_real
+        )
         # Where the passes schedule's queue lengths land on the host (pinned: copied while
         # the device works on).
         self._snapshot = cuda.pinned_array(3, dtype=np.int32)
         cuda.synchronize()
         self.setup_s = time.perf_counter() - clock
+
+    def _stage(self, seeds: int) -> None:
+        """(Re)build the staged state of a batch with room for ``seeds`` seeds: the passes
+        schedules' update map (each tile's pending time, queued flag and the queue, by pass
+        parity; the queue lengths and smallest pending times, rings of three), the seeds,
+        and the star's lengths, sent to the device in one copy per batch."""
+        n_tiles, dtype = self.layout.n_blocks, self.dtype
+        self._staging = Staging({
+            "pending": ((2, n_tiles), np.float64),
+            "queued": ((2, n_tiles), np.int32),
+            "queue": ((2, n_tiles), np.int32),
+            "counts": ((3,), np.int32),
+            "lowest": ((3,), np.float64),
+            "seed_index": ((seeds,), np.int64),
+            "seed_time": ((seeds,), dtype),
+            "seed_predecessor": ((seeds,), self.star.predecessor_dtype),
+            "reach": (self._length.shape, np.float64),
+            "length": (self._length.shape, np.float64),
+        })  # fmt: skip
+        host = self._staging.host
+        host["seed_predecessor"][:] = -1
+        host["reach"][:] = reach_lengths(self._length)
+        host["length"][:] = self._length
+        self._seed_room = seeds
+        self._scatters = None  # prepared for the arrays of the first batch that needs them
 
     def solve(
         self,
@@ -314,9 +364,8 @@ class PullSolver:
         predecessor_out = None
         if predecessors:
             predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
-        # Tile relaxations, in-block iterations, passes of the last cooperative launch,
-        # weights read or computed, tiles deferred, most in-block iterations of a relaxation.
-        relaxed = cuda.to_device(np.zeros(6, dtype=np.int64))
+        relaxed = self._relaxed
+        self._fills["relaxed"]()
         seconds = {"setup_s": 0.0, "passes_s": 0.0, "copy_s": 0.0, "launch_s": 0.0}
         passes_total = reads_total = 0
         for first in range(0, n_sources, batch):
@@ -331,7 +380,11 @@ class PullSolver:
                 queue = self._phase_queue(first_pending)
             else:
                 queue = self._pass_queue(first_pending)
-            model = (*self._model, self._times, self._predecessor)
+            staged = self._staging.device  # (rebuilt where a batch brings more seeds)
+            model = (
+                self._slowness, staged["reach"], staged["length"], self._weights,
+                self._times, self._predecessor,
+            )  # fmt: skip
             arguments = (*model, *queue, relaxed, np.float64(self.delta))
             cuda.synchronize()
             seconds["setup_s"] += time.perf_counter() - clock
@@ -342,11 +395,9 @@ class PullSolver:
             seconds["passes_s"] += time.perf_counter() - clock
             clock = time.perf_counter()
             rows = slice(first, first + count)
-            from_padded(layout, self._times, times_out[rows], self._times_real)
+            self._copy_times(times_out[rows])
             if predecessors:
-                from_padded(
-                    layout, self._predecessor, predecessor_out[rows], self._predecessor_real
-                )
+                self._copy_predecessor(predecessor_out[rows])
             seconds["copy_s"] += time.perf_counter() - clock
         if stats is not None:
             counters = relaxed.copy_to_host()
@@ -387,8 +438,8 @@ class PullSolver:
         seed_index = np.concatenate(seed_index)
         seed_time = np.concatenate(seed_time)
         if start is None:
-            fill(self._times, np.inf)
-            fill(self._predecessor, -1)
+            self._fills["times"]()
+            self._fills["predecessor"]()
         else:
             # Starting upper bounds (a decomposition tile's state): a seed replaces a bound
             # only where it is smaller, and then has no predecessor.
@@ -401,39 +452,59 @@ class PullSolver:
             to_padded(layout, bounds.reshape(real), np.inf, self.batch, self._times)
             start_predecessor = np.asarray(start[1], dtype=self.star.predecessor_dtype)
             to_padded(layout, start_predecessor.reshape(real), -1, self.batch, self._predecessor)
-        scatter(self._times.reshape(-1), seed_index, seed_time)
-        scatter(self._predecessor.reshape(-1), seed_index,
-                np.full(len(seed_index), -1, dtype=self.star.predecessor_dtype))  # fmt: skip
+        n_seeds = len(seed_index)
+        if n_seeds > self._seed_room:
+            self._stage(max(n_seeds, 2 * self._seed_room))
+        host = self._staging.host
+        host["seed_index"][:n_seeds] = seed_index
+        host["seed_time"][:n_seeds] = seed_time
+        if self._scatters is None:
+            device = self._staging.device
+            self._scatters = tuple(
+                prepared_scatter(array.reshape(-1), device["seed_index"], device[values])
+                for array, values in ((self._times, "seed_time"),
+                                      (self._predecessor, "seed_predecessor"))
+            )  # fmt: skip
+        self._n_seeds = n_seeds  # scattered once the staging is on the device
         return first_pending
+
+    def _upload(self) -> None:
+        """Send the staged state to the device and put the seeds in place."""
+        self._staging.upload()
+        for put in self._scatters:
+            put(self._n_seeds)
 
     def _pass_queue(self, first_pending: np.ndarray) -> tuple:
         """Device arrays of the passes schedules' update map, its first pass queued: node and
         tile pass stamps, then each tile's smallest pending time, queued flag and the queue
         (by pass parity), and the queue lengths and smallest pending times (rings of
-        three)."""
-        n_tiles = self.layout.n_blocks
+        three). Uploads the staged state."""
+        host = self._staging.host
         first_tiles = np.flatnonzero(np.isfinite(first_pending)).astype(np.int32)
-        pending = np.full((2, n_tiles), np.inf)
-        pending[0] = first_pending
-        queue = np.zeros((2, n_tiles), dtype=np.int32)
-        queue[0, : len(first_tiles)] = first_tiles
-        queued_flags = np.isfinite(pending).astype(np.int32)  # see notify_pass
-        counts = np.array([len(first_tiles), 0, 0], dtype=np.int32)
-        lowest = np.array([first_pending.min(initial=np.inf), np.inf, np.inf])
+        host["pending"][0] = first_pending
+        host["pending"][1] = np.inf
+        host["queue"][0, : len(first_tiles)] = first_tiles
+        host["queue"][0, len(first_tiles) :] = 0
+        host["queue"][1] = 0
+        np.isfinite(host["pending"], out=host["queued"], casting="unsafe")  # see notify_pass
+        host["counts"][:] = (len(first_tiles), 0, 0)
+        host["lowest"][:] = (first_pending.min(initial=np.inf), np.inf, np.inf)
+        self._upload()
         # Pass of each node's last write and of each tile's last run (-1: never), so a tile
         # run again re-pulls only from what changed since.
-        fill(self._node_pass, -1)
-        fill(self._tile_pass, -1)
+        self._fills["node_pass"]()
+        self._fills["tile_pass"]()
+        device = self._staging.device
         return (
-            self._node_pass, self._tile_pass, cuda.to_device(pending),
-            cuda.to_device(queued_flags), cuda.to_device(queue), cuda.to_device(counts),
-            cuda.to_device(lowest),
+            self._node_pass, self._tile_pass,
+            *(device[name] for name in ("pending", "queued", "queue", "counts", "lowest")),
         )  # fmt: skip
 
     def _phase_queue(self, first_pending: np.ndarray) -> tuple:
         """Device arrays of the phases schedule, the first tiles in phase 0's far list
         (:func:`raygrid.kernels.cuda.tile_queue.first_phase`), after a stand-in for the node
         stamps it does not use and the tile grid (for its shape)."""
+        self._upload()
         queue = tuple(cuda.to_device(a) for a in tile_queue.first_phase(first_pending))
         return (self._node_pass, self._tile_pass, *queue)
 
