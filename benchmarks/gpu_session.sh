@@ -16,6 +16,8 @@
 #          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
 #          (about 25 s)
+#   ncu    Nsight Compute on three mid-solve passes of the pull kernel (gpu_pass.py,
+#          1601^2 radius 3, --set full), where ncu is installed (about a minute)
 # Each part stops after its share of the call (targets and blocks 150 s, ab 110 s, tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` (at
@@ -24,6 +26,7 @@
 # about 200 s from a cold compile (120 s stopped them after 5), a machine's start ~50 s.
 # e.g. `bash benchmarks/gpu_session.sh targets tests ab` (the plan when device time is
 # short), or `tests ab sweep` then `study` in two calls where there is time for them.
+# $GPU_TESTS: the test paths of the tests part (default: all of tests/).
 # Logs and JSON go to $OUT (or ./gpu-session-output). Carry .whl
 # (../shared/gpu/fetch-wheels.sh) for dask and zarr, plus a numpy 2.4 wheel (the image's
 # numpy 2.5 breaks numba-cuda 0.30.4: np.row_stack) and filelock (the store's lock, which
@@ -35,8 +38,8 @@ set -uo pipefail
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
 for part in "${parts[@]}"; do
-    case $part in tests|ab|sweep|blocks|study|targets|profile) ;;
-        *) echo "unknown part: $part (tests, ab, sweep, blocks, study, targets, profile)" >&2
+    case $part in tests|ab|sweep|blocks|study|targets|profile|ncu) ;;
+        *) echo "unknown part: $part (tests, ab, sweep, blocks, study, targets, profile, ncu)" >&2
            exit 2 ;;
     esac
 done
@@ -61,13 +64,13 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
 within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
     case $part in
-        targets|blocks) limit=150 ;; ab|profile) limit=110 ;; tests) limit=230 ;;
+        targets|blocks) limit=150 ;; ab|profile|ncu) limit=110 ;; tests) limit=230 ;;
         *) limit=540 ;;
     esac
     limit=${GPU_PART_LIMIT:-$limit}
     started=$(date +%s)
     case $part in
-        tests) within python3 -m pytest -m gpu -p no:cacheprovider -q tests 2>&1 \
+        tests) within python3 -m pytest -m gpu -p no:cacheprovider -q ${GPU_TESTS:-tests} 2>&1 \
             | tee "$out/gpu-tests.log" ;;
         ab) baseline=(); [ -d .baseline/kernels ] && baseline=(--baseline .baseline)
             within python3 benchmarks/gpu_ab.py "${baseline[@]}" ${GPU_AB_ARGS:-} 2>&1 \
@@ -83,6 +86,12 @@ for part in "${parts[@]}"; do
             --out "$out/gpu_targets.json" 2>&1 | tee "$out/gpu-targets.log" ;;
         profile) within python3 benchmarks/gpu_profile.py > "$out/gpu_profile.txt" \
             2> "$out/gpu-profile.log" ;;
+        ncu) ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
+                2>/dev/null | head -1)
+            if [ -z "$ncu" ]; then echo "ncu: not installed here" | tee "$out/gpu-ncu.txt"
+            else within "$ncu" -k regex:per_pass --launch-skip 100 --launch-count 3 --set full \
+                python3 benchmarks/gpu_pass.py --radius 3 > "$out/gpu-ncu.txt" 2>&1
+            fi ;;
     esac
     echo "part $part: $(( $(date +%s) - started )) s" | tee -a "$out/parts.log"
 done

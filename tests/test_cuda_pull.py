@@ -217,6 +217,14 @@ def test_solver_keeps_its_model_for_many_solves():
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[:1]))
     assert predecessor is None
     assert stats["setup_model_s"] == solver.setup_s > 0 and stats["schedule"] == "passes"
+    # A band changed between solves is the one the next solve's passes use (the pass
+    # launch is marshalled once per band): every queued tile at once defers none.
+    for delta, deferred in ((np.inf, False), (0.0, True)):
+        solver.delta = delta
+        stats = {}
+        times, _ = solver.solve(seeds[1:], stats=stats)
+        np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds[1:]))
+        assert (stats["tiles_deferred"] > 0) == deferred, delta
 
 
 @simulator_only

@@ -35,6 +35,7 @@ from .arrays import (
     Staging,
     padded_slowness,
     prepared_fill,
+    prepared_fills,
     prepared_from_padded,
     prepared_scatter,
     to_padded,
@@ -264,14 +265,14 @@ class PullSolver:
         # Tile relaxations, in-block iterations, passes of the last cooperative launch,
         # weights read or computed, tiles deferred, most in-block iterations of a relaxation.
         self._relaxed = cuda.device_array(6, dtype=np.int64)
-        # Every batch's fills and the results' way out, marshalled once.
-        self._fills = {
-            "times": prepared_fill(self._times, np.inf),
-            "predecessor": prepared_fill(self._predecessor, -1),
-            "node_pass": prepared_fill(self._node_pass, -1),
-            "tile_pass": prepared_fill(self._tile_pass, -1),
-            "relaxed": prepared_fill(self._relaxed, 0),
-        }
+        # Every batch's reset (times, predecessors, and the pass stamps of nodes and tiles:
+        # -1, never written or run), the statistics' reset and the results' way out, each
+        # marshalled once.
+        self._reset_state = prepared_fills([
+            (self._times, np.inf), (self._predecessor, -1), (self._node_pass, -1),
+            (self._tile_pass, -1),
+        ])  # fmt: skip
+        self._reset_counters = prepared_fill(self._relaxed, 0)
         self._copy_times = prepared_from_padded(layout, self._times, self._times_real)
         self._copy_predecessor = prepared_from_padded(
             layout, self._predecessor, self._predecessor_real
@@ -305,7 +306,8 @@ class PullSolver:
         host["reach"][:] = reach_lengths(self._length)
         host["length"][:] = self._length
         self._seed_room = seeds
-        self._scatters = None  # prepared for the arrays of the first batch that needs them
+        # Launches that read the staged arrays, prepared when first needed.
+        self._scatter = self._pass_launch = None
 
     def solve(
         self,
@@ -365,7 +367,7 @@ class PullSolver:
         if predecessors:
             predecessor_out = np.empty((n_sources, n_nodes), dtype=star.predecessor_dtype)
         relaxed = self._relaxed
-        self._fills["relaxed"]()
+        self._reset_counters()
         seconds = {"setup_s": 0.0, "passes_s": 0.0, "copy_s": 0.0, "launch_s": 0.0}
         passes_total = reads_total = 0
         for first in range(0, n_sources, batch):
@@ -437,10 +439,8 @@ class PullSolver:
         seed_real = np.concatenate(seed_real)
         seed_index = np.concatenate(seed_index)
         seed_time = np.concatenate(seed_time)
-        if start is None:
-            self._fills["times"]()
-            self._fills["predecessor"]()
-        else:
+        self._reset_state()
+        if start is not None:
             # Starting upper bounds (a decomposition tile's state): a seed replaces a bound
             # only where it is smaller, and then has no predecessor.
             count = len(group)
@@ -458,12 +458,11 @@ class PullSolver:
         host = self._staging.host
         host["seed_index"][:n_seeds] = seed_index
         host["seed_time"][:n_seeds] = seed_time
-        if self._scatters is None:
+        if self._scatter is None:
             device = self._staging.device
-            self._scatters = tuple(
-                prepared_scatter(array.reshape(-1), device["seed_index"], device[values])
-                for array, values in ((self._times, "seed_time"),
-                                      (self._predecessor, "seed_predecessor"))
+            self._scatter = prepared_scatter(
+                (self._times.reshape(-1), self._predecessor.reshape(-1)), device["seed_index"],
+                (device["seed_time"], device["seed_predecessor"]),
             )  # fmt: skip
         self._n_seeds = n_seeds  # scattered once the staging is on the device
         return first_pending
@@ -471,8 +470,7 @@ class PullSolver:
     def _upload(self) -> None:
         """Send the staged state to the device and put the seeds in place."""
         self._staging.upload()
-        for put in self._scatters:
-            put(self._n_seeds)
+        self._scatter(self._n_seeds)
 
     def _pass_queue(self, first_pending: np.ndarray) -> tuple:
         """Device arrays of the passes schedules' update map, its first pass queued: node and
@@ -490,10 +488,6 @@ class PullSolver:
         host["counts"][:] = (len(first_tiles), 0, 0)
         host["lowest"][:] = (first_pending.min(initial=np.inf), np.inf, np.inf)
         self._upload()
-        # Pass of each node's last write and of each tile's last run (-1: never), so a tile
-        # run again re-pulls only from what changed since.
-        self._fills["node_pass"]()
-        self._fills["tile_pass"]()
         device = self._staging.device
         return (
             self._node_pass, self._tile_pass,
@@ -518,7 +512,19 @@ class PullSolver:
             self.schedule = "passes"
         if self.schedule == "phases":
             return _run_phases(phases, self.layout, arguments, self._limit)
-        return _run_passes(per_pass, self.layout, arguments, self._limit, seconds, self._snapshot)
+        # The pass launch, marshalled once per staging and band: every batch passes the
+        # same arrays (a resident solver's batch paid ~0.2 ms to marshal 19 arguments).
+        if self._pass_launch is None or self._pass_launch[0] != self.delta:
+            # One block per tile: blocks beyond the queue's length exit at once. (A grid of
+            # only as many blocks as the device holds at once, looping over the queue, was
+            # no faster.)
+            launch = prepared_launch(
+                per_pass, self.layout.n_blocks, self.layout.threads, (*arguments, 0),
+                variable=len(arguments),
+            )  # fmt: skip
+            self._pass_launch = (self.delta, launch)
+        launch = self._pass_launch[1]
+        return _run_passes(launch, self.layout, arguments, self._limit, seconds, self._snapshot)
 
 
 def solve_pull(
@@ -550,9 +556,9 @@ def solve_pull(
 
 
 def _run_passes(
-    per_pass, layout: PaddedLayout, arguments, limit: int, seconds: dict, snapshot
+    launch, layout: PaddedLayout, arguments, limit: int, seconds: dict, snapshot
 ) -> tuple[int, int]:
-    """Passes launched one by one, the queue's length read once per
+    """Passes launched one by one by ``launch(pass)``, the queue's length read once per
     :data:`PASSES_PER_CHECK`; ``(passes, host reads)``.
 
     The read never drains the device: after each group of passes the queue's lengths are
@@ -563,11 +569,6 @@ def _run_passes(
     launched after the queue emptied find no tile and exit; ``passes`` counts those that
     had work to do or were needed to see none was left, as before.
     """
-    # One block per tile: blocks beyond the queue's length exit at once. (A grid of only as
-    # many blocks as the device holds at once, looping over the queue, was no faster.)
-    launch = prepared_launch(
-        per_pass, layout.n_blocks, layout.threads, (*arguments, 0), variable=len(arguments)
-    )
     counts = arguments[-4]
     stream = cuda.default_stream()  # the stream every launch and copy here runs on
     copied = cuda.event()  # (the simulator takes no timing flag)
