@@ -8,7 +8,8 @@ driver calls on the host, and at 1601^2 it was a third of the whole call
 
     python benchmarks/gpu_profile.py > gpu_profile.txt
 
-Results: ``results/gpu_profile_h200.txt`` (made by an earlier, ad hoc version of this script).
+Results: ``results/gpu_profile_h100.txt``; ``results/gpu_profile_h200.txt`` (made by an earlier,
+ad hoc version of this script).
 """
 
 from __future__ import annotations

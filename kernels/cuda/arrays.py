@@ -11,7 +11,9 @@ per small array and a kernel launched through Numba's dispatcher per fill, that 
 about 3.5 ms at 1601^2 on an H200 (0.26 ms per small upload, ~0.3 ms per launch:
 benchmarks/results/gpu_study_h200.md), a tenth of the solve. :class:`Staging` puts the
 small arrays in one pinned buffer copied in one call, and the ``prepared_*`` helpers launch
-their kernels with arguments marshalled once (:func:`~raygrid.kernels.cuda.launch.prepared_launch`).
+their kernels with arguments marshalled once (:func:`~raygrid.kernels.cuda.launch.prepared_launch`):
+a resident batch's reset then took 0.6-1.0 ms instead of 2.4-4.5 ms on an H100
+(benchmarks/results/gpu_targets_h100.md).
 """
 
 from __future__ import annotations
