@@ -8,8 +8,14 @@ driver calls on the host, and at 1601^2 it was a third of the whole call
 
     python benchmarks/gpu_profile.py > gpu_profile.txt
 
-Results: ``results/gpu_profile_h100.txt``; ``results/gpu_profile_h200.txt`` (made by an earlier,
-ad hoc version of this script).
+``--solves N`` runs only N resident solves and prints their statistics, for a kernel
+profiler to look at the device's side (``gpu_session.sh ncu``)::
+
+    ncu -k regex:per_pass --launch-skip 100 --launch-count 3 --set full \\
+        python benchmarks/gpu_profile.py --radius 3 --solves 1
+
+Results: ``results/gpu_profile_h100.txt``, ``results/gpu_ncu_h100.txt``;
+``results/gpu_profile_h200.txt`` (made by an earlier, ad hoc version of this script).
 """
 
 from __future__ import annotations
@@ -75,6 +81,12 @@ def main(argv=None) -> None:
     parser.add_argument("--radius", type=int, default=5, help="2D radius (default 5)")
     parser.add_argument("--n3", type=int, default=256, help="3D size at radius 2 (0 skips)")
     parser.add_argument("--lines", type=int, default=35, help="rows of each profile")
+    parser.add_argument(
+        "--solves",
+        type=int,
+        default=0,
+        help="only this many resident 2D solves, their statistics (for Nsight Compute)",
+    )
     args = parser.parse_args(argv)
 
     from numba import cuda
@@ -87,6 +99,13 @@ def main(argv=None) -> None:
     spacing = np.array([10.0, 1.0, 10.0])
     star = forward_star((args.radius, 0, args.radius))
     seeds = top_centre(shape)
+    if args.solves:
+        solver = PullSolver(slowness, spacing, star)
+        for _ in range(args.solves):
+            stats = {}
+            solver.solve(seeds, stats=stats)
+            print(stats, flush=True)
+        return
     layout = pull_layout(shape, star.radius, None, 1, np.dtype(np.float64))
     host = np.empty_like(slowness)
     device = cuda.to_device(slowness)

@@ -16,8 +16,8 @@
 #          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
 #          (about 25 s)
-#   ncu    Nsight Compute on three mid-solve passes of the pull kernel (gpu_pass.py,
-#          1601^2 radius 3, --set full), where ncu is installed (about a minute)
+#   ncu    Nsight Compute on three mid-solve passes of the pull kernel (gpu_profile.py
+#          --solves 1, 1601^2 radius 3, --set full), where ncu is installed (about 20 s)
 # Each part stops after its share of the call (targets and blocks 150 s, ab 110 s, tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` (at
@@ -90,7 +90,7 @@ for part in "${parts[@]}"; do
                 2>/dev/null | head -1)
             if [ -z "$ncu" ]; then echo "ncu: not installed here" | tee "$out/gpu-ncu.txt"
             else within "$ncu" -k regex:per_pass --launch-skip 100 --launch-count 3 --set full \
-                python3 benchmarks/gpu_pass.py --radius 3 > "$out/gpu-ncu.txt" 2>&1
+                python3 benchmarks/gpu_profile.py --radius 3 --solves 1 > "$out/gpu-ncu.txt" 2>&1
             fi ;;
     esac
     echo "part $part: $(( $(date +%s) - started )) s" | tee -a "$out/parts.log"
