@@ -611,10 +611,14 @@ class Grid:
         unknown = set(point) - set(self.dims)
         missing = set(self.dims) - set(point)
         if unknown or missing:
+            flat = ""
+            if unknown and not missing and len(self.dims) < 3:
+                # A 3D point (or station file) given to a 2D model: say so, not just "y".
+                flat = f"; the model is {len(self.dims)}D: leave out {sorted(unknown)}"
             raise InputError(
                 f"{what} must give a coordinate for exactly the dims {self.dims}; "
                 f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
-                f"{other_case(sorted(unknown), sorted(missing))}"
+                f"{other_case(sorted(unknown), sorted(missing))}{flat}"
             )
         index = {}
         rounding = self.rounding or (0.0,) * len(self.dims)

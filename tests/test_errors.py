@@ -287,7 +287,7 @@ def test_a_point_in_metres_on_a_model_in_km_is_named_so():
         ({"z": 0.0, "x": 200.5}, "source x=200.5 is outside the model"),
         ({"z": 0.0, "x": 200.0001}, r"x=200.0001 is outside the model: x spans \[0, 200\] m"),
         ({"z": 0.0}, "missing: \\['x'\\]"),
-        ({"z": 0.0, "x": 1.0, "y": 2.0}, "unknown: \\['y'\\]"),
+        ({"z": 0.0, "x": 1.0, "y": 2.0}, r"unknown: \['y'\].*the model is 2D: leave out \['y'\]"),
         ({"z": float("nan"), "x": 1.0}, "^source z=nan is not a finite number$"),  # "outside"
         ({"z": 0.0, "x": -float("inf")}, "^source x=-inf is not a finite number$"),
         ({"z": "deep", "x": 1.0}, "is not a number"),
