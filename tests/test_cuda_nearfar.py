@@ -287,6 +287,13 @@ def test_a_bad_slowness_is_refused_by_every_solver(solve, bad):
         solve(slowness, np.ones(3), forward_star((1, 0, 1)), [([0], [0.0])])
 
 
+def test_a_default_band_that_is_not_positive_is_refused():
+    # A zero spacing makes the default bucket width zero: refused, not run for ever.
+    with pytest.raises(ValueError, match="delta must be positive, got 0.0 \\(from the spacing"):
+        solve_near_far(np.full((4, 1, 4), 1e-3), np.zeros(3), forward_star((1, 0, 1)),
+                       [([0], [0.0])])  # fmt: skip
+
+
 def test_a_negative_target_is_refused():
     from raygrid.kernels import dijkstra
 

@@ -254,6 +254,70 @@ def test_a_batch_with_more_seeds_than_staged_grows_the_room(monkeypatch):
     assert solver._seed_room == 11
 
 
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("simulator", marks=simulator_only),
+        pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
+            SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")]),
+    ],
+)  # fmt: skip
+def test_one_resident_solver_serves_threads_bands_bounds_and_more_seeds(device, monkeypatch):
+    """What a survey worker does with one resident solver, on the launches the real device
+    takes (prepared through the driver: pointers into the staged buffers, a cached pass
+    launch) and in the simulator: solves from a thread that never touched CUDA, a band
+    changed between solves, a batch with more seeds than staged, starting bounds."""
+    import threading
+
+    from raygrid.kernels.cuda import pull_solver
+
+    monkeypatch.setattr(pull_solver, "SEED_ROOM", 1)
+    if device == "gpu":  # tiles that race; FMA contraction in the weight (see below)
+        shape, radius, block, rtol = (97, 1, 101), (3, 0, 3), None, 1e-12
+    else:
+        (shape, radius, block), rtol = CASES_2D, 0.0
+    slowness = model(shape, seed=6)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)[:2]
+    expected = cpu_reference(slowness, spacing, star, seeds)
+    solver = pull_solver.PullSolver(slowness, spacing, star, block=block, batch=2)
+
+    found = []  # a thread with no CUDA context of its own yet (a Dask worker's thread)
+    worker = threading.Thread(target=lambda: found.append(solver.solve(seeds)))
+    worker.start()
+    worker.join()
+    times, predecessor = found[0]
+    np.testing.assert_allclose(times, expected, rtol=rtol)
+    solver.delta = np.inf  # a new band: the pass launch is marshalled again
+    np.testing.assert_allclose(solver.solve(seeds)[0], expected, rtol=rtol)
+    row = np.arange(shape[2])  # more seeds than staged: the staging grows
+    plane = [(row, np.linspace(0.0, 0.01, shape[2]))]
+    more, _ = solver.solve(plane)
+    np.testing.assert_allclose(more, cpu_reference(slowness, spacing, star, plane), rtol=rtol)
+    assert solver._seed_room >= shape[2]
+    # Starting from its own fixed point a solve ends where it began.
+    bounded, _ = solver.solve(seeds, times=times, predecessor=predecessor)
+    np.testing.assert_array_equal(bounded, times)
+
+
+@simulator_only
+def test_rows_leave_the_padded_grid_in_groups_with_a_short_last_one():
+    """``from_padded`` copies rows out through a buffer of ``k`` rows; a last group shorter
+    than ``k`` reads no row past the padded array (the simulator raises where a GPU would
+    read beyond it)."""
+    from numba import cuda
+
+    from raygrid.kernels.cuda.arrays import from_padded, to_padded
+
+    layout = PaddedLayout((3, 1, 4), (1, 0, 1), (2, 1, 2))
+    real = np.arange(3 * 12, dtype=np.float64).reshape(3, 3, 1, 4)
+    padded = to_padded(layout, real, np.inf)
+    out = np.empty((3, 12))
+    from_padded(layout, padded, out, cuda.device_array((2, *layout.shape)))
+    np.testing.assert_array_equal(out, real.reshape(3, 12))
+
+
 @simulator_only
 def test_pull_mean_rule_float32_and_batch_of_one():
     from raygrid.kernels.cuda.pull_solver import solve_pull

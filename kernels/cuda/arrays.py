@@ -83,6 +83,8 @@ def _interior_kernel():
         y = (i // nx) % ny
         z = (i // (nx * ny)) % nz
         s = i // (nx * ny * nz)
+        if s + row >= padded.shape[0]:
+            return  # a last group of rows shorter than ``real``'s
         if into_padded:
             padded[s + row, z + rz, y + ry, x + rx] = real[s, z, y, x]
         else:

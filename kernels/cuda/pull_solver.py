@@ -354,6 +354,11 @@ class PullSolver:
             ``None`` with ``predecessors=False``.
         """
         with self._lock:
+            # The batch's first launches go straight to the driver (prepared), which needs
+            # a current context: Numba makes one current in a thread only at its own API
+            # calls, so a worker thread's first solve would fail without this. (The device
+            # is the process's: one GPU per process, as dask-cuda's workers have.)
+            cuda.current_context()
             return self._solve(seeds, stats, times, predecessor, predecessors)
 
     def _solve(self, seeds, stats, times, predecessor, predecessors):
