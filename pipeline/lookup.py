@@ -11,6 +11,7 @@ survey's receiver table and a raypath's last leg.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -364,7 +365,8 @@ class TraveltimeTable:
         single = _single(points)
         # The same tables as traveltimes' sources, checked the same way.
         listed, names = source_list([points] if single else points, self.grid.dims, "points")
-        index = locate_points(self.grid, listed, "point", names)
+        path = points if isinstance(points, (str, os.PathLike)) else None
+        index = locate_points(self.grid, listed, "point", names, path)
         whole = _read_whole(field, self.grid, star, len(index))
         grid, slowness = self._model_for(whole)
 

@@ -502,9 +502,10 @@ def _renamed_columns(
     return renamed
 
 
-def csv_row_line(path: Path, row: int) -> int:
+def csv_row_line(path: str | os.PathLike, row: int) -> int:
     """The line of a CSV points file on which its row ``row`` (from 0, after the header)
     starts, counting comments and blank lines as :func:`_read_csv`'s errors do."""
+    path = Path(os.path.expanduser(os.fspath(path)))  # as csv_points reads it
     with path.open(newline="", encoding="utf-8-sig") as handle:
         return _records(handle.readlines(), str(path))[1 + row][0]
 

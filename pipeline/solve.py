@@ -35,6 +35,7 @@ from .positions import (
     NAME_COLUMNS,
     check_names,
     csv_points,
+    csv_row_line,
     name_column,
     warn_ignored_columns,
 )
@@ -570,15 +571,17 @@ def locate_points(
     points: list[Mapping[str, float]],
     what: str,
     names: list[str] | None = None,
+    path: str | os.PathLike | None = None,
 ) -> np.ndarray:
-    """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...).
+    """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...);
+    ``path``: the CSV file they were read from.
 
     Raises
     ------
     PointError
         For a point outside the model or not a point: it names the point by its number
-        (and its name, from ``names``) when there are several, and carries that number (a
-        workflow adds the line).
+        (and its name, from ``names``) when there are several, and by its file and line
+        when they came from ``path``, and carries that number.
     """
     located = []
     for i, point in enumerate(points):
@@ -587,7 +590,9 @@ def locate_points(
         except InputError as error:
             name = f" {names[i]!r}" if names is not None else ""
             number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
-            raise PointError(f"{number}{error}", index=i) from None
+            # A file's rows are found by line (its comments and blank lines counted).
+            where = "" if path is None else f"{what} CSV file {path}:{csv_row_line(path, i)}: "
+            raise PointError(f"{where}{number}{error}", index=i) from None
     return np.array(located, dtype=np.float64).reshape(-1, 3)
 
 
@@ -711,9 +716,10 @@ def traveltimes(
     star = forward_star(grid.radius3(radius))
     warn_lopsided(grid, star)
     points, names = source_list(sources, grid.dims)
+    path = sources if isinstance(sources, (str, os.PathLike)) else None
     if not points:
         raise InputError("no sources given")
-    positions = locate_points(grid, points, "source", names)  # all checked before solving
+    positions = locate_points(grid, points, "source", names, path)  # all checked first
     repeated = repeated_sources(positions, names)
     if repeated is not None:
         warn_input(repeated)

@@ -43,7 +43,7 @@ from .grid import Grid, grid_from_velocity
 from .io import load_velocity
 from .memory import available_memory, check_fits
 from .models import constant_model, gradient_model, layered_model, layers_problem
-from .positions import CsvPoints, Points, csv_row_line, resolve_points
+from .positions import CsvPoints, Points, resolve_points
 from .solve import (
     ALGORITHMS,
     Algorithm,
@@ -545,13 +545,11 @@ def prepare_workflow(
             raise _located(workflow, (key,), error) from None
         if named is not None:
             names[what] = named
-        try:
-            indices[key] = locate_points(grid, points[key], what, named)
+        spec = getattr(workflow, key)
+        try:  # a CSV file's row by its line, as a malformed row's is named
+            path = spec.csv if isinstance(spec, CsvPoints) else None
+            indices[key] = locate_points(grid, points[key], what, named, path)
         except PointError as error:
-            spec = getattr(workflow, key)
-            if isinstance(spec, CsvPoints):  # its row's line, as a malformed row's is named
-                where = f"{what} CSV file {spec.csv}:{csv_row_line(spec.csv, error.index)}"
-                error = PointError(f"{where}: {error}", index=error.index)
             listed = isinstance(spec, list)  # not a CSV file or a line
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:

@@ -497,6 +497,13 @@ def test_a_csv_file_of_points_is_read_by_the_python_api(tmp_path, monkeypatch):
         traveltimes(velocity, "st.txt")
     with pytest.raises(InputError, match="source CSV file nope.csv does not exist"):
         traveltimes(velocity, "nope.csv")
+    # A row outside the model is named by its file and line, as in a workflow.
+    (tmp_path / "far.csv").write_text("# stations\nname,z,x\nA,0,50\n\nB,0,9999\n")
+    with pytest.raises(InputError, match=r"^source CSV file far.csv:5: source 1 'B' \(numbered"):
+        traveltimes(velocity, "far.csv")
+    with pytest.raises(InputError, match=r"^point CSV file ~/far.csv:5: point 1 'B'"):
+        monkeypatch.setenv("HOME", str(tmp_path))  # read where the table reads it
+        traveltime_at(times, "~/far.csv", velocity=velocity)
 
 
 def test_tables_of_sources_take_what_a_csv_file_takes():
