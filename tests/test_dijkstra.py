@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -166,3 +168,33 @@ def test_slowness_that_is_not_finite_and_positive_is_refused(bad):
     slowness[3, 0, 4] = bad
     with pytest.raises(ValueError, match="slowness must be finite and positive everywhere"):
         dijkstra(slowness, np.ones(3), forward_star((1, 0, 1)), [0], [0.0])
+
+
+def test_a_2d_slowness_has_the_strides_a_gpu_copy_takes_whole():
+    # A 2D model's slowness came as `s[:, np.newaxis, :]`: C-contiguous to NumPy, but its
+    # 0 stride made Numba's CUDA copies send it row by row (1601 copies at 1601^2).
+    import importlib.util
+
+    import numba_cuda
+
+    from raygrid.kernels.layout import checked_slowness
+
+    # Numba's own rule for a device copy (the module is pure Python; the simulator, on in
+    # the tests, replaces it with a stub, so it is loaded from its file).
+    path = os.path.join(os.path.dirname(numba_cuda.__file__), "numba/cuda/cudadrv/dummyarray.py")
+    spec = importlib.util.spec_from_file_location("dummyarray_for_test", path)
+    dummyarray = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dummyarray)
+    from raygrid.pipeline import constant_model
+    from raygrid.pipeline.grid import grid_from_velocity
+
+    def whole(array):
+        layout = dummyarray.Array.from_desc(0, array.shape, array.strides, array.itemsize)
+        return layout.is_c_contig
+
+    plane = np.full((5, 6), 1e-3)
+    given = plane[:, np.newaxis, :]
+    assert given.flags.c_contiguous and not whole(given)
+    checked = checked_slowness(given)
+    assert whole(checked) and np.shares_memory(checked, plane)  # no copy made
+    assert whole(grid_from_velocity(constant_model({"z": 5, "x": 6}, 1000.0)).slowness)
