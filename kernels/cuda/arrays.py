@@ -300,7 +300,8 @@ class Staging:
     -----
     :meth:`upload` copies asynchronously on the default stream, so the kernels launched
     after it see the values. The host views must not be written again before that copy has
-    finished: a solver writes them only after it has read the last batch's results back.
+    finished: :meth:`wait` waits for it (at once where it is done, as it is once a solver
+    has read the last batch's results back).
     """
 
     def __init__(self, arrays: dict[str, tuple[tuple[int, ...], type]]) -> None:
@@ -311,6 +312,7 @@ class Staging:
             end += -(-max(size, 1) // _ALIGN) * _ALIGN
         self._host = cuda.pinned_array(end, dtype=np.uint8)
         self._device = cuda.device_array(end, dtype=np.uint8)
+        self._sent = cuda.event()  # recorded after each upload (the simulator takes no flag)
         self.host, self.device = {}, {}
         for name, (shape, dtype) in arrays.items():
             start = offsets[name]
@@ -320,4 +322,10 @@ class Staging:
 
     def upload(self) -> None:
         """Copy every array to the device (asynchronously, in stream order)."""
-        self._device.copy_to_device(self._host, stream=cuda.default_stream())
+        stream = cuda.default_stream()
+        self._device.copy_to_device(self._host, stream=stream)
+        self._sent.record(stream)
+
+    def wait(self) -> None:
+        """Wait until the last upload has read the host views, before they are rewritten."""
+        self._sent.synchronize()

@@ -460,6 +460,7 @@ class PullSolver:
         n_seeds = len(seed_index)
         if n_seeds > self._seed_room:
             self._stage(max(n_seeds, 2 * self._seed_room))
+        self._staging.wait()  # the last batch's upload has read the host views
         host = self._staging.host
         host["seed_index"][:n_seeds] = seed_index
         host["seed_time"][:n_seeds] = seed_time
