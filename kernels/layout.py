@@ -36,26 +36,17 @@ def checked_slowness(slowness: np.ndarray, values: bool = True) -> np.ndarray:
     slowness = np.ascontiguousarray(slowness, dtype=np.float64)
     if slowness.ndim != 3:
         raise ValueError(f"slowness must be 3D (nz, ny, nx), got shape {slowness.shape}")
-    if slowness.size and slowness.strides != _c_strides(slowness):
-        # C-contiguous to NumPy, but with the stride of a length-1 axis not the one C
-        # order gives it (0 from ``[:, np.newaxis, :]``): Numba's CUDA copies then see a
-        # non-contiguous array and copy it row by row. The same memory, strides made plain.
-        slowness = slowness.reshape(-1).reshape(slowness.shape)
+    # Plain C strides, the same memory: a length-1 axis may carry any stride and still be
+    # C-contiguous to NumPy (0 from ``[:, np.newaxis, :]``), which Numba's CUDA copies
+    # take for a non-contiguous array and send row by row. A reshape of the flat view
+    # gives every axis the stride C order gives it.
+    slowness = slowness.reshape(-1).reshape(slowness.shape)
     # Two reductions without temporaries (a NaN makes min and max NaN, which fails both
     # comparisons): 2 ms instead of 5.5 ms at 1601^2 on the GPU host, where the whole
     # solve takes 60 ms (benchmarks/results/gpu_study_h200.md).
     if values and slowness.size and not (slowness.min() > 0 and slowness.max() < np.inf):
         raise ValueError(BAD_SLOWNESS)
     return slowness
-
-
-def _c_strides(array: np.ndarray) -> tuple[int, ...]:
-    """The strides C order gives an array of this shape and item size."""
-    strides, step = [], array.itemsize
-    for n in reversed(array.shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
 
 
 def flat_steps(vectors: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:

@@ -11,7 +11,6 @@ survey's receiver table and a raypath's last leg.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +22,7 @@ from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
 from .grid import MODEL_CHECK_RTOL, Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
-from .solve import as_table, locate_points, source_list
+from .solve import as_table, given_path, locate_points, source_list
 
 __all__ = ["TraveltimeTable", "traveltime_at", "receiver_times"]
 
@@ -365,8 +364,7 @@ class TraveltimeTable:
         single = _single(points)
         # The same tables as traveltimes' sources, checked the same way.
         listed, names = source_list([points] if single else points, self.grid.dims, "points")
-        path = points if isinstance(points, (str, os.PathLike)) else None
-        index = locate_points(self.grid, listed, "point", names, path)
+        index = locate_points(self.grid, listed, "point", names, given_path(points))
         whole = _read_whole(field, self.grid, star, len(index))
         grid, slowness = self._model_for(whole)
 

@@ -496,7 +496,7 @@ def source_list(
     :class:`~.errors.InputWarning`. A path (``"stations.csv"``) is read as a workflow's
     ``csv:`` entry is (:func:`~.positions.csv_points`).
     """
-    if isinstance(points, (str, os.PathLike)):
+    if given_path(points) is not None:
         # A station list on disk, read as a workflow reads one (names, ignored columns).
         return csv_points(points, what)
     points = as_table(points)
@@ -564,6 +564,11 @@ def _named_mappings(points: list, what: str) -> tuple[list, list[str] | None]:
     labels = [p.get(label) if isinstance(p, Mapping) else None for p in points]
     labels = check_names(labels, lambda i: f"point {i} (from 0) of the {what}")
     return [{k: v for k, v in p.items() if k != label} for p in points], labels
+
+
+def given_path(points: Any) -> str | os.PathLike | None:
+    """``points`` where they name a CSV file (:func:`source_list` reads it), else ``None``."""
+    return points if isinstance(points, (str, os.PathLike)) else None
 
 
 def locate_points(
@@ -716,7 +721,7 @@ def traveltimes(
     star = forward_star(grid.radius3(radius))
     warn_lopsided(grid, star)
     points, names = source_list(sources, grid.dims)
-    path = sources if isinstance(sources, (str, os.PathLike)) else None
+    path = given_path(sources)
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source", names, path)  # all checked first

@@ -28,8 +28,8 @@ from ..layout import BAD_SLOWNESS, PaddedLayout
 from .launch import prepared_launch
 
 __all__ = [
-    "fill", "device_full", "to_padded", "padded_slowness", "from_padded", "scatter",
-    "prepared_fill", "prepared_fills", "prepared_scatter", "prepared_from_padded", "Staging",
+    "fill", "device_full", "to_padded", "padded_slowness", "from_padded", "prepared_fills",
+    "prepared_scatter", "prepared_from_padded", "Staging",
 ]  # fmt: skip
 
 _THREADS = 256
@@ -44,9 +44,9 @@ def _grid(n: int) -> tuple[int, int]:
 
 @cache
 def _fill_kernel():
-    def put_value(flat, value, n):
+    def put_value(flat, value):
         i = cuda.grid(1)
-        if i < n:
+        if i < flat.shape[0]:
             flat[i] = value
 
     return cuda.jit(put_value)
@@ -116,16 +116,6 @@ def _slowness_kernel():
 
 
 @cache
-def _scatter_kernel():
-    def put(flat, index, values, n):
-        i = cuda.grid(1)
-        if i < n:
-            flat[index[i]] = values[i]
-
-    return cuda.jit(put)
-
-
-@cache
 def _scatter_pair_kernel():
     # Seeds: a time and a predecessor at the same index, in one launch.
     def put_pair(a, b, index, va, vb, n):
@@ -140,23 +130,14 @@ def _scatter_pair_kernel():
 def fill(array, value) -> None:
     """Set every element of the C-contiguous device array ``array`` to ``value``."""
     flat = array.reshape(-1)
-    _fill_kernel()[_grid(flat.size)](flat, array.dtype.type(value), flat.size)
-
-
-def prepared_fill(array, value) -> Callable[[], None]:
-    """``fill(array, value)`` as a callable marshalled once, for a buffer filled again and
-    again (``array`` must stay alive and unmoved while it is used)."""
-    flat = array.reshape(-1)
-    launch = prepared_launch(
-        _fill_kernel(), *_grid(flat.size), (flat, array.dtype.type(value), flat.size), 2
-    )
-    return lambda: launch(flat.size)
+    _fill_kernel()[_grid(flat.size)](flat, array.dtype.type(value))
 
 
 def prepared_fills(fills: list[tuple]) -> Callable[[], None]:
-    """Up to four ``fill(array, value)`` as one callable, one launch marshalled once (a
-    batch's reset: each launch marshalled costs ~0.2 ms of host time once, each launch
-    ~10 us)."""
+    """Up to four ``fill(array, value)`` as one callable, one launch marshalled once, for
+    buffers filled again and again (a batch's reset: marshalling a launch costs ~0.2 ms of
+    host time, once; each launch ~10 us). The arrays must stay alive and unmoved while it
+    is used."""
     if not 1 <= len(fills) <= 4:
         raise ValueError(f"one to four fills, got {len(fills)}")
     fills = list(fills) + [fills[0]] * (4 - len(fills))  # a fill done twice is the same
@@ -256,14 +237,6 @@ def prepared_from_padded(
             real[:count].reshape(out[first:last].shape).copy_to_host(out[first:last])
 
     return copy
-
-
-def scatter(flat, index: np.ndarray, values: np.ndarray) -> None:
-    """``flat[index] = values`` on the device (``index`` without repeats)."""
-    if len(index):
-        _scatter_kernel()[_grid(len(index))](
-            flat, cuda.to_device(np.asarray(index, np.int64)), cuda.to_device(values), len(index)
-        )
 
 
 def prepared_scatter(flats: tuple, index, values: tuple) -> Callable[[int], None]:

@@ -34,7 +34,6 @@ from . import tile_queue
 from .arrays import (
     Staging,
     padded_slowness,
-    prepared_fill,
     prepared_fills,
     prepared_from_padded,
     prepared_scatter,
@@ -272,7 +271,7 @@ class PullSolver:
             (self._times, np.inf), (self._predecessor, -1), (self._node_pass, -1),
             (self._tile_pass, -1),
         ])  # fmt: skip
-        self._reset_counters = prepared_fill(self._relaxed, 0)
+        self._reset_counters = prepared_fills([(self._relaxed, 0)])
         self._copy_times = prepared_from_padded(layout, self._times, self._times_real)
         self._copy_predecessor = prepared_from_padded(
             layout, self._predecessor, self._predecessor_real
