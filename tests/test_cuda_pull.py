@@ -70,10 +70,12 @@ def test_layout_geometry():
 
 
 def test_launch_limits_are_clear_errors():
-    from raygrid.kernels.cuda.pull import check_launch, shared_bytes
+    from raygrid.kernels.cuda.pull import check_launch, pull_kernels, shared_bytes
 
     layout = PaddedLayout((1601, 1, 1601), (5, 0, 5), (16, 1, 16))
-    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 26 * 4 + 27 * 8 + 44
+    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 42 + 26 * 4 + 27 * 8 + 44
+    with pytest.raises(ValueError, match="max_inner must be between 1 and 32767"):
+        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, 32768)
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)

@@ -52,11 +52,13 @@ SHARED_BYTES = 48 * 1024
 
 def shared_bytes(layout: PaddedLayout, batch: int, dtype) -> int:
     """Shared memory of one block: its slowness tile (float64), ``batch`` time tiles, a
-    change stamp (int32) per tile node and one per tile row, the smallest new time on each
-    of the 27 sides (float64) and a few scalars."""
+    change stamp per tile node (int16) and per tile row (int32), the smallest new time on
+    each of the 27 sides (float64) and a few scalars. (The node stamps were int32: a
+    warp's two rows of a 16-wide tile then read banks that overlap, a 2-way conflict on
+    every stamp load, which Nsight Compute counted on an H100; int16 rows do not overlap.)"""
     tz, ty, tx = layout.tile
     nodes = tz * ty * tx
-    return nodes * (8 + batch * np.dtype(dtype).itemsize + 4) + 4 * tz * ty + 27 * 8 + 44
+    return nodes * (8 + batch * np.dtype(dtype).itemsize + 2) + 4 * tz * ty + 27 * 8 + 44
 
 
 def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
@@ -115,6 +117,8 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
+    if not 1 <= max_inner <= np.iinfo(np.int16).max:  # the in-block stamps are int16
+        raise ValueError(f"max_inner must be between 1 and 32767, got {max_inner}")
     tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
     # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
     crossings = star_crossings(star, np.ones(3), rule, tile)
@@ -144,6 +148,12 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     tile_step = flat_steps(offsets, (tz, ty, tx))
     n_offsets = len(offsets)
     one = np.uint32(1)
+    # The steps in chunks of 32 (a bit each in a mask), the last chunk padded with steps to
+    # the node itself, whose bits the last chunk's mask clears.
+    n_chunks = -(-n_offsets // 32)
+    chunk_step = np.zeros(32 * n_chunks, dtype=tile_step.dtype)
+    chunk_step[:n_offsets] = tile_step
+    last_chunk = np.uint32((1 << (n_offsets - 32 * (n_chunks - 1))) - 1)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -277,13 +287,30 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                             near = True
                 changed = False
                 if near:
-                    # Unsigned indices inside the tile: Numba wraps a signed index that might
-                    # be negative, which cost every offset a 64-bit add and select.
-                    k = np.uint32(0)
-                    while k < n_offsets:
-                        u = np.uint32(me - tile_step[k])
-                        # Else u has not changed since this node last pulled from it.
-                        if changed_at[u] >= since:
+                    # Which offsets pull from a changed node, 32 at a time, before any is
+                    # relaxed: the loads are independent (and the steps constants where the
+                    # compiler unrolls), where testing each offset before reading the next
+                    # waited out one shared-memory load per offset in turn. Then only those
+                    # offsets are relaxed, in the star's order (the predecessor of a tie is
+                    # the first offset, as before). Unsigned indices inside the tile: Numba
+                    # wraps a signed index that might be negative, which cost every offset a
+                    # 64-bit add and select.
+                    chunk = np.uint32(0)
+                    while chunk < n_chunks:
+                        # No branch and a constant trip count: the compiler unrolls this.
+                        fresh = np.uint32(0)
+                        b = np.uint32(0)
+                        while b < 32:
+                            u = np.uint32(me - chunk_step[np.uint32(chunk * np.uint32(32) + b)])
+                            if changed_at[u] >= since:
+                                fresh = np.uint32(fresh | np.uint32(one << b))
+                            b = np.uint32(b + one)
+                        if chunk == n_chunks - 1:
+                            fresh = np.uint32(fresh & last_chunk)
+                        while fresh != 0:
+                            k = np.uint32(chunk * np.uint32(32) + cuda.ffs(fresh) - 1)
+                            fresh = np.uint32(fresh & np.uint32(fresh - one))
+                            u = np.uint32(me - tile_step[k])
                             j = half[k]
                             bound = cast(tile_floor * reach[j])
                             w = -1.0  # read or computed at most once, used by every source
@@ -302,7 +329,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                                         t_tile[s, me] = candidate
                                         improved[s] = k
                                         changed = True
-                        k = np.uint32(k + one)  # (a sum of two uint32 is a uint64)
+                        chunk = np.uint32(chunk + one)
                 if changed:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner
@@ -401,7 +428,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        changed_at = cuda.shared.array(tile_nodes, numba.int32)
+        changed_at = cuda.shared.array(tile_nodes, numba.int16)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
         flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
@@ -435,7 +462,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        changed_at = cuda.shared.array(tile_nodes, numba.int32)
+        changed_at = cuda.shared.array(tile_nodes, numba.int16)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
         flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
@@ -477,7 +504,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        changed_at = cuda.shared.array(tile_nodes, numba.int32)
+        changed_at = cuda.shared.array(tile_nodes, numba.int16)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
         flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
