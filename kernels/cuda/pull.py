@@ -105,8 +105,9 @@ def pull_kernels(
     Work is spent only where something changed, which makes relaxing a tile again cheap:
 
     - in-block iteration ``i`` pulls only from nodes whose time changed in iteration
-      ``i - 1`` or later (a change stamp per tile node in shared memory), and a node skips
-      its whole star when no tile row within its radius changed (a stamp per row);
+      ``i - 1`` or later (a change stamp per tile node in shared memory, read for 32 offsets
+      at once into a bit mask), and a node skips its whole star when no tile row within its
+      radius changed (a stamp per row);
     - a tile relaxed again in a later pass starts from the nodes of its tile and halo that
       changed since it last ran (``node_pass``, the pass of each node's last write, against
       ``tile_pass``, the pass the tile last ran), not from all of them (passes schedules);
@@ -216,7 +217,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         def relax_tile(
             b, pass_id, slowness, reach, length,
             weights, times, predecessor, node_pass, tile_pass, worklist, relaxed,
-            s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved, side_min,
+            s_tile, t_tile, changed_at, row_changed, floor, work, improved, side_min,
         ):  # fmt: skip
             # The queue travels as a tuple: CPython passes a call of 30 arguments or more as
             # *args, which Numba cannot inline.
@@ -276,28 +277,24 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             again = 0
             evaluated = 0  # weights read or computed, for the statistics
             for inner in range(1, max_inner + 1):
-                if tid == 0:
-                    flag[0] = 0
-                cuda.syncthreads()
                 since = np.int32(inner - 1)
                 near = False
                 for z in range(mz - rz, mz + rz + 1):
                     for y in range(my - ry, my + ry + 1):
                         if row_changed[z * ty + y] >= since:
                             near = True
-                changed = False
+                changed = np.int32(0)  # an integer: the barrier below takes one
                 if near:
-                    # Which offsets pull from a changed node, 32 at a time, before any is
-                    # relaxed: the loads are independent (and the steps constants where the
-                    # compiler unrolls), where testing each offset before reading the next
-                    # waited out one shared-memory load per offset in turn. Then only those
-                    # offsets are relaxed, in the star's order (the predecessor of a tie is
-                    # the first offset, as before). Unsigned indices inside the tile: Numba
-                    # wraps a signed index that might be negative, which cost every offset a
-                    # 64-bit add and select.
+                    # The offsets whose node changed, 32 at a time into a bit mask, before
+                    # any is relaxed: independent loads issued together (no branch and a
+                    # constant trip count, so the compiler unrolls it), where reading each
+                    # offset's stamp only after the last offset was handled waited out a
+                    # shared load per offset. Then the set bits are relaxed in the star's
+                    # order (a tie's predecessor is the first offset, as on the CPU).
+                    # Unsigned indices inside the tile: Numba wraps a signed index that
+                    # might be negative, which cost every offset a 64-bit add and select.
                     chunk = np.uint32(0)
                     while chunk < n_chunks:
-                        # No branch and a constant trip count: the compiler unrolls this.
                         fresh = np.uint32(0)
                         b = np.uint32(0)
                         while b < 32:
@@ -307,9 +304,17 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                             b = np.uint32(b + one)
                         if chunk == n_chunks - 1:
                             fresh = np.uint32(fresh & last_chunk)
-                        while fresh != 0:
-                            k = np.uint32(chunk * np.uint32(32) + cuda.ffs(fresh) - 1)
-                            fresh = np.uint32(fresh & np.uint32(fresh - one))
+                        # Every thread of a warp takes the same offset at the same time,
+                        # so the star's tables in constant memory are read by one broadcast
+                        # (a thread jumping to its own next set bit would make the warp read
+                        # as many addresses as it has threads: serialized).
+                        b = np.uint32(0)
+                        while np.uint32(fresh >> b) != 0:
+                            if np.uint32(fresh >> b) & one == 0:
+                                b = np.uint32(b + one)
+                                continue
+                            k = np.uint32(chunk * np.uint32(32) + b)
+                            b = np.uint32(b + one)
                             u = np.uint32(me - tile_step[k])
                             j = half[k]
                             bound = cast(tile_floor * reach[j])
@@ -328,15 +333,14 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                                     if candidate < tv:
                                         t_tile[s, me] = candidate
                                         improved[s] = k
-                                        changed = True
+                                        changed = np.int32(1)
                         chunk = np.uint32(chunk + one)
-                if changed:
+                if changed != 0:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner
-                    flag[0] = 1
-                cuda.syncthreads()
-                again = flag[0]
-                cuda.syncthreads()  # every thread has read the flag before it is reset
+                # One barrier: it makes this iteration's writes visible to the next and says
+                # whether any thread changed (a flag in shared memory took three).
+                again = cuda.syncthreads_or(changed)
                 if again == 0:
                     break
             if tid == 0:
@@ -430,7 +434,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
         changed_at = cuda.shared.array(tile_nodes, numba.int16)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
-        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -449,7 +452,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                     length, weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
-                    s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+                    s_tile, t_tile, changed_at, row_changed, floor, work, improved,
                     side_min,
                 )  # fmt: skip
 
@@ -464,7 +467,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
         changed_at = cuda.shared.array(tile_nodes, numba.int16)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
-        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -484,7 +486,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                         tile, pass_id, slowness, reach,
                         length, weights, times, predecessor, node_pass, tile_pass,
                         worklist, relaxed,
-                        s_tile, t_tile, changed_at, row_changed, flag, floor, work,
+                        s_tile, t_tile, changed_at, row_changed, floor, work,
                         improved, side_min,
                     )  # fmt: skip
             grid.sync()
@@ -506,7 +508,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
         changed_at = cuda.shared.array(tile_nodes, numba.int16)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
-        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -532,7 +533,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                     length, weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
-                    s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
+                    s_tile, t_tile, changed_at, row_changed, floor, work, improved,
                     side_min,
                 )  # fmt: skip
                 if cuda.threadIdx.x == 0:
