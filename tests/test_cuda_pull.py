@@ -76,6 +76,8 @@ def test_launch_limits_are_clear_errors():
     assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 42 + 26 * 4 + 27 * 8 + 44
     with pytest.raises(ValueError, match="max_inner must be between 1 and 32767"):
         pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, 32768)
+    with pytest.raises(ValueError, match="walk must be one of"):
+        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, walk="gather")
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -122,11 +124,14 @@ def test_a_solver_takes_the_tiles_that_fit_its_batch_and_precision():
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize(
-    "precomputed, schedule",
-    [(False, "cooperative"), (True, "cooperative"), (False, "passes"), (False, "phases")],
-    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases"],
+    "precomputed, schedule, walk",
+    [
+        (False, "cooperative", "scan"), (True, "cooperative", "scan"),
+        (False, "passes", "scan"), (False, "phases", "scan"), (True, "passes", "mask"),
+    ],
+    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases", "mask-walk"],
 )  # fmt: skip
-def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, walk):
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model(shape)
@@ -136,7 +141,7 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
     stats = {}
     times, predecessor = solve_pull(
         slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
-        stats=stats, schedule=schedule,
+        stats=stats, schedule=schedule, walk=walk,
     )  # fmt: skip
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
     assert predecessor.dtype == star.predecessor_dtype
@@ -486,14 +491,17 @@ PTX_SCRIPT = textwrap.dedent(
         )
     # Each tile shape with each precision and each kind of weights, and the phases kernel
     # for each tile shape (every combination took twice as long and found nothing more).
+    # Both walks of the star in 2D and in 3D.
     configurations = (
-        ((16, 1, 16), (5, 0, 5), np.float64, f8, False, True),
-        ((16, 1, 16), (5, 0, 5), np.float32, numba.float32, True, False),
-        ((4, 8, 8), (2, 2, 2), np.float64, f8, True, False),
-        ((4, 8, 8), (2, 2, 2), np.float32, numba.float32, False, True),
+        ((16, 1, 16), (5, 0, 5), np.float64, f8, False, True, "scan"),
+        ((16, 1, 16), (5, 0, 5), np.float32, numba.float32, True, False, "mask"),
+        ((4, 8, 8), (2, 2, 2), np.float64, f8, True, False, "mask"),
+        ((4, 8, 8), (2, 2, 2), np.float32, numba.float32, False, True, "scan"),
     )
-    for block, radius, dtype, t, pre, with_phases in configurations[part::2]:
-        per_pass, persistent, phases = pull_kernels(block, forward_star(radius), 4, dtype, pre)
+    for block, radius, dtype, t, pre, with_phases, walk in configurations[part::2]:
+        per_pass, persistent, phases = pull_kernels(
+            block, forward_star(radius), 4, dtype, pre, walk=walk
+        )
         model = (
             f8[:, :, ::1], f8[::1], f8[::1], t[:, ::1],
             t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],

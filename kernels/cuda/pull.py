@@ -36,7 +36,7 @@ from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
-    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes",
+    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes", "WALKS",
 ]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.
@@ -46,6 +46,12 @@ DEFAULT_BLOCK_3D = (4, 8, 8)
 #: again): a pass lasts as long as its slowest tile, so a tile still busy after a few
 #: iterations yields (1601^2, radius 5 on an H100: 8 -> 62 ms, 64 -> 70 ms).
 MAX_INNER = 8
+#: How a node walks its star in an in-block iteration: ``scan`` tests each offset's change
+#: stamp in turn; ``mask`` reads 32 stamps at once into a bit mask first. ``mask`` is built
+#: without a GPU (fewer dependent loads in the SASS, the same registers, see
+#: benchmarks/results/gpu_static_sm90.md) and not yet timed: an earlier gather of 4-8
+#: stamps read as a win in the SASS and lost on an H100 (results/gpu_study_h100.md).
+WALKS = ("scan", "mask")
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
 
@@ -82,6 +88,7 @@ def pull_kernels(
     precomputed: bool,
     max_inner: int = MAX_INNER,
     rule: int = EXACT,
+    walk: str = "scan",
 ):
     """The pull kernels for one tile shape, star, batch and precision (compiled when first
     specialized or launched): ``(per_pass, persistent, phases)``.
@@ -105,9 +112,10 @@ def pull_kernels(
     Work is spent only where something changed, which makes relaxing a tile again cheap:
 
     - in-block iteration ``i`` pulls only from nodes whose time changed in iteration
-      ``i - 1`` or later (a change stamp per tile node in shared memory, read for 32 offsets
-      at once into a bit mask), and a node skips its whole star when no tile row within its
-      radius changed (a stamp per row);
+      ``i - 1`` or later (a change stamp per tile node in shared memory, tested offset by
+      offset, or with ``walk="mask"`` read for 32 offsets at once into a bit mask: see
+      :data:`WALKS`), and a node skips its whole star when no tile row within its radius
+      changed (a stamp per row);
     - a tile relaxed again in a later pass starts from the nodes of its tile and halo that
       changed since it last ran (``node_pass``, the pass of each node's last write, against
       ``tile_pass``, the pass the tile last ran), not from all of them (passes schedules);
@@ -120,6 +128,8 @@ def pull_kernels(
     """
     if not 1 <= max_inner <= np.iinfo(np.int16).max:  # the in-block stamps are int16
         raise ValueError(f"max_inner must be between 1 and 32767, got {max_inner}")
+    if walk not in WALKS:
+        raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")
     tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
     # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
     crossings = star_crossings(star, np.ones(3), rule, tile)
@@ -127,11 +137,13 @@ def pull_kernels(
         star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes(),
         crossings.start.tobytes(), crossings.step.tobytes(), crossings.fraction.tobytes(),
     )  # fmt: skip
-    return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner)
+    return _pull_kernels(
+        tuple(block), star.radius, key, batch, dtype, precomputed, max_inner, walk == "mask"
+    )
 
 
 @cache
-def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner):
+def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner, mask_walk):
     bz, by, bx = block
     rz, ry, rx = radius
     tz, ty, tx = bz + 2 * rz, by + 2 * ry, bx + 2 * rx
@@ -203,6 +215,37 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             x = x - offsets[k, 2]
         return weights[(z * py + y) * px + x, j]
 
+    @cuda.jit(device=True, inline="always")
+    def pull_offset(k, me, tile_floor, reach, length, weights, s_tile, t_tile, improved, at):
+        # Node `me` pulls along offset k from its neighbour, for every source of the batch:
+        # 1 where a time dropped. The edge's lower bound (length x the tile's smallest
+        # slowness) is tested first, and the weight read or computed at most once, then
+        # used by every source. `at`: the node in the padded grid and its rows, for
+        # precomputed weights. Returns (changed, weights evaluated).
+        gz, gy, gx, py, px = at
+        u = np.uint32(me - tile_step[k])
+        j = half[k]
+        bound = cast(tile_floor * reach[j])
+        w = -1.0
+        changed = np.int32(0)
+        evaluated = 0
+        for s in range(batch):
+            tu = t_tile[s, u]
+            tv = t_tile[s, me]
+            if tu + bound < tv:
+                if w < 0.0:
+                    evaluated = 1
+                    if precomputed:
+                        w = stored_weight(weights, k, j, gz, gy, gx, py, px)
+                    else:
+                        w = tile_weight(s_tile, length, k, j, u, me)
+                candidate = tu + cast(w)  # rounded once, as on the CPU
+                if candidate < tv:
+                    t_tile[s, me] = candidate
+                    improved[s] = k
+                    changed = np.int32(1)
+        return changed, evaluated
+
     def tile_relaxation(notify, concurrent):
         # The tile relaxation for a schedule's `notify`. A tile starts from the nodes that
         # changed since it last ran: a stamp per node (the pass of its last write) against
@@ -273,6 +316,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             me = np.uint32((mz * ty + my) * tx + mx)
             _, py, px = slowness.shape
             gz, gy, gx = oz + mz, oy + my, ox + mx  # this node in the padded grid
+            at = (gz, gy, gx, py, px)
             inner = 0
             again = 0
             evaluated = 0  # weights read or computed, for the statistics
@@ -284,15 +328,13 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                         if row_changed[z * ty + y] >= since:
                             near = True
                 changed = np.int32(0)  # an integer: the barrier below takes one
-                if near:
+                if near and mask_walk:
                     # The offsets whose node changed, 32 at a time into a bit mask, before
                     # any is relaxed: independent loads issued together (no branch and a
-                    # constant trip count, so the compiler unrolls it), where reading each
-                    # offset's stamp only after the last offset was handled waited out a
-                    # shared load per offset. Then the set bits are relaxed in the star's
-                    # order (a tie's predecessor is the first offset, as on the CPU).
-                    # Unsigned indices inside the tile: Numba wraps a signed index that
-                    # might be negative, which cost every offset a 64-bit add and select.
+                    # constant trip count, so the compiler unrolls it), where the scan below
+                    # reads each offset's stamp only after the last offset was handled.
+                    # Then the set bits are relaxed in the star's order (a tie's
+                    # predecessor is the first offset, as in the scan).
                     chunk = np.uint32(0)
                     while chunk < n_chunks:
                         fresh = np.uint32(0)
@@ -310,31 +352,30 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                         # as many addresses as it has threads: serialized).
                         b = np.uint32(0)
                         while np.uint32(fresh >> b) != 0:
-                            if np.uint32(fresh >> b) & one == 0:
-                                b = np.uint32(b + one)
-                                continue
-                            k = np.uint32(chunk * np.uint32(32) + b)
+                            if np.uint32(fresh >> b) & one != 0:
+                                k = np.uint32(chunk * np.uint32(32) + b)
+                                dropped, evaluated_k = pull_offset(
+                                    k, me, tile_floor, reach, length, weights, s_tile, t_tile,
+                                    improved, at,
+                                )  # fmt: skip
+                                changed |= dropped
+                                evaluated += evaluated_k
                             b = np.uint32(b + one)
-                            u = np.uint32(me - tile_step[k])
-                            j = half[k]
-                            bound = cast(tile_floor * reach[j])
-                            w = -1.0  # read or computed at most once, used by every source
-                            for s in range(batch):
-                                tu = t_tile[s, u]
-                                tv = t_tile[s, me]
-                                if tu + bound < tv:
-                                    if w < 0.0:
-                                        evaluated += 1
-                                        if precomputed:
-                                            w = stored_weight(weights, k, j, gz, gy, gx, py, px)
-                                        else:
-                                            w = tile_weight(s_tile, length, k, j, u, me)
-                                    candidate = tu + cast(w)  # rounded once, as on the CPU
-                                    if candidate < tv:
-                                        t_tile[s, me] = candidate
-                                        improved[s] = k
-                                        changed = np.int32(1)
                         chunk = np.uint32(chunk + one)
+                elif near:
+                    # Unsigned indices inside the tile: Numba wraps a signed index that
+                    # might be negative, which cost every offset a 64-bit add and select.
+                    k = np.uint32(0)
+                    while k < n_offsets:
+                        # Else the node has not changed since this node last pulled from it.
+                        if changed_at[np.uint32(me - tile_step[k])] >= since:
+                            dropped, evaluated_k = pull_offset(
+                                k, me, tile_floor, reach, length, weights, s_tile, t_tile,
+                                improved, at,
+                            )  # fmt: skip
+                            changed |= dropped
+                            evaluated += evaluated_k
+                        k = np.uint32(k + one)  # (a sum of two uint32 is a uint64)
                 if changed != 0:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner

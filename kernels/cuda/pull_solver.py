@@ -174,6 +174,9 @@ class PullSolver:
         Sources relaxed together by one block: each weight computed is used ``batch`` times.
     max_inner : int
         Bound on the in-block iterations per pass.
+    walk : {"scan", "mask"}
+        How a node finds the neighbours that changed in an in-block iteration (see
+        :data:`raygrid.kernels.cuda.pull.WALKS`); the same times either way.
     schedule : {"passes", "cooperative", "phases"}
         ``"passes"``: one launch per pass. ``"cooperative"``: every pass in one cooperative
         launch; on an H100 this wins only where launches dominate (small grids: 64^2 in
@@ -218,6 +221,7 @@ class PullSolver:
         max_inner: int = MAX_INNER,
         schedule: str = "passes",
         delta: float | None = None,
+        walk: str = "scan",
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
@@ -242,7 +246,7 @@ class PullSolver:
             weights = cuda.device_array((1, 1), dtype=dtype)
         self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
-            layout.block, star, batch, dtype.type, precomputed, max_inner, rule
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, walk
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
