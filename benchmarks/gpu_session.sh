@@ -20,11 +20,12 @@
 #          --solves 1, 1601^2 radius 3, --set full), then one pass's stall reasons (the
 #          raw page of WarpStateStats), then the three passes again with walk="mask",
 #          where ncu is installed (about 30 s each)
-# Each part stops after its share of the call (targets and blocks 150 s, ab 110 s, tests 230 s, sweep
+# Each part stops after its share of the call (targets and blocks 150 s, ab 200 s (its variants
+# compile three pairs of kernels), profile and ncu 110 s, tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
-# in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` (at
-# most 9 minutes with the wheels' install: run it with timeout_s 570) fits a session's 15
-# minutes of device time with the machine's start. Measured on an H200 (2026-11-27): targets 71-95 s, ab 79 s, the 18 tests
+# in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` fits
+# a session's 15 minutes of device time with the machine's start (at most 10 minutes with
+# the wheels' install at these limits; GPU_PART_LIMIT=170 keeps it under 9). Measured on an H200 (2026-11-27): targets 71-95 s, ab 79 s, the 18 tests
 # about 200 s from a cold compile (120 s stopped them after 5), a machine's start ~50 s.
 # e.g. `bash benchmarks/gpu_session.sh targets tests ab` (the plan when device time is
 # short), or `tests ab sweep` then `study` in two calls where there is time for them.
@@ -66,7 +67,7 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
 within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
     case $part in
-        targets|blocks) limit=150 ;; ab|profile|ncu) limit=110 ;; tests) limit=230 ;;
+        targets|blocks) limit=150 ;; ab) limit=200 ;; profile|ncu) limit=110 ;; tests) limit=230 ;;
         *) limit=540 ;;
     esac
     limit=${GPU_PART_LIMIT:-$limit}
