@@ -216,25 +216,25 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
         return weights[(z * py + y) * px + x, j]
 
     @cuda.jit(device=True, inline="always")
-    def pull_offset(k, me, tile_floor, reach, length, weights, s_tile, t_tile, improved, at):
-        # Node `me` pulls along offset k from its neighbour, for every source of the batch:
-        # 1 where a time dropped. The edge's lower bound (length x the tile's smallest
+    def pull_offset(k, node, changed, evaluated):
+        # Node `me` pulls along offset k from its neighbour, for every source of the batch;
+        # returns `changed` set to 1 where a time dropped and `evaluated` counting the
+        # weight if one was needed. The edge's lower bound (length x the tile's smallest
         # slowness) is tested first, and the weight read or computed at most once, then
-        # used by every source. `at`: the node in the padded grid and its rows, for
-        # precomputed weights. Returns (changed, weights evaluated).
+        # used by every source. `node`: the node, its tile and what it pulls with (at: the
+        # node in the padded grid and its rows, for precomputed weights).
+        me, tile_floor, reach, length, weights, s_tile, t_tile, improved, at = node
         gz, gy, gx, py, px = at
         u = np.uint32(me - tile_step[k])
         j = half[k]
         bound = cast(tile_floor * reach[j])
         w = -1.0
-        changed = np.int32(0)
-        evaluated = 0
         for s in range(batch):
             tu = t_tile[s, u]
             tv = t_tile[s, me]
             if tu + bound < tv:
                 if w < 0.0:
-                    evaluated = 1
+                    evaluated += 1
                     if precomputed:
                         w = stored_weight(weights, k, j, gz, gy, gx, py, px)
                     else:
@@ -316,7 +316,8 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
             me = np.uint32((mz * ty + my) * tx + mx)
             _, py, px = slowness.shape
             gz, gy, gx = oz + mz, oy + my, ox + mx  # this node in the padded grid
-            at = (gz, gy, gx, py, px)
+            node = (me, tile_floor, reach, length, weights, s_tile, t_tile, improved,
+                    (gz, gy, gx, py, px))  # fmt: skip
             inner = 0
             again = 0
             evaluated = 0  # weights read or computed, for the statistics
@@ -354,12 +355,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                         while np.uint32(fresh >> b) != 0:
                             if np.uint32(fresh >> b) & one != 0:
                                 k = np.uint32(chunk * np.uint32(32) + b)
-                                dropped, evaluated_k = pull_offset(
-                                    k, me, tile_floor, reach, length, weights, s_tile, t_tile,
-                                    improved, at,
-                                )  # fmt: skip
-                                changed |= dropped
-                                evaluated += evaluated_k
+                                changed, evaluated = pull_offset(k, node, changed, evaluated)
                             b = np.uint32(b + one)
                         chunk = np.uint32(chunk + one)
                 elif near:
@@ -369,12 +365,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                     while k < n_offsets:
                         # Else the node has not changed since this node last pulled from it.
                         if changed_at[np.uint32(me - tile_step[k])] >= since:
-                            dropped, evaluated_k = pull_offset(
-                                k, me, tile_floor, reach, length, weights, s_tile, t_tile,
-                                improved, at,
-                            )  # fmt: skip
-                            changed |= dropped
-                            evaluated += evaluated_k
+                            changed, evaluated = pull_offset(k, node, changed, evaluated)
                         k = np.uint32(k + one)  # (a sum of two uint32 is a uint64)
                 if changed != 0:
                     changed_at[me] = inner
