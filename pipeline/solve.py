@@ -433,6 +433,27 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
     )
 
 
+def unused_settings(options: Options, backend: str, batch: int, threads: int | None) -> str:
+    """What a solve on a backend named outright does not use of ``batch`` (the CUDA pull
+    solver's) and ``threads`` (the CPU's), said; ``""`` if nothing. With ``"auto"`` the
+    caller left the backend open, so settings for either are expected."""
+    if backend == "auto":
+        return ""
+    unused = [
+        f"{name}={value!r} is for {whose}"
+        for name, value, whose, used in (
+            ("batch", batch, "the CUDA pull solver", batch == 1 or options.algorithm == "pull"),
+            ("threads", threads, "the CPU backend", threads is None or backend == "cpu"),
+        )
+        if not used
+    ]
+    if not unused:
+        return ""
+    solver = f"backend={backend!r}, algorithm={options.algorithm!r}"
+    them = "them" if len(unused) > 1 else "it"
+    return f"{' and '.join(unused)}: this solve ({solver}) does not use {them}"
+
+
 def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, threads, predecessors):
     """Refuse, before anything large is allocated, a solve this machine cannot hold
     (:mod:`raygrid.pipeline.memory`)."""
@@ -714,6 +735,9 @@ def traveltimes(
         raise InputError(
             f"threads must be a positive integer or None (one per core), got {threads!r}"
         )
+    unused = unused_settings(options, backend, batch, threads)
+    if unused:
+        warn_input(unused)
     # The model's dims and coordinates first, its values not yet read: a solve too big
     # for this machine is refused before the model is copied to float64 slowness (4 GB,
     # seconds, for 10001 x 50001 nodes), as the sources and options are.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import xarray as xr
 
 import raygrid.pipeline as rg
+from raygrid.pipeline.solve import check_options, unused_settings
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +240,28 @@ def test_a_client_without_tiles_is_said_to_be_unused(model):
     with pytest.warns(rg.InputWarning, match=r"client is for tiled solves \(tiles=...\)"):
         field = rg.traveltime(model, {"z": 0.0, "x": 0.0}, radius=2, client=object())
     np.testing.assert_array_equal(field, rg.traveltime(model, {"z": 0.0, "x": 0.0}, radius=2))
+
+
+def test_settings_a_named_backend_does_not_use_are_said(model):
+    source = [{"z": 0.0, "x": 0.0}]
+    expected = rg.traveltimes(model, source, radius=1)
+    with pytest.warns(rg.InputWarning, match=r"batch=4 is for the CUDA pull solver: this solve "
+                      r"\(backend='cpu', algorithm='dijkstra'\) does not use it"):  # fmt: skip
+        field = rg.traveltimes(model, source, radius=1, batch=4)
+    np.testing.assert_array_equal(field, expected)
+    with pytest.warns(rg.InputWarning, match=r"threads=2 is for the CPU backend: this solve "
+                      r"\(backend='cuda', algorithm='pull'\) does not use it"):  # fmt: skip
+        field = rg.traveltimes(model, source, radius=1, threads=2, backend="cuda")
+    np.testing.assert_array_equal(field, expected)
+    near_far = check_options("exact", "cuda", "float64", "near-far")
+    assert unused_settings(near_far, "cuda", 2, 2) == (
+        "batch=2 is for the CUDA pull solver and threads=2 is for the CPU backend: this "
+        "solve (backend='cuda', algorithm='near-far') does not use them"
+    )
+    # "auto" leaves the backend open: settings for either are expected.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rg.traveltimes(model, source, radius=1, batch=2, threads=2, backend="auto")
 
 
 def test_load_velocity_errors(tmp_path, model):
