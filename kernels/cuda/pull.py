@@ -161,12 +161,14 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     tile_step = flat_steps(offsets, (tz, ty, tx))
     n_offsets = len(offsets)
     one = np.uint32(1)
-    # The steps in chunks of 32 (a bit each in a mask), the last chunk padded with steps to
-    # the node itself, whose bits the last chunk's mask clears.
+    # The mask walk's steps in chunks of at most 32 (a bit each in a mask), as even as they
+    # come (98 offsets: 4 of 25, not 3 of 32 and one of 2), the last chunk padded with steps
+    # to the node itself, whose bits the last chunk's mask clears.
     n_chunks = -(-n_offsets // 32)
-    chunk_step = np.zeros(32 * n_chunks, dtype=tile_step.dtype)
+    width = np.uint32(-(-n_offsets // n_chunks))
+    chunk_step = np.zeros(width * n_chunks, dtype=tile_step.dtype)
     chunk_step[:n_offsets] = tile_step
-    last_chunk = np.uint32((1 << (n_offsets - 32 * (n_chunks - 1))) - 1)
+    last_chunk = np.uint32((1 << (n_offsets - int(width) * (n_chunks - 1))) - 1)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -330,7 +332,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                             near = True
                 changed = np.int32(0)  # an integer: the barrier below takes one
                 if near and mask_walk:
-                    # The offsets whose node changed, 32 at a time into a bit mask, before
+                    # The offsets whose node changed, a chunk at a time into a bit mask, before
                     # any is relaxed: independent loads issued together (no branch and a
                     # constant trip count, so the compiler unrolls it), where the scan below
                     # reads each offset's stamp only after the last offset was handled.
@@ -340,8 +342,8 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                     while chunk < n_chunks:
                         fresh = np.uint32(0)
                         b = np.uint32(0)
-                        while b < 32:
-                            u = np.uint32(me - chunk_step[np.uint32(chunk * np.uint32(32) + b)])
+                        while b < width:
+                            u = np.uint32(me - chunk_step[np.uint32(chunk * width + b)])
                             if changed_at[u] >= since:
                                 fresh = np.uint32(fresh | np.uint32(one << b))
                             b = np.uint32(b + one)
@@ -354,7 +356,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                         b = np.uint32(0)
                         while np.uint32(fresh >> b) != 0:
                             if np.uint32(fresh >> b) & one != 0:
-                                k = np.uint32(chunk * np.uint32(32) + b)
+                                k = np.uint32(chunk * width + b)
                                 changed, evaluated = pull_offset(k, node, changed, evaluated)
                             b = np.uint32(b + one)
                         chunk = np.uint32(chunk + one)
