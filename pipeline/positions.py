@@ -448,7 +448,7 @@ def _read_csv(
         raise InputError(f"{where}:{header_line}: the header names {twice[0]!r} twice")
     if len(records) == 1:
         raise InputError(f"{where} has a header but no rows")
-    warn_ignored_columns(names, dims, where)
+    warn_ignored_columns(names, dims, f"{where}:{header_line}")  # the header's line
     column = {d: names.index(d) for d in dims}
     label = name_column(names)
     label_column = None if label is None else names.index(label)

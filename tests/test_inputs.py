@@ -118,7 +118,8 @@ def test_a_csv_entry_renames_another_tools_columns(tmp_path):
     path = tmp_path / "stations.csv"
     path.write_text("sta,northing,easting,depth,elevation\nA1,200,300,5,120\nB2,400,100,0,80\n")
     rename = {"depth": "z", "northing": "y", "easting": "x", "sta": "name"}
-    with pytest.warns(InputWarning, match="ignoring column\\(s\\) 'elevation'"):
+    # The warning names the header's line, as the errors do.
+    with pytest.warns(InputWarning, match=r"stations\.csv:1: ignoring column\(s\) 'elevation'"):
         points, names = resolve_points(CsvPoints(csv=path, rename=rename), "receiver")
     assert points == [{"z": 5.0, "y": 200.0, "x": 300.0}, {"z": 0.0, "y": 400.0, "x": 100.0}]
     assert names == ["A1", "B2"]
