@@ -56,7 +56,7 @@ VARIANTS = {
     # path before raygrid.kernels.cuda.launch).
     "passes-numba-launch": (False, {}, {}, False),
     "passes-resident": (True, {}, {}, True),
-    # The star walked by a bit mask of 32 change stamps read at once (pull.WALKS).
+    # The star walked by bit masks of up to 32 change stamps read at once (pull.WALKS).
     "passes-mask": (False, {"walk": "mask"}, {}, True),
     "passes-resident-mask": (True, {"walk": "mask"}, {}, True),
     # The times alone (traveltime() without raypaths): no predecessors copied back.

@@ -21,7 +21,8 @@
 #          raw page of WarpStateStats), then the three passes again with walk="mask",
 #          where ncu is installed (about 30 s each)
 # Each part stops after its share of the call (targets and blocks 150 s, ab 200 s (its variants
-# compile three pairs of kernels), profile and ncu 110 s, tests 230 s, sweep
+# compile three pairs of kernels), profile 110 s, each of ncu's three profiles 110 s,
+# tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` fits
 # a session's 15 minutes of device time with the machine's start (at most 10 minutes with

@@ -434,13 +434,14 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
 
 
 def unused_settings(options: Options, backend: str, batch: int, threads: int | None) -> str:
-    """What a solve on a backend named outright does not use of ``batch`` (the CUDA pull
-    solver's) and ``threads`` (the CPU's), said; ``""`` if nothing. With ``"auto"`` the
-    caller left the backend open, so settings for either are expected."""
+    """What a solve on a fixed backend (``"cpu"``, the default, or ``"cuda"``) does not use
+    of ``batch`` (the CUDA pull solver's) and ``threads`` (the CPU's), said; ``""`` if
+    nothing. With ``"auto"`` the caller left the backend open, so settings for either are
+    expected."""
     if backend == "auto":
         return ""
     unused = [
-        f"{name}={value!r} is for {whose}"
+        f"{name}={int(value)} is for {whose}"
         for name, value, whose, used in (
             ("batch", batch, "the CUDA pull solver", batch == 1 or options.algorithm == "pull"),
             ("threads", threads, "the CPU backend", threads is None or backend == "cpu"),
@@ -692,7 +693,8 @@ def traveltimes(
         ``None`` picks the backend's default: ``dijkstra`` on the CPU, ``pull`` on CUDA.
     batch : int, default 1
         CUDA pull: sources relaxed together by each thread block, so each weight computed
-        serves ``batch`` sources.
+        serves ``batch`` sources. Another backend or algorithm, named, warns that it does
+        not use it (``threads`` on CUDA likewise).
     precompute : bool, default False
         Compute every edge weight once (a value per node and forward offset, half the
         star, on the grid padded by the radius) and reuse it for all sources, instead of

@@ -247,12 +247,15 @@ def test_settings_a_named_backend_does_not_use_are_said(model):
     expected = rg.traveltimes(model, source, radius=1)
     with pytest.warns(rg.InputWarning, match=r"batch=4 is for the CUDA pull solver: this solve "
                       r"\(backend='cpu', algorithm='dijkstra'\) does not use it"):  # fmt: skip
-        field = rg.traveltimes(model, source, radius=1, batch=4)
+        field = rg.traveltimes(model, source, radius=1, batch=np.int64(4))
     np.testing.assert_array_equal(field, expected)
-    with pytest.warns(rg.InputWarning, match=r"threads=2 is for the CPU backend: this solve "
-                      r"\(backend='cuda', algorithm='pull'\) does not use it"):  # fmt: skip
-        field = rg.traveltimes(model, source, radius=1, threads=2, backend="cuda")
-    np.testing.assert_array_equal(field, expected)
+    # On CUDA (said before the solve, so the text is checked without one).
+    pull = check_options("exact", "cuda", "float64")
+    assert unused_settings(pull, "cuda", 1, 2) == (
+        "threads=2 is for the CPU backend: this solve (backend='cuda', algorithm='pull') "
+        "does not use it"
+    )
+    assert unused_settings(pull, "cuda", 8, None) == ""
     near_far = check_options("exact", "cuda", "float64", "near-far")
     assert unused_settings(near_far, "cuda", 2, 2) == (
         "batch=2 is for the CUDA pull solver and threads=2 is for the CPU backend: this "

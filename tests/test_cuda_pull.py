@@ -78,6 +78,11 @@ def test_launch_limits_are_clear_errors():
         pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, 32768)
     with pytest.raises(ValueError, match="walk must be one of"):
         pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, walk="gather")
+    # A solver refuses them before anything goes to the device.
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    with pytest.raises(ValueError, match="walk must be one of"):
+        PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), walk="gather")
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -127,7 +132,7 @@ def test_a_solver_takes_the_tiles_that_fit_its_batch_and_precision():
     "precomputed, schedule, walk",
     [
         (False, "cooperative", "scan"), (True, "cooperative", "scan"),
-        (False, "passes", "scan"), (False, "phases", "scan"), (True, "passes", "mask"),
+        (False, "passes", "scan"), (False, "phases", "scan"), (False, "passes", "mask"),
     ],
     ids=["on-the-fly", "precomputed", "launch-per-pass", "phases", "mask-walk"],
 )  # fmt: skip
@@ -155,6 +160,28 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, wa
     assert stats["inner_iterations"] >= stats["tiles_relaxed"] > 0
     assert 0 < stats["setup_model_s"] <= stats["setup_s"]  # the model's part of the setup
     assert 0 < stats["weights_evaluated"] < stats["inner_iterations"] * 64 * star.size
+
+
+@simulator_only
+@pytest.mark.parametrize(
+    "radius, block, schedule",
+    [((3, 0, 3), (4, 1, 4), "passes"), ((5, 0, 5), (5, 1, 5), "phases")],
+    ids=["one-full-chunk", "padded-chunks-phases"],
+)
+def test_mask_walk_chunks_equal_the_cpu(radius, block, schedule):
+    """32 offsets fill one chunk to its last bit; 80 make chunks of 27, 27 and 26, the last
+    padded with steps whose bits are cleared."""
+    from raygrid.kernels.cuda.pull_solver import solve_pull
+
+    slowness = model((11, 1, 13))
+    spacing = np.array([10.0, 8.0, 12.0])
+    star = forward_star(radius)
+    seeds = seeds_for(slowness)
+    times, predecessor = solve_pull(
+        slowness, spacing, star, seeds, block=block, batch=2, schedule=schedule, walk="mask"
+    )
+    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
+    assert np.all(predecessor[0][np.arange(slowness.size) != slowness.size // 2] >= 0)
 
 
 def test_default_band_samples_every_column():

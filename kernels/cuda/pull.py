@@ -37,6 +37,7 @@ from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
     "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes", "WALKS",
+    "check_settings",
 ]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.
@@ -47,10 +48,11 @@ DEFAULT_BLOCK_3D = (4, 8, 8)
 #: iterations yields (1601^2, radius 5 on an H100: 8 -> 62 ms, 64 -> 70 ms).
 MAX_INNER = 8
 #: How a node walks its star in an in-block iteration: ``scan`` tests each offset's change
-#: stamp in turn; ``mask`` reads 32 stamps at once into a bit mask first. ``mask`` is built
-#: without a GPU (fewer dependent loads in the SASS, the same registers, see
-#: benchmarks/results/gpu_static_sm90.md) and not yet timed: an earlier gather of 4-8
-#: stamps read as a win in the SASS and lost on an H100 (results/gpu_study_h100.md).
+#: stamp in turn; ``mask`` first reads a chunk of up to 32 stamps at once into a bit mask.
+#: ``mask`` was built without a GPU (fewer dependent loads in the SASS, the same
+#: registers: benchmarks/results/gpu_static_sm90.md) and is not yet timed: an earlier
+#: gather of 4-8 stamps read as a win in the SASS and lost on an H100
+#: (results/gpu_study_h100.md).
 WALKS = ("scan", "mask")
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
@@ -78,6 +80,15 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
             f"{need} bytes of shared memory, more than {SHARED_BYTES}: use a smaller batch "
             "or block, or float32"
         )
+
+
+def check_settings(max_inner: int, walk: str) -> None:
+    """Raise ``ValueError`` for an in-block bound the int16 change stamps cannot count to,
+    or a walk not in :data:`WALKS`."""
+    if not 1 <= max_inner <= np.iinfo(np.int16).max:
+        raise ValueError(f"max_inner must be between 1 and 32767, got {max_inner}")
+    if walk not in WALKS:
+        raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")
 
 
 def pull_kernels(
@@ -113,7 +124,7 @@ def pull_kernels(
 
     - in-block iteration ``i`` pulls only from nodes whose time changed in iteration
       ``i - 1`` or later (a change stamp per tile node in shared memory, tested offset by
-      offset, or with ``walk="mask"`` read for 32 offsets at once into a bit mask: see
+      offset, or with ``walk="mask"`` read for up to 32 offsets at once into a bit mask: see
       :data:`WALKS`), and a node skips its whole star when no tile row within its radius
       changed (a stamp per row);
     - a tile relaxed again in a later pass starts from the nodes of its tile and halo that
@@ -126,10 +137,7 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
-    if not 1 <= max_inner <= np.iinfo(np.int16).max:  # the in-block stamps are int16
-        raise ValueError(f"max_inner must be between 1 and 32767, got {max_inner}")
-    if walk not in WALKS:
-        raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")
+    check_settings(max_inner, walk)
     tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
     # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
     crossings = star_crossings(star, np.ones(3), rule, tile)
@@ -162,8 +170,8 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     n_offsets = len(offsets)
     one = np.uint32(1)
     # The mask walk's steps in chunks of at most 32 (a bit each in a mask), as even as they
-    # come (98 offsets: 4 of 25, not 3 of 32 and one of 2), the last chunk padded with steps
-    # to the node itself, whose bits the last chunk's mask clears.
+    # come (98 offsets: chunks of 25, 25, 25 and 23, not 32, 32, 32 and 2), the last chunk
+    # padded with steps to the node itself, whose bits the last chunk's mask clears.
     n_chunks = -(-n_offsets // 32)
     width = np.uint32(-(-n_offsets // n_chunks))
     chunk_step = np.zeros(width * n_chunks, dtype=tile_step.dtype)
@@ -341,24 +349,24 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                     chunk = np.uint32(0)
                     while chunk < n_chunks:
                         fresh = np.uint32(0)
-                        b = np.uint32(0)
-                        while b < width:
-                            u = np.uint32(me - chunk_step[np.uint32(chunk * width + b)])
+                        bit = np.uint32(0)
+                        while bit < width:
+                            u = np.uint32(me - chunk_step[np.uint32(chunk * width + bit)])
                             if changed_at[u] >= since:
-                                fresh = np.uint32(fresh | np.uint32(one << b))
-                            b = np.uint32(b + one)
+                                fresh = np.uint32(fresh | np.uint32(one << bit))
+                            bit = np.uint32(bit + one)
                         if chunk == n_chunks - 1:
                             fresh = np.uint32(fresh & last_chunk)
                         # Every thread of a warp takes the same offset at the same time,
                         # so the star's tables in constant memory are read by one broadcast
                         # (a thread jumping to its own next set bit would make the warp read
                         # as many addresses as it has threads: serialized).
-                        b = np.uint32(0)
-                        while np.uint32(fresh >> b) != 0:
-                            if np.uint32(fresh >> b) & one != 0:
-                                k = np.uint32(chunk * width + b)
+                        bit = np.uint32(0)
+                        while np.uint32(fresh >> bit) != 0:
+                            if np.uint32(fresh >> bit) & one != 0:
+                                k = np.uint32(chunk * width + bit)
                                 changed, evaluated = pull_offset(k, node, changed, evaluated)
-                            b = np.uint32(b + one)
+                            bit = np.uint32(bit + one)
                         chunk = np.uint32(chunk + one)
                 elif near:
                     # Unsigned indices inside the tile: Numba wraps a signed index that

@@ -48,6 +48,7 @@ from .pull import (
     PHASES_REGISTERS,
     SHARED_BYTES,
     check_launch,
+    check_settings,
     pull_kernels,
     register_capped,
     shared_bytes,
@@ -226,6 +227,7 @@ class PullSolver:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        check_settings(max_inner, walk)  # before anything goes to the device
         dtype = np.dtype(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
