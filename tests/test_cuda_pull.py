@@ -173,7 +173,7 @@ def test_mask_walk_chunks_equal_the_cpu(radius, block, schedule):
     padded with steps whose bits are cleared."""
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
-    slowness = model((11, 1, 13))
+    slowness = model((8, 1, 11))  # 2 x 3 tiles of 4 x 4, 2 x 3 of 5 x 5
     spacing = np.array([10.0, 8.0, 12.0])
     star = forward_star(radius)
     seeds = seeds_for(slowness)
