@@ -55,6 +55,8 @@ KERNELS = [
     ],
     ("2D r4 f32 batch 8 mask", (16, 1, 16), (4, 0, 4), np.float32, 8, False, "per_pass", "mask"),
     ("3D r2 mask", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "per_pass", "mask"),
+    ("2D r3 phases mask", (16, 1, 16), (3, 0, 3), np.float64, 1, False, "phases", "mask"),
+    ("3D r2 phases mask", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "phases", "mask"),
 ]
 
 
