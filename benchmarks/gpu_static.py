@@ -13,7 +13,9 @@ for ``gpu_ab.py``) beside it::
 
 ``--sass DIR`` also writes each kernel's cubin there, for ``nvdisasm -c`` (pip package
 ``nvidia-cuda-nvdisasm``). Two to three minutes on a 2-core machine; one JSON row per kernel
-and revision follows the table with ``--json``.
+and revision follows the table with ``--json``. :func:`link_report` is also how the test
+suite's sm_90 check keeps the issue-3 target's kernel within 128 registers
+(``tests/test_cuda_pull.py``). Results: ``results/gpu_static_sm90.md``.
 """
 
 from __future__ import annotations
