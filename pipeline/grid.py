@@ -171,10 +171,8 @@ class Grid:
         from this model, contiguous in memory, or lazy for a dask array (a tile's)."""
         slowness = self.slowness_at(values)
         if len(self.dims) == 2:
-            # A reshape, not a new axis: NumPy gives the new axis a stride of 0, which
-            # Numba's CUDA copies take for a non-contiguous array and send row by row
-            # (1601 copies at 1601^2: most of traveltime()'s 12-24 ms over the solve on
-            # an H100, benchmarks/results/gpu_profile_h100.txt).
+            # A reshape, not a new axis (whose stride of 0 the solvers' checked_slowness
+            # would otherwise have to make plain: raygrid.kernels.layout).
             slowness = slowness.reshape(slowness.shape[0], 1, slowness.shape[1])
         return slowness if isinstance(slowness, da.Array) else np.ascontiguousarray(slowness)
 
