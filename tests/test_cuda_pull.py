@@ -511,6 +511,10 @@ PTX_SCRIPT = textwrap.dedent(
     from raygrid.kernels.cuda.tile_queue import promote_kernel
     from raygrid.kernels.cuda.weights import weight_kernel
 
+    # The kernels' argument types and the sm_90 link, as benchmarks/gpu_static.py has them.
+    sys.path.insert(0, str(Path(kernels_path).parents[1] / "benchmarks"))
+    from gpu_static import argument_types, link_report
+
     f8, i8, i4 = numba.float64, numba.int64, numba.int32
     part = int(sys.argv[1])  # two processes share the work: CI has two cores
     for rule in (EXACT, MEAN)[part::2]:
@@ -523,20 +527,16 @@ PTX_SCRIPT = textwrap.dedent(
     # Both walks of the star in 2D and in 3D. The first is the issue-3 target's kernel (2D
     # radius 5, float64, weights on the fly, one source a block).
     configurations = (
-        ((16, 1, 16), (5, 0, 5), np.float64, f8, False, True, "scan", 1),
-        ((16, 1, 16), (5, 0, 5), np.float32, numba.float32, True, False, "mask", 4),
-        ((4, 8, 8), (2, 2, 2), np.float64, f8, True, False, "mask", 4),
-        ((4, 8, 8), (2, 2, 2), np.float32, numba.float32, False, True, "scan", 4),
+        ((16, 1, 16), (5, 0, 5), np.float64, False, True, "scan", 1),
+        ((16, 1, 16), (5, 0, 5), np.float32, True, False, "mask", 4),
+        ((4, 8, 8), (2, 2, 2), np.float64, True, False, "mask", 4),
+        ((4, 8, 8), (2, 2, 2), np.float32, False, True, "scan", 4),
     )
-    for block, radius, dtype, t, pre, with_phases, walk, batch in configurations[part::2]:
+    for block, radius, dtype, pre, with_phases, walk, batch in configurations[part::2]:
         per_pass, persistent, phases = pull_kernels(
             block, forward_star(radius), batch, dtype, pre, walk=walk
         )
-        model = (
-            f8[:, :, ::1], f8[::1], f8[::1], t[:, ::1],
-            t[:, :, :, ::1], numba.int16[:, :, :, ::1], i4[:, :, ::1], i4[:, :, ::1],
-        )
-        common = (*model, f8[:, ::1], i4[:, ::1], i4[:, ::1], i4[::1], f8[::1], i8[::1], f8, i8)
+        common = argument_types(dtype, "per_pass")
         ptx, _ = cuda.compile_ptx(per_pass.py_func, common, cc=(9, 0))
         assert "st.shared" in ptx and ".entry" in ptx
         if batch == 1:
@@ -544,9 +544,6 @@ PTX_SCRIPT = textwrap.dedent(
             # blocks per SM need at most 128 registers a thread; above, one block per SM
             # halves what a pass relaxes at once (an earlier change lost 2x in 3D so).
             # Without a device this is the only check of it.
-            sys.path.insert(0, str(Path(kernels_path).parents[1] / "benchmarks"))
-            from gpu_static import link_report
-
             report, _ = link_report(ptx)
             print("registers", report["registers"], "spill stores", report["spill_stores"])
             assert report["registers"] <= 128 and report["spill_stores"] == 0, (
@@ -563,8 +560,7 @@ PTX_SCRIPT = textwrap.dedent(
         except CudaSupportError as error:
             assert "driver" in str(error).lower()
         if with_phases:
-            queue = (f8[::1], i4[::1], i8[::1], i4[:, ::1], i4[::1], i4[::1], f8[::1])
-            ptx, _ = cuda.compile_ptx(phases.py_func, (*model, *queue, i8[::1], f8, i8), cc=(9, 0))
+            ptx, _ = cuda.compile_ptx(phases.py_func, argument_types(dtype, "phases"), cc=(9, 0))
             assert "nanosleep" in ptx and "atom.global.cas.b64" in ptx
     if part == 0:
         ptx, _ = cuda.compile_ptx(
