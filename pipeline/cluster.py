@@ -517,7 +517,7 @@ def _new_cluster(config):
 
 @contextmanager
 def _local_cuda(config: LocalCUDAConfig):
-    from ..kernels.cuda import cuda_usable
+    from ..kernels.cuda import cuda_usable, unusable_reason
 
     try:
         from dask_cuda import LocalCUDACluster
@@ -528,8 +528,8 @@ def _local_cuda(config: LocalCUDAConfig):
         ) from None
     if not cuda_usable():
         raise InputError(
-            "cluster local-cuda starts one worker per NVIDIA GPU, but no usable GPU and driver "
-            "were found here; use configs/local.yaml (CPU workers) or run on a GPU node"
+            f"cluster local-cuda starts one worker per NVIDIA GPU, but {unusable_reason()}; "
+            "use configs/local.yaml (CPU workers) or run on a GPU node"
         )
     devices = config.CUDA_VISIBLE_DEVICES
     if isinstance(devices, int):

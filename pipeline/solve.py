@@ -106,22 +106,27 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool 
         if backend == "auto" and gpu is not None and algorithm not in ALGORITHMS["cpu"]:
             return "cuda" if gpu else "cpu"  # as it will resolve there
         return "cuda" if backend == "cuda" or algorithm in ALGORITHMS["cuda"] else "cpu"
-    from ..kernels.cuda import cuda_usable, simulating  # numba.cuda only when asked for
+    from ..kernels import cuda as cuda_kernels  # numba.cuda only when asked for
 
     if backend == "auto":
         if algorithm in ALGORITHMS["cpu"]:  # the algorithm runs on the CPU only
             return "cpu"
-        if not cuda_usable() and algorithm in ALGORITHMS["cuda"]:
+        if cuda_kernels.cuda_usable():
+            return "cuda"
+        reason = cuda_kernels.unusable_reason()
+        if algorithm in ALGORITHMS["cuda"]:
             raise InputError(
-                f"backend='auto' found no usable NVIDIA GPU here, and algorithm={algorithm!r} "
-                "runs only on one: leave algorithm out (each backend has its default), or run "
-                "where there is a GPU"
+                f"backend='auto' cannot use a GPU here ({reason}), and algorithm="
+                f"{algorithm!r} runs only on one: leave algorithm out (each backend has its "
+                "default), or run where there is a GPU"
             )
-        return "cuda" if cuda_usable() else "cpu"
-    if not (cuda_usable() or simulating()):
+        if cuda_kernels.gpu_present():  # a GPU its user expects used: say why it is not
+            warn_input(f"backend='auto' runs on the CPU: {reason}")
+        return "cpu"
+    if not (cuda_kernels.cuda_usable() or cuda_kernels.simulating()):
         raise InputError(
-            "backend='cuda' needs a usable NVIDIA GPU and driver, and none was found; "
-            "use backend='cpu', or 'auto' to use a GPU only when there is one"
+            f"backend='cuda' cannot run here: {cuda_kernels.unusable_reason()}; use "
+            "backend='cpu', or 'auto' to use a GPU only when there is one"
         )
     return "cuda"
 

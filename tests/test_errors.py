@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -16,7 +20,7 @@ from raygrid.pipeline import (
     traveltime_at,
     traveltimes,
 )
-from raygrid.pipeline.errors import Z_IS_DEPTH
+from raygrid.pipeline.errors import Z_IS_DEPTH, InputWarning
 
 SOURCE = {"z": 0.0, "x": 50.0}
 
@@ -422,13 +426,45 @@ def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):
 
     monkeypatch.setattr(cuda_kernels, "cuda_usable", lambda: False)
     monkeypatch.setattr(cuda_kernels, "simulating", lambda: False)
-    with pytest.raises(InputError, match="backend='cuda' needs a usable NVIDIA GPU"):
+    with pytest.raises(InputError, match="backend='cuda' cannot run here: no usable NVIDIA GPU"):
         traveltime(velocity, SOURCE, backend="cuda")
     # "auto" quietly means the CPU when there is no GPU, and says so in the attributes.
-    assert traveltime(velocity, SOURCE, backend="auto", radius=2).attrs["backend"] == "cpu"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert traveltime(velocity, SOURCE, backend="auto", radius=2).attrs["backend"] == "cpu"
     # ... unless the algorithm asked for runs only on a GPU: said so, not "not on cpu".
-    with pytest.raises(InputError, match="backend='auto' found no usable NVIDIA GPU here, and"):
+    with pytest.raises(InputError, match="backend='auto' cannot use a GPU here .*, and"):
         traveltime(velocity, SOURCE, backend="auto", algorithm="near-far", radius=2)
+
+
+def test_a_gpu_without_the_cuda_compiler_is_named_with_what_to_install(velocity, monkeypatch):
+    # numba-cuda without its [cu13] extra finds the driver but not NVRTC or NVVM: the GPU
+    # machine's first kernel failed with DynamicLibNotFoundError, under "auto" too.
+    import raygrid.kernels.cuda as cuda_kernels
+    from raygrid.kernels.cuda import device
+
+    missing = 'DynamicLibNotFoundError: Failure finding "libnvrtc.so.13"'
+    monkeypatch.setattr(device, "gpu_present", lambda: True)
+    monkeypatch.setattr(cuda_kernels, "gpu_present", lambda: True)
+    monkeypatch.setattr(device, "compiler_problem", lambda: missing)
+    monkeypatch.setattr(cuda_kernels, "simulating", lambda: False)
+    assert not device.cuda_usable()
+    monkeypatch.setattr(cuda_kernels, "cuda_usable", device.cuda_usable)
+    said = "a GPU is here, but Numba cannot compile CUDA kernels .*libnvrtc.*raygrid\\[cuda\\]"
+    with pytest.raises(InputError, match=f"backend='cuda' cannot run here: {said}"):
+        traveltime(velocity, SOURCE, backend="cuda", radius=2)
+    with pytest.warns(InputWarning, match=f"backend='auto' runs on the CPU: {said}"):
+        field = traveltime(velocity, SOURCE, backend="auto", radius=2)
+    assert field.attrs["backend"] == "cpu"
+
+
+def test_the_cuda_compiler_is_found_from_the_test_extra():
+    # numba-cuda[cu13] (the test and cuda extras) brings NVVM, libdevice and NVRTC; the
+    # probe compiles without a GPU, in a process without the simulator.
+    script = "from raygrid.kernels.cuda import compiler_problem; print(compiler_problem())"
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == "None", run.stdout + run.stderr
 
 
 def test_auto_with_the_cpu_dijkstra_is_the_cpu_where_there_is_a_gpu(velocity, monkeypatch):

@@ -64,15 +64,21 @@ def test_gpu_session_script_refuses_unknown_parts_and_stops_a_part_at_its_limit(
     )  # fmt: skip
     assert typo.returncode == 2 and "unknown part: target" in typo.stderr
     assert not out.exists()  # nothing ran, not even the device's description
-    # Without a GPU the targets end at once; the tests (collection alone takes seconds) are
-    # stopped at the 2 s limit and the script goes on to say how long each part took.
+    # Without a GPU the targets end in a second or two (more on a loaded machine: a 2 s
+    # limit once stopped them under CI's load); the tests part, a GPU test that outlasts
+    # any limit, is stopped at the limit and the script goes on to say how long each took.
+    sleeper = tmp_path / "test_sleeper.py"
+    sleeper.write_text(
+        "import time, pytest\n\n@pytest.mark.gpu\ndef test_sleeps():\n    time.sleep(120)\n"
+    )
     run = subprocess.run(
         ["bash", str(script), "targets", "tests"], capture_output=True, text=True, cwd=ROOT,
-        env={**env, "GPU_PART_LIMIT": "2", "TMPDIR": str(tmp_path)}, timeout=120,
+        env={**env, "GPU_PART_LIMIT": "8", "GPU_TESTS": str(sleeper), "TMPDIR": str(tmp_path)},
+        timeout=120,
     )  # fmt: skip
     parts = (out / "parts.log").read_text().splitlines()
     assert [line.split(":")[0] for line in parts] == ["part targets", "part tests"], run.stderr
-    # Stopped by SIGINT, so pytest said where it was (a whole run takes 9 s here).
+    # Stopped by SIGINT, so pytest said where it was.
     assert "KeyboardInterrupt" in (out / "gpu-tests.log").read_text()
     assert "no CUDA device" in (out / "gpu-targets.log").read_text()
 

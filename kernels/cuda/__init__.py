@@ -6,6 +6,16 @@ Under ``NUMBA_ENABLE_CUDASIM=1`` they run in Numba's CUDA simulator.
 """
 
 from ..layout import PaddedLayout
-from .device import cuda_usable, simulating
+from .device import (
+    COMPILER_HINT,
+    compiler_problem,
+    cuda_usable,
+    gpu_present,
+    simulating,
+    unusable_reason,
+)
 
-__all__ = ["PaddedLayout", "cuda_usable", "simulating"]
+__all__ = [
+    "PaddedLayout", "cuda_usable", "gpu_present", "compiler_problem", "COMPILER_HINT",
+    "unusable_reason", "simulating",
+]  # fmt: skip

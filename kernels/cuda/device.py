@@ -6,6 +6,9 @@ a kernel is compiled to PTX without a GPU; inlined ones compile anywhere.
 
 from __future__ import annotations
 
+import math
+from functools import cache
+
 import numba
 from numba import cuda, float64
 
@@ -18,6 +21,10 @@ __all__ = [
     "edge_weight_gpu",
     "simulating",
     "cuda_usable",
+    "gpu_present",
+    "compiler_problem",
+    "unusable_reason",
+    "COMPILER_HINT",
 ]
 
 segment_time_gpu = cuda.jit(device=True, inline="always")(segment_time)
@@ -44,10 +51,57 @@ def simulating() -> bool:
 
 
 def cuda_usable() -> bool:
-    """True when a real CUDA device can run kernels (the simulator does not count)."""
+    """True when a real CUDA device can run kernels (the simulator does not count): a GPU
+    and its driver are found, and so is the compiler (:func:`compiler_problem`)."""
+    return gpu_present() and compiler_problem() is None
+
+
+def gpu_present() -> bool:
+    """True when a real NVIDIA GPU and its driver are found (the simulator does not count)."""
     if simulating():
         return False
     try:
         return bool(cuda.is_available()) and len(cuda.gpus) > 0
     except Exception:  # a broken driver install is "not usable", never a crash
         return False
+
+
+@cache
+def compiler_problem() -> str | None:
+    """Why Numba cannot compile a CUDA kernel here, or ``None`` when it can.
+
+    A driver runs kernels, but compiling them takes NVVM, libdevice and NVRTC as well:
+    ``pip install numba-cuda`` alone brings none of them (``numba-cuda[cu13]``, in
+    raygrid's ``cuda`` extra, does; so does a CUDA toolkit). Without them a GPU machine
+    failed at its first kernel with ``DynamicLibNotFoundError``, even under
+    ``backend="auto"``. Compiles a one-line kernel to PTX (no GPU needed) once per process.
+    """
+    try:
+        cuda.compile_ptx(_probe, (numba.float64[::1],), cc=(7, 5))  # the oldest CUDA 13 has
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _probe(values):
+    values[0] = math.sqrt(values[0])  # libdevice, as the kernels' weights need
+
+
+#: What to install when :func:`compiler_problem` finds the compiler missing.
+COMPILER_HINT = (
+    "install the CUDA compiler libraries with pip install 'raygrid[cuda]' (numba-cuda[cu13]: "
+    "NVVM, libdevice and NVRTC for CUDA 13, driver 580 or newer) or a CUDA toolkit"
+)
+
+
+def unusable_reason() -> str | None:
+    """Why CUDA kernels cannot run here, in words for an error message; ``None`` when
+    :func:`cuda_usable`."""
+    if not gpu_present():
+        return "no usable NVIDIA GPU and driver were found"
+    problem = compiler_problem()
+    if problem is None:
+        return None
+    return (
+        f"a GPU is here, but Numba cannot compile CUDA kernels ({problem.strip()}): {COMPILER_HINT}"
+    )
