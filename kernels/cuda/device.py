@@ -74,7 +74,8 @@ def compiler_problem() -> str | None:
     ``pip install numba-cuda`` alone brings none of them (``numba-cuda[cu13]``, in
     raygrid's ``cuda`` extra, does; so does a CUDA toolkit). Without them a GPU machine
     failed at its first kernel with ``DynamicLibNotFoundError``, even under
-    ``backend="auto"``. Compiles a one-line kernel to PTX (no GPU needed) once per process.
+    ``backend="auto"``. (NumPy 2.5 with numba-cuda 0.30 fails here too: ``np.row_stack``.)
+    Compiles a one-line kernel to PTX (no GPU needed) once per process.
     """
     try:
         cuda.compile_ptx(_probe, (numba.float64[::1],), cc=(7, 5))  # the oldest CUDA 13 has
@@ -89,8 +90,9 @@ def _probe(values):
 
 #: What to install when :func:`compiler_problem` finds the compiler missing.
 COMPILER_HINT = (
-    "install the CUDA compiler libraries with pip install 'raygrid[cuda]' (numba-cuda[cu13]: "
-    "NVVM, libdevice and NVRTC for CUDA 13, driver 580 or newer) or a CUDA toolkit"
+    "pip install 'raygrid[cuda]' installs what Numba needs to compile them (numba-cuda[cu13]: "
+    "NVVM, libdevice and NVRTC for CUDA 13, driver 580 or newer; a NumPy numba-cuda "
+    "supports), or use a CUDA toolkit"
 )
 
 
