@@ -104,13 +104,32 @@ def check_model(grid: Grid, recorded: Any) -> None:
 
 def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict | None]:
     """:func:`~raygrid.pipeline.grid.recorded_source` of each source of a field with a
-    ``source`` dim: read from its ``source_<dim>`` coordinates along it at once where it
-    has them (every raygrid result and store), else source by source."""
+    ``source`` dim, from its ``source_<dim>`` coordinates along it (every raygrid result
+    and store).
+
+    Raises
+    ------
+    InputError
+        If several sources share one recorded position (a scalar coordinate or an
+        attribute): ``xr.concat`` of single-source results keeps the first one's for all
+        (attributes always, scalar coordinates under its newer defaults), and a point near
+        another source, not joined to the recorded one, was then 2.6x late, unchecked.
+    """
     columns = [f"source_{d}" for d in dims]
+    n = field.sizes["source"]
     if all(c in field.coords and field[c].dims == ("source",) for c in columns):
         values = {d: field.coords[f"source_{d}"].values for d in dims}
-        return [{d: float(values[d][s]) for d in dims} for s in range(field.sizes["source"])]
-    return [recorded_source(field.isel(source=s), dims) for s in range(field.sizes["source"])]
+        return [{d: float(values[d][s]) for d in dims} for s in range(n)]
+    shared = [c for c in columns if c in field.attrs or (c in field.coords and field[c].ndim == 0)]
+    if n > 1 and shared:
+        raise InputError(
+            f"the field's {n} sources share one recorded position ({', '.join(shared)}: a "
+            "scalar coordinate or attribute, not one value per source). xr.concat or merge "
+            "of several traveltime() results keeps the first one's for all: solve many "
+            "sources with raygrid.pipeline.traveltimes, or give each its position as "
+            "source_<dim> coordinates along 'source'"
+        )
+    return [recorded_source(field.isel(source=s), dims) for s in range(n)]
 
 
 def _single(points: Any) -> bool:
@@ -308,6 +327,13 @@ class TraveltimeTable:
         else:
             self._values = field.transpose(*grid.dims).data
             self._sources = [recorded_source(field, grid.dims)]
+        # A position along "source" (raygrid's results and stores) is checked against its
+        # field where a point uses it; a single field's scalar one (which xr.concat or a
+        # selection may have carried from another field) once per table before any point,
+        # since a point near the real source is not joined to a wrong one and was read late.
+        columns = [f"source_{d}" for d in grid.dims]
+        along = all(c in field.coords and field[c].dims == ("source",) for c in columns)
+        self._unchecked = set() if along else set(range(len(self._sources)))
         self._whole_grid: tuple[Grid, NodeValues] | None = None
         self._lock = threading.Lock()
 
@@ -368,15 +394,19 @@ class TraveltimeTable:
         whole = _read_whole(field, self.grid, star, len(index))
         grid, slowness = self._model_for(whole)
 
-        def read(values: Any, source: dict[str, float] | None) -> np.ndarray:
+        def read(s: int, values: Any, source: dict[str, float] | None) -> np.ndarray:
             # A lazy field (a survey store's) is read only in the chunks around the points,
             # or whole where the points cover it anyway (_read_whole).
             times = NodeValues(np.asarray(values) if whole else values)
             source3 = None if source is None else grid.to_index(source, "source")
-            if source3 is not None and grid.joined_points(source3, index, star.radius).any():
-                # The position is used (a straight leg from it): checked against the field
-                # first. Only then, as it may read a chunk no point needs (a survey store).
+            if source3 is not None and (
+                s in self._unchecked or grid.joined_points(source3, index, star.radius).any()
+            ):
+                # The position is used (a straight leg from it), or not yet known to be this
+                # field's: checked against the field first. Only then, as it may read a
+                # chunk no point needs (a survey store).
                 source3 = grid.located_source(times, source, star.radius, slowness)
+                self._unchecked.discard(s)
             if source is None and not grid.on_nodes(index).all():
                 warn_input(
                     "the field records no source position (source_z, ... coordinates or "
@@ -391,11 +421,11 @@ class TraveltimeTable:
             coords["point"] = ("point", np.array(names, dtype=object))
         if "source" in field.dims:
             # One source's field at a time: a survey store's fields need not fit in memory.
-            times = np.stack([read(self._values[s], src) for s, src in enumerate(self._sources)])
+            times = np.stack([read(s, self._values[s], src) for s, src in enumerate(self._sources)])
             dims = ("source", "point")
             coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
         else:
-            times, dims = read(self._values, self._sources[0]), ("point",)
+            times, dims = read(0, self._values, self._sources[0]), ("point",)
             # One source's field (a traveltime() result, a table's .sel(source=...)): its
             # name and position, as the fields of several sources give them along "source".
             named = [k for k in field.coords if k == "source" or k.startswith("source_")]

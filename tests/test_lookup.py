@@ -217,6 +217,7 @@ def test_a_field_is_read_only_on_the_grid_it_was_solved_on(model, tables):
 
 CLOSE = [{"z": 3.3, "x": 101.7}, {"z": 5.5, "x": 503.3}]  # off-node, 400 m apart
 NEAR_FIRST = {"z": 20.5, "x": 110.2}  # within reach of the first: a straight leg from it
+NEAR_SECOND = {"z": 7.7, "x": 507.1}  # and of the second
 
 
 def test_single_source_results_stack_with_their_own_positions():
@@ -253,10 +254,19 @@ def test_a_field_whose_recorded_source_is_another_fields_is_refused(how):
         with xr.set_options(use_new_combine_kwarg_defaults=True):
             stacked = xr.concat(results, dim="source")
         assert float(stacked.isel(source=1)["source_x"]) == 101.7  # what it guards against
-    with pytest.raises(InputError, match=r"times do not start at its recorded source \(z=3.3, x"):
-        traveltime_at(stacked["traveltime"], NEAR_FIRST, velocity=model)
+    # Near either source: a point near the second, not joined to the recorded (first)
+    # position, was read 2.6x late without a word.
+    for point in (NEAR_FIRST, NEAR_SECOND):
+        with pytest.raises(InputError, match="2 sources share one recorded position"):
+            traveltime_at(stacked["traveltime"], point, velocity=model)
+    # One source selected: its scalar position is checked against its times before any
+    # point is read, joined to it or not.
+    second = stacked.isel(source=1)
+    for point in (NEAR_FIRST, NEAR_SECOND):
+        with pytest.raises(InputError, match=r"times do not start at its recorded source \(z=3.3"):
+            traveltime_at(second, point)
     with pytest.raises(InputError, match="xr.concat or merge of several traveltime"):
-        rg.raypath(stacked.isel(source=1), {"z": 390.0, "x": 595.0})
+        rg.raypath(second, {"z": 390.0, "x": 595.0})
     # The first source's own field and position agree: its rays and times are as solved.
     first = stacked.isel(source=0)
     ray = rg.raypath(first, NEAR_FIRST)
@@ -280,13 +290,14 @@ def test_a_model_other_than_the_fields_is_refused():
     assert float(traveltime_at(field, far, velocity=in_km)) == float(same)
     rays = rg.traveltime(model, CLOSE[0], radius=4, predecessors=True)  # holds its model
     assert "model_check" in rays.attrs or "model_check" in rays["traveltime"].attrs
-    # A field saved before the record: near its source the seeds still tell a faster
-    # model; far from it the position is not used, nor read: no check, no cost.
+    # A field saved before the record: the seeds around its source still tell a faster
+    # model, checked before any point, near the source or not (a far point's last legs
+    # read the model too).
     older = field.copy()
     del older.attrs["model_check"]
-    with pytest.raises(InputError, match="or the velocity is not the model the field was"):
-        traveltime_at(older, NEAR_FIRST, velocity=model * 2.0)
-    traveltime_at(older, far, velocity=model * 2.0)
+    for point in (NEAR_FIRST, far):
+        with pytest.raises(InputError, match="or the velocity is not the model the field was"):
+            traveltime_at(older, point, velocity=model * 2.0)
     with pytest.raises(InputError, match="field must be an xarray.DataArray or Dataset"):
         traveltime_at(field.values, NEAR_FIRST, velocity=model)
 
