@@ -57,7 +57,7 @@ class Job:
 
 
 def _python(config: JobQueueConfig) -> str:
-    return config.python or sys.executable
+    return _Expanded(config.python) if config.python else sys.executable
 
 
 def _memory_mb(memory: str, factor: int = 1, extra: int = 0) -> int:
@@ -112,7 +112,7 @@ def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
     if config.interface:
         command += ["--interface", config.interface]
     if config.local_directory:
-        command += ["--local-directory", config.local_directory]
+        command += ["--local-directory", _Expanded(config.local_directory)]
     return command
 
 
@@ -135,13 +135,18 @@ def _join(command: list[str]) -> str:
     return " ".join(map(_shell_word, command))
 
 
+class _Expanded(str):
+    """A cluster file's value the node's shell expands (``local_directory: $TMPDIR``,
+    ``python: $HOME/env/bin/python``), as dask-jobqueue's scripts do; every other word of a
+    command (the workflow's and the job's paths) is a literal."""
+
+
 def _shell_word(word: str) -> str:
-    """One word of a job script's command: quoted, but a ``$`` variable (our ``"$X"`` words,
-    or a cluster file's ``local_directory: $TMPDIR``) double-quoted so the shell expands it
-    on the node, as dask-jobqueue's scripts do; single quotes kept it a literal folder."""
-    if word.startswith('"$'):
-        return word
-    if "$" in word and not any(c in word for c in '"\\`'):
+    """One word of a job script's command, single-quoted; a :class:`_Expanded` one with a
+    ``$`` double-quoted so the shell expands it on the node (single quotes kept
+    ``$TMPDIR`` a literal folder). A path holding ``$v2`` or ``$(id)`` was double-quoted
+    too: expanded under ``set -u`` (the job died) or run."""
+    if isinstance(word, _Expanded) and "$" in word and not any(c in word for c in '"\\`'):
         return f'"{word}"'
     return shlex.quote(word)
 

@@ -426,6 +426,32 @@ def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("kind", ["slurm", "pbs"])
+@pytest.mark.parametrize("name", ["survey$v2-$(date)", "survey-`date`"])
+def test_paths_with_shell_characters_reach_the_job_literally(tmp_path, kind, name):
+    # A folder named survey$v2 made the job die under set -u ("v2: unbound variable"), and
+    # one holding $(...) ran it: only a cluster file's own values expand. (PBS refuses
+    # spaces in paths.)
+    folder = tmp_path / name
+    folder.mkdir()
+    workflow, cluster = setup(folder, kind, python="$HOME/env/bin/python")
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=folder)
+    for script in (p for p in job.directory.iterdir() if p.suffix == ".sh"):
+        for line in script.read_text().splitlines():
+            if "--scheduler-file" not in line and "cli run" not in line:
+                continue
+            command = line.strip().rstrip("\\&").split(" > ")[0].replace(" $overwrite", "")
+            # The words bash would pass, printed by bash itself (nothing expanded but $HOME).
+            words = subprocess.run(
+                ["bash", "-uc", f"printf '%s\\n' {command}"], capture_output=True, text=True,
+                cwd=tmp_path, env={**os.environ, "HOME": "/home/u"},
+            )  # fmt: skip
+            assert words.returncode == 0, (line, words.stderr)
+            printed = words.stdout.splitlines()
+            assert printed[0] == "/home/u/env/bin/python", line
+            assert any(w.startswith(str(folder)) for w in printed), (line, printed)
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
 def test_a_local_directory_variable_is_expanded_on_the_node(tmp_path, kind):
     # configs/slurm-gpu.yaml suggests "$TMPDIR": single-quoted, every worker used a folder
     # literally named $TMPDIR in the shared working directory.
