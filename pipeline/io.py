@@ -237,7 +237,17 @@ def load_velocity(
             # Stores without consolidated metadata are normal in zarr v3; xarray warns
             # when it falls back to reading them without.
             warnings.simplefilter("ignore", RuntimeWarning)
-            velocity = _pick(xr.open_zarr(path, consolidated=None), variable, path)
+            try:
+                dataset = xr.open_zarr(path, consolidated=None)
+            except FileNotFoundError:  # zarr's GroupNotFoundError: no metadata there
+                raise InputError(
+                    f"{path}: cannot open it as Zarr (no Zarr metadata, zarr.json, in it)"
+                ) from None
+            except Exception as error:  # metadata that does not read (cut short, not JSON)
+                raise InputError(
+                    f"{path}: cannot open it as Zarr ({type(error).__name__}: {error})"
+                ) from None
+        velocity = _pick(dataset, variable, path)
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
         # Lazily indexed (no dask): a tiled solve reads it in blocks (tiled.chunked_lazily),
         # so each worker reads only its tile; a contiguous file opened with dask would be
@@ -255,7 +265,7 @@ def load_velocity(
             )
         try:
             values = NpyArray(path)
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, EOFError) as error:  # EOFError: an empty file
             raise InputError(f"{path}: cannot read it as a NumPy array ({error})") from None
         if values.ndim not in (2, 3):
             raise InputError(f"{path}: a velocity array must be 2D or 3D, got {values.ndim}D")

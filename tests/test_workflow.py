@@ -595,6 +595,36 @@ def test_a_file_that_is_not_netcdf_is_an_input_error(tmp_path):
         rg.load_velocity(tmp_path / "v.nc")
 
 
+@pytest.mark.parametrize(
+    "name, said",
+    [("empty.npy", "cannot read it as a NumPy array (No data left"),
+     ("bad.zarr", "cannot open it as Zarr (JSONDecodeError"),
+     ("empty.zarr", "cannot open it as Zarr (no Zarr metadata")],
+)  # fmt: skip
+def test_a_model_file_that_does_not_read_is_an_input_error(tmp_path, name, said):
+    # An empty .npy raised EOFError (the CLI printed only "Aborted!"); a Zarr folder with
+    # broken or no metadata, a raw traceback.
+    from click.testing import CliRunner
+
+    import raygrid.pipeline as rg
+    from raygrid.pipeline.cli import main
+
+    path = tmp_path / name
+    if name.endswith(".npy"):
+        path.touch()
+    else:
+        path.mkdir()
+        if name == "bad.zarr":
+            (path / "zarr.json").write_text("{not json")
+    grid = {"spacing": 10.0, "units": "m/s"} if name.endswith(".npy") else {}
+    with pytest.raises(InputError, match=re.escape(f"{path}: {said}")):
+        rg.load_velocity(path, **grid)
+    model = f"  path: {path}\n" + "".join(f"  {k}: {v}\n" for k, v in grid.items())
+    text = SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}\n", model)
+    validated = CliRunner().invoke(main, ["validate", str(write(tmp_path, text))])
+    assert validated.exit_code == 2 and said in validated.output, validated.output
+
+
 def test_the_option_vocabulary_is_one():
     # The workflow schema's choices are the Python API's: no option accepted by one alone.
     from typing import get_args
