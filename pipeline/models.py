@@ -177,6 +177,9 @@ def layers_problem(interfaces: Sequence[float], velocities: Sequence[float]) -> 
             f"layer and one below each interface); velocities has {len(velocities)} "
             f"value(s), interfaces {len(interfaces)}"
         )
+    if not np.isfinite(np.asarray(interfaces, dtype=np.float64)).all():
+        # NaN compares false both ways: it passed the order check below and dropped a layer.
+        return f"layer interfaces must be finite depths, got {list(interfaces)}"
     if any(upper >= lower for upper, lower in zip(interfaces, interfaces[1:])):
         # Two equal depths make a layer of no thickness: its velocity was dropped unseen.
         return f"layer interfaces must increase strictly with depth, got {list(interfaces)}"

@@ -324,6 +324,14 @@ def test_layer_interfaces_must_increase(tmp_path):
     path.write_text(path.read_text().replace("[100.0, 50.0]", "[50.0, 100.0]"))
     velocity = prepare_workflow(read_workflow(path)).velocity
     assert np.unique(velocity.values).tolist() == [1500.0, 2500.0, 4000.0]
+    # NaN compares false both ways: it passed the order check and dropped a layer.
+    for interfaces in ([30.0, np.nan, 60.0], [np.nan, 30.0], [30.0, np.inf]):
+        with pytest.raises(InputError, match="layer interfaces must be finite depths"):
+            layered_model({"z": 11, "x": 3}, 10.0, interfaces, [1e3] * (len(interfaces) + 1))
+    nan = "  interfaces: [30.0, .nan]\n  velocities: [1500.0, 2500.0, 4000.0]\n"
+    assert "wf.yaml:1: model: layer interfaces must be finite depths, got [30.0, nan]" in (
+        model_error(tmp_path, LAYERED + nan)
+    )
 
 
 def test_a_workflow_is_checked_without_its_model_values(tmp_path):
