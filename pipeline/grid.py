@@ -882,8 +882,15 @@ def _check_values(
     # mask (three model-sized temporaries: 8 of the 16 ms the pipeline added to a 60 ms GPU
     # solve at 1601^2).
     lowest, highest = dask.compute(values.min(), values.max())
-    if lowest >= np.finfo(np.float64).tiny and highest < np.inf:
+    tiny = np.finfo(np.float64).tiny
+    if lowest >= tiny and highest < np.inf:
         unit = velocity.attrs.get("units")
+        if not (float(lowest) * speed_factor >= tiny and float(highest) * speed_factor < np.inf):
+            # 1e306 km/s is inf m/s: a zero slowness, free edges, times silently 0.
+            raise InputError(
+                f"velocities from {float(lowest):g} to {float(highest):g} {unit} leave "
+                "float64's range in m/s (inf or subnormal): no model is that fast or slow"
+            )
         slow, fast = PLAUSIBLE_SPEEDS
         if highest * speed_factor < slow or lowest * speed_factor > fast:
             warn_input(
@@ -901,6 +908,24 @@ def _check_values(
         f"velocity must be finite and positive: {count} bad value(s) "
         f"(NaN, inf, zero, negative or subnormal); the first found is {value!r} at {where}"
     )
+
+
+#: Spacing and model extent, in metres, inside which edge lengths (a square root of a sum
+#: of squares) and their times are plain float64 numbers.
+EXTENT_METRES = (1e-100, 1e100)
+
+
+def _check_extent(dim: str, n: int, spacing: float, unit: str) -> None:
+    """Refuse a spacing or an extent whose edge lengths float64 cannot hold: a spacing of
+    1e200 m made every time inf, one of 1e-200 m every time 0 (their squares overflow or
+    underflow), silently."""
+    low, high = EXTENT_METRES
+    metres = spacing * LENGTH_UNITS[unit]
+    if not (metres >= low and metres * (n - 1) <= high):
+        raise InputError(
+            f"coordinate {dim!r}: a spacing of {spacing:g} {unit} over {n} nodes is outside "
+            f"what edge lengths and times can hold in float64 ({low:g} to {high:g} m)"
+        )
 
 
 def _first_bad(bad: Any) -> tuple[int, ...]:
@@ -1032,6 +1057,8 @@ def grid_from_velocity(
         checked = velocity if values is None else velocity.copy(data=values)
         _check_values(checked, axes, order, SPEED_UNITS[speed_unit])
     unit = axes[order[0]][3]
+    for d in order:
+        _check_extent(d, axes[d][0].size, axes[d][2], unit)
     grid = Grid(
         dims=order,
         coords={d: axes[d][0] for d in order},

@@ -598,6 +598,25 @@ def test_a_velocity_in_the_wrong_unit_is_warned_about(velocity, values, units, w
         traveltime(wrong, {"z": 0.0, "x": 0.0}, radius=2)
 
 
+@pytest.mark.parametrize("spacing", [1e200, 1e-200, 1e99])
+def test_a_grid_float64_cannot_measure_is_refused(spacing):
+    # 1e200 m made every time inf, 1e-200 m every time 0 (squared lengths overflow or
+    # underflow), silently; 1e99 m over 4 steps is 4e99 m, inside the range.
+    model = constant_model({"z": 5, "x": 5}, spacing, 2000.0)
+    if spacing == 1e99:
+        assert np.isfinite(traveltime(model, {"z": 0.0, "x": 0.0}, radius=1).values).all()
+        return
+    with pytest.raises(InputError, match=r"coordinate 'z': a spacing of .* outside what edge"):
+        traveltime(model, {"z": 0.0, "x": 0.0}, radius=1)
+
+
+def test_a_velocity_that_overflows_in_metres_per_second_is_refused(velocity):
+    # 1e306 km/s passed the value check (made in km/s) and was inf m/s: zero slowness.
+    fast = velocity.copy(data=np.full(velocity.shape, 1e306)).assign_attrs(units="km/s")
+    with pytest.raises(InputError, match="leave float64's range in m/s"):
+        traveltime(fast, {"z": 0.0, "x": 0.0}, radius=2)
+
+
 def test_plausible_velocities_give_no_warning(velocity):
     import warnings
 
