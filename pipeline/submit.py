@@ -398,8 +398,15 @@ def submit_workflow(
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     directory = (workdir / config.log_directory / f"{workflow.stem}-{stamp}").resolve()
-    if config.cluster == "pbs":
-        _pbs_header(config, directory, 0)  # its refusals before any file is written
+    # The scripts first: their refusals (a path a #SBATCH or #PBS line cannot carry) come
+    # before any file is written (a refused submit left the job folder behind).
+    text = batch_script(
+        workflow.resolve(), config, directory, workdir=workdir, overwrite=overwrite,
+        driver=driver_bytes(prepared),
+        resume=f"submit the job again (raygrid submit {shlex.quote(str(workflow.resolve()))} "
+        f"--cluster {shlex.quote(str(Path(cluster).resolve()))}, in {workdir})",
+    )  # fmt: skip
+    node_text = _node_script(config, directory, workdir) if config.cluster == "pbs" else None
     directory.mkdir(parents=True)
     (directory / "scheduler.yaml").write_text(
         "# Written by raygrid submit: the job's own scheduler.\n"
@@ -413,17 +420,11 @@ def submit_workflow(
             sort_keys=False,
         )
     )
-    if config.cluster == "pbs":
+    if node_text is not None:
         node = directory / "node.sh"
-        node.write_text(_node_script(config, directory, workdir))
+        node.write_text(node_text)
         node.chmod(0o755)
     script = directory / "job.sh"
-    text = batch_script(
-        workflow.resolve(), config, directory, workdir=workdir, overwrite=overwrite,
-        driver=driver_bytes(prepared),
-        resume=f"submit the job again (raygrid submit {shlex.quote(str(workflow.resolve()))} "
-        f"--cluster {shlex.quote(str(Path(cluster).resolve()))}, in {workdir})",
-    )  # fmt: skip
     script.write_text(text)
     script.chmod(0o755)
     command = [tool, "--parsable", str(script)] if tool == "sbatch" else [tool, str(script)]

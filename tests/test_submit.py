@@ -405,6 +405,17 @@ def test_pbs_refuses_whitespace_it_cannot_quote(tmp_path, where, message):
     assert not (workdir / "jobs").exists()
 
 
+def test_slurm_refuses_a_path_it_cannot_quote_before_writing_anything(tmp_path):
+    # A #SBATCH value is double-quoted where it holds a space: one with a double quote too
+    # is refused, and the job folder (scheduler.yaml) was already written.
+    workdir = tmp_path / 'job "runs" here'
+    workdir.mkdir()
+    workflow, cluster = setup(workdir, "slurm")
+    with pytest.raises(InputError, match="holds both a space and a double quote"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=workdir)
+    assert not (workdir / "jobs").exists()
+
+
 @pytest.mark.parametrize("gpus, backend", [(1, "cuda"), (0, "cpu")])
 def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypatch, gpus, backend):
     # Resolved as on the login node (no GPU: the CPU), a store a GPU job had made was
