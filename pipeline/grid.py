@@ -749,13 +749,13 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         raise InputError(f"coordinate {dim!r} has non-finite values")
     steps = np.diff(values)
     if not (np.all(steps > 0) or np.all(steps < 0)):
-        if stored.dtype.kind == "f" and stored.dtype.itemsize < 8 and np.any(steps == 0):
+        if stored.dtype.kind == "f" and np.any(steps == 0):
             rounded, ulp = _rounding_of(stored, values, unit)
             moved = np.abs(steps[steps != 0])
             if moved.size and moved.min() <= 2 * ulp:  # the rest are a rounding apart too
                 raise InputError(
                     f"coordinate {dim!r} is not monotonic: neighbours are equal in "
-                    f"{rounded}; " + _IN_FLOAT64.format(dim=dim)
+                    f"{rounded}; " + _finer(stored, dim)
                 )
         raise InputError(f"coordinate {dim!r} is not monotonic")
     if steps[0] < 0:
@@ -838,7 +838,7 @@ def _check_resolution(stored: np.ndarray, values: np.ndarray, steps: np.ndarray,
     float32 far from the origin (UTM northings, 0.5 m apart at 4e6 m) passes the rounding
     tolerance of the uniformity check while the spacing, read from the two ends, is off by
     a few percent. Steps all equal as stored are exact, whatever the type."""
-    if stored.dtype.kind != "f" or stored.dtype.itemsize >= 8 or np.all(steps == steps[0]):
+    if stored.dtype.kind != "f" or np.all(steps == steps[0]):
         return
     span = float(values[-1] - values[0])
     rounded, ulp = _rounding_of(stored, values, unit)
@@ -848,8 +848,16 @@ def _check_resolution(stored: np.ndarray, values: np.ndarray, steps: np.ndarray,
     raise InputError(
         f"coordinate {dim!r} is stored as {rounded}: too coarse for steps of about "
         f"{span / (values.size - 1):.6g} {unit} (the spacing is known only to "
-        f"{ulp / span:.2%}); {_IN_FLOAT64.format(dim=dim)}"
+        f"{ulp / span:.2%}); {_finer(stored, dim)}"
     )
+
+
+def _finer(stored: np.ndarray, dim: str) -> str:
+    """How to store coordinates that their float type cannot resolve: in float64, or
+    (already float64: an origin of 1e20 m rounds to 16 km) relative to a nearer origin."""
+    if stored.dtype.itemsize < 8:
+        return _IN_FLOAT64.format(dim=dim)
+    return f"give {dim!r} coordinates relative to a nearer origin"
 
 
 #: How to store coordinates a narrow float type cannot resolve.

@@ -574,6 +574,9 @@ def test_synthetic_grids_refuse_what_is_no_grid(shape, spacing, message):
         (True, None, "m.npy: spacing z must be a finite positive number, got True"),
         (10.0, {"x": float("nan")}, "m.npy: origin x must be a finite number, got nan"),
         (10.0, "5", "m.npy: origin z must be a finite number, got '5'"),
+        # float64 itself too coarse this far out: was "not monotonic" or a bare "too coarse".
+        (5.0, 1e17, r"neighbours are equal in float64, .* relative to a nearer origin"),
+        (5.0, 1e16, r"float64, which rounds .* to 2 m: too coarse .* nearer origin"),
     ],
 )
 def test_a_npy_grid_is_checked_as_given(tmp_path, spacing, origin, message):
