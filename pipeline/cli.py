@@ -221,8 +221,8 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                 )
             else:
                 click.echo(f"{path}: valid workflow (schema only)")
-            if spec.compute.backend == "cuda" and not _gpu_here():
-                click.echo(f"{path}: note: backend cuda needs a GPU; this machine has none")
+            if spec.compute.backend == "cuda" and (reason := _no_gpu_here()):
+                click.echo(f"{path}: note: backend cuda cannot run on this machine: {reason}")
         except InputError as error:
             click.echo(f"error: {error}", err=True)
             failed = True
@@ -234,10 +234,11 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
 WORKFLOW_SECTIONS = {"model", "grid", "sources", "receivers", "outputs", "compute"}
 
 
-def _gpu_here() -> bool:
-    from ..kernels.cuda import cuda_usable  # numba.cuda only when a workflow asks for it
+def _no_gpu_here() -> str | None:
+    """Why CUDA kernels cannot run on this machine, or ``None`` where they can."""
+    from ..kernels.cuda import unusable_reason  # numba.cuda only when a workflow asks for it
 
-    return cuda_usable()
+    return unusable_reason()
 
 
 @main.command()

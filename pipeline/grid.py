@@ -1060,13 +1060,13 @@ def grid_from_velocity(
             + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
             + "; give every axis the same length unit"
         )
+    for d in order:  # from the coordinates alone: before any value is read
+        _check_extent(d, axes[d][0].size, axes[d][2], axes[d][3])
     values = velocity.values if load else None  # read once: checked, then converted
     if check_values:
         checked = velocity if values is None else velocity.copy(data=values)
         _check_values(checked, axes, order, SPEED_UNITS[speed_unit])
     unit = axes[order[0]][3]
-    for d in order:
-        _check_extent(d, axes[d][0].size, axes[d][2], unit)
     grid = Grid(
         dims=order,
         coords={d: axes[d][0] for d in order},

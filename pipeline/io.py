@@ -241,7 +241,7 @@ def load_velocity(
                 dataset = xr.open_zarr(path, consolidated=None)
             except FileNotFoundError:  # zarr's GroupNotFoundError: no metadata there
                 raise InputError(
-                    f"{path}: cannot open it as Zarr (no Zarr metadata, zarr.json, in it)"
+                    f"{path}: cannot open it as Zarr (no Zarr group metadata in it)"
                 ) from None
             except Exception as error:  # metadata that does not read (cut short, not JSON)
                 raise InputError(

@@ -102,6 +102,14 @@ def check_model(grid: Grid, recorded: Any) -> None:
     )
 
 
+def _positions_along_source(field: xr.DataArray, dims: tuple[str, ...]) -> bool:
+    """Whether a field records its sources' positions as ``source_<dim>`` coordinates
+    along ``source`` (raygrid's results and stores), one per source."""
+    return all(
+        f"source_{d}" in field.coords and field[f"source_{d}"].dims == ("source",) for d in dims
+    )
+
+
 def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict | None]:
     """:func:`~raygrid.pipeline.grid.recorded_source` of each source of a field with a
     ``source`` dim, from its ``source_<dim>`` coordinates along it (every raygrid result
@@ -115,11 +123,11 @@ def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict |
         (attributes always, scalar coordinates under its newer defaults), and a point near
         another source, not joined to the recorded one, was then 2.6x late, unchecked.
     """
-    columns = [f"source_{d}" for d in dims]
     n = field.sizes["source"]
-    if all(c in field.coords and field[c].dims == ("source",) for c in columns):
+    if _positions_along_source(field, dims):
         values = {d: field.coords[f"source_{d}"].values for d in dims}
         return [{d: float(values[d][s]) for d in dims} for s in range(n)]
+    columns = [f"source_{d}" for d in dims]
     shared = [c for c in columns if c in field.attrs or (c in field.coords and field[c].ndim == 0)]
     if n > 1 and shared:
         raise InputError(
@@ -179,7 +187,12 @@ def traveltime_at(
     ------
     InputError
         For a point outside the model, a field without its model or radius, or a field and
-        model on different grids.
+        model on different grids. For a recorded source position its times do not start
+        at (:meth:`~raygrid.pipeline.grid.Grid.located_source`: another field's position,
+        times changed since the solve, such as an origin time added, or a faster model):
+        a single field's scalar position is checked before any point is read, one along
+        ``source`` where a point uses it. For several sources sharing one scalar position
+        (``xr.concat`` of single-source results under xarray's newer defaults).
 
     Notes
     -----
@@ -331,8 +344,7 @@ class TraveltimeTable:
         # field where a point uses it; a single field's scalar one (which xr.concat or a
         # selection may have carried from another field) once per table before any point,
         # since a point near the real source is not joined to a wrong one and was read late.
-        columns = [f"source_{d}" for d in grid.dims]
-        along = all(c in field.coords and field[c].dims == ("source",) for c in columns)
+        along = _positions_along_source(field, grid.dims)
         self._unchecked = set() if along else set(range(len(self._sources)))
         self._whole_grid: tuple[Grid, NodeValues] | None = None
         self._lock = threading.Lock()

@@ -214,9 +214,10 @@ def layered_model(
     Raises
     ------
     InputError
-        For a count of velocities other than ``len(interfaces) + 1``, or interfaces that do
-        not increase strictly (:func:`layers_problem`). An interface outside the model's
-        depths is warned about (:class:`~.errors.InputWarning`): the layer it bounds is absent.
+        For a count of velocities other than ``len(interfaces) + 1``, or interfaces that are
+        not finite or do not increase strictly (:func:`layers_problem`). An interface
+        outside the model's depths is warned about (:class:`~.errors.InputWarning`): the
+        layer it bounds is absent.
     """
     problem = layers_problem(interfaces, velocities)
     if problem:

@@ -116,7 +116,7 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool 
         reason = cuda_kernels.unusable_reason()
         if algorithm in ALGORITHMS["cuda"]:
             raise InputError(
-                f"backend='auto' cannot use a GPU here ({reason}), and algorithm="
+                f"backend='auto' cannot use a GPU here: {reason}. And algorithm="
                 f"{algorithm!r} runs only on one: leave algorithm out (each backend has its "
                 "default), or run where there is a GPU"
             )

@@ -146,7 +146,12 @@ def _shell_word(word: str) -> str:
     ``$`` double-quoted so the shell expands it on the node (single quotes kept
     ``$TMPDIR`` a literal folder). A path holding ``$v2`` or ``$(id)`` was double-quoted
     too: expanded under ``set -u`` (the job died) or run."""
-    if isinstance(word, _Expanded) and "$" in word and not any(c in word for c in '"\\`'):
+    if isinstance(word, _Expanded) and "$" in word:
+        if any(c in word for c in '"\\`'):
+            raise InputError(
+                f"{word!r}: a cluster file's value with a $ variable is expanded on the node "
+                "inside double quotes, which it cannot hold with a quote, backslash or backtick"
+            )
         return f'"{word}"'
     return shlex.quote(word)
 

@@ -169,7 +169,8 @@ def test_validate_checks_a_gpu_workflow_for_its_machine(tmp_path):
     path = write_workflow(tmp_path, compute={"backend": "cuda"})
     checked = raygrid("validate", path, cwd=tmp_path, real_cuda=True)
     assert checked.returncode == 0, checked.stderr
-    assert "valid workflow" in checked.stdout and "note: backend cuda needs a GPU" in checked.stdout
+    note = "note: backend cuda cannot run on this machine: no usable NVIDIA GPU"
+    assert "valid workflow" in checked.stdout and note in checked.stdout
 
 
 # Runs the CLI in this process and prints its peak resident memory (bytes) when it exits.

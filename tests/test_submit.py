@@ -437,7 +437,7 @@ def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("kind", ["slurm", "pbs"])
-@pytest.mark.parametrize("name", ["survey$v2-$(date)", "survey-`date`"])
+@pytest.mark.parametrize("name", ["survey$v2-$(date)", "survey$HOME"])
 def test_paths_with_shell_characters_reach_the_job_literally(tmp_path, kind, name):
     # A folder named survey$v2 made the job die under set -u ("v2: unbound variable"), and
     # one holding $(...) ran it: only a cluster file's own values expand. (PBS refuses
@@ -471,3 +471,7 @@ def test_a_local_directory_variable_is_expanded_on_the_node(tmp_path, kind):
     scripts = "".join(p.read_text() for p in job.directory.iterdir() if p.suffix == ".sh")
     assert '--local-directory "$TMPDIR/dask"' in scripts
     assert "'$TMPDIR" not in scripts
+    # One double quotes cannot hold is refused, not made a literal folder without a word.
+    workflow, cluster = setup(tmp_path, kind, local_directory='$TMPDIR/"dask"')
+    with pytest.raises(InputError, match="cannot hold with a quote, backslash or backtick"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path / "other")

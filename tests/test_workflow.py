@@ -599,7 +599,7 @@ def test_a_file_that_is_not_netcdf_is_an_input_error(tmp_path):
     "name, said",
     [("empty.npy", "cannot read it as a NumPy array (No data left"),
      ("bad.zarr", "cannot open it as Zarr (JSONDecodeError"),
-     ("empty.zarr", "cannot open it as Zarr (no Zarr metadata")],
+     ("empty.zarr", "cannot open it as Zarr (no Zarr group metadata")],
 )  # fmt: skip
 def test_a_model_file_that_does_not_read_is_an_input_error(tmp_path, name, said):
     # An empty .npy raised EOFError (the CLI printed only "Aborted!"); a Zarr folder with

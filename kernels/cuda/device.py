@@ -75,7 +75,13 @@ def compiler_problem() -> str | None:
     raygrid's ``cuda`` extra, does; so does a CUDA toolkit). Without them a GPU machine
     failed at its first kernel with ``DynamicLibNotFoundError``, even under
     ``backend="auto"``. (NumPy 2.5 with numba-cuda 0.30 fails here too: ``np.row_stack``.)
-    Compiles a one-line kernel to PTX (no GPU needed) once per process.
+    Compiles a one-line kernel to PTX (no GPU needed) once per process: about 0.8 s, paid
+    only where :func:`gpu_present`. For real CUDA only: the simulator compiles nothing.
+
+    Returns
+    -------
+    str or None
+        The compiler's error as ``"Type: message"``, or ``None`` when it compiles.
     """
     try:
         cuda.compile_ptx(_probe, (numba.float64[::1],), cc=(7, 5))  # the oldest CUDA 13 has
@@ -97,13 +103,13 @@ COMPILER_HINT = (
 
 
 def unusable_reason() -> str | None:
-    """Why CUDA kernels cannot run here, in words for an error message; ``None`` when
-    :func:`cuda_usable`."""
+    """Why CUDA kernels cannot run here, as a clause for an error message (after "but" or
+    a colon); ``None`` when :func:`cuda_usable`."""
     if not gpu_present():
         return "no usable NVIDIA GPU and driver were found"
     problem = compiler_problem()
     if problem is None:
         return None
-    return (
-        f"a GPU is here, but Numba cannot compile CUDA kernels ({problem.strip()}): {COMPILER_HINT}"
-    )
+    # The first line: a missing library's error goes on to list every folder searched.
+    first = problem.strip().splitlines()[0]
+    return f"Numba cannot compile CUDA kernels here ({first}); {COMPILER_HINT}"
