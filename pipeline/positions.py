@@ -462,6 +462,10 @@ def _read_csv(
             )
         values = [fields[column[d]] for d in dims]
         try:
+            # Python's float() also reads "1_0" as 10 (a literal's digit separator): in a
+            # table that is more likely a typo than a number.
+            if any("_" in v for v in values):
+                raise ValueError
             point = {d: float(v) for d, v in zip(dims, values)}
         except ValueError:
             raise InputError(f"{where}:{number}: not a number in {values}") from None

@@ -72,6 +72,9 @@ def test_csv_comments_before_and_after_the_header_are_skipped(tmp_path):
     # Line numbers count the comments and the blank line: the bad value is on line 9.
     with pytest.raises(InputError, match=r"receivers.csv:9: not a number in \['7', 'far'\]"):
         receivers(tmp_path, text + "# deeper\n7,far\n")
+    # float() reads "1_0" as 10: more likely a typo in a table than a number.
+    with pytest.raises(InputError, match=r"receivers.csv:9: not a number in \['7', '1_0'\]"):
+        receivers(tmp_path, text + "# deeper\n7,1_0\n")
 
 
 @pytest.mark.parametrize(
