@@ -541,8 +541,13 @@ def _generated_points(spec: Any, what: str) -> list[dict[str, float]]:
                 f"{what} line: start and stop name different dims ({sorted(start)} vs "
                 f"{sorted(stop)})"
             )
-        fractions = np.linspace(0.0, 1.0, count) if count > 1 else np.zeros(1)
-        return [{d: float(start[d] + f * (stop[d] - start[d])) for d in start} for f in fractions]
+        # np.linspace per dim ends exactly at stop (start + 1.0 * (stop - start) did not:
+        # 1000.1 came out 1000.0999999999999, and the receiver was no longer found by the
+        # position its workflow gave); one point is the start.
+        axes = {
+            d: np.linspace(start[d], stop[d], count) if count > 1 else [start[d]] for d in start
+        }
+        return [{d: float(axes[d][k]) for d in start} for k in range(count)]
     dims = [d for d in _DIM_ORDER if d in spec.grid]  # the schema took no other key
     axes = []
     for d in dims:

@@ -224,6 +224,14 @@ def test_line_generator_is_inclusive():
         {"line": {"start": {"z": 0, "x": 0}, "stop": {"z": 0, "x": 300}, "count": 4}}
     )
     assert [p["x"] for p in resolve_points(spec, "source")[0]] == [0.0, 100.0, 200.0, 300.0]
+    # Both ends exactly as written: 1000.1 came out 1000.0999999999999, and the store's
+    # receiver was then not found by the position the workflow gave.
+    for a, b, n in [(250.3, 1000.1, 4), (1234.5, 99.9, 7)]:
+        spec = LinePoints.model_validate(
+            {"line": {"start": {"z": 50.0, "x": a}, "stop": {"z": 50.0, "x": b}, "count": n}}
+        )
+        points = resolve_points(spec, "receiver")[0]
+        assert (points[0]["x"], points[-1]["x"]) == (a, b)
 
 
 def test_nothing_to_store_is_an_error(tmp_path):
