@@ -40,13 +40,17 @@ def per_dim(
     return {d: value.get(d, default) for d in dims}
 
 
+def _is_number(value: object) -> bool:
+    """A real number, not text and not yes/no (``True`` is no speed)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
 def real_number(value: object, what: str, *, positive: bool = False) -> float:
     """``value`` as a float if it is a finite real number (and positive if asked); text
     and yes/no are refused, not converted (``"10"`` and ``True`` are no spacing)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    number = float(value) if ok else np.nan
+    number = float(value) if _is_number(value) else np.nan
     if not np.isfinite(number) or (positive and number <= 0):
         kind = "a finite positive number" if positive else "a finite number"
         raise InputError(f"{what} must be {kind}, got {value!r}")
@@ -132,7 +136,8 @@ def constant_model(
         model here varies with depth only, so one column holds all its values.
     """
     coords = _coords(shape, spacing, "m")
-    profile = np.full((1,) * len(coords), float(velocity))
+    velocity = real_number(velocity, "velocity", positive=True)  # True was 1 m/s
+    profile = np.full((1,) * len(coords), velocity)
     return _model(profile, coords, "constant", f"constant {velocity:g} m/s", broadcast)
 
 
@@ -163,6 +168,8 @@ def gradient_model(
         The model, coordinates in m from 0, values in m/s.
     """
     coords = _coords(shape, spacing, "m")
+    top = real_number(top, "top", positive=True)
+    bottom = real_number(bottom, "bottom", positive=True)
     z = _depth(coords)
     profile = top + (bottom - top) * z / z.max()
     description = f"linear in z from {top:g} to {bottom:g} m/s"
@@ -171,6 +178,9 @@ def gradient_model(
 
 def layers_problem(interfaces: Sequence[float], velocities: Sequence[float]) -> str | None:
     """What is wrong with flat layers' ``interfaces`` and ``velocities``, or ``None``."""
+    for name, values in (("interfaces", interfaces), ("velocities", velocities)):
+        if isinstance(values, (str, bytes)) or not all(_is_number(v) for v in values):
+            return f"layer {name} must be a list of numbers, got {values!r}"
     if len(velocities) != len(interfaces) + 1:
         return (
             "a layered model needs velocities, one more than interfaces (one for the top "
@@ -255,10 +265,10 @@ def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -
         The perturbed model, in the dims order of ``velocity``, its attributes kept and a
         ``checkerboard`` attribute added.
     """
+    amplitude = real_number(amplitude, "checkerboard amplitude")
     if not 0 <= amplitude < 1:
         raise InputError(f"checkerboard amplitude must be in [0, 1), got {amplitude}")
-    if not (np.isfinite(size) and size > 0):
-        raise InputError(f"checkerboard size must be positive, got {size}")
+    size = real_number(size, "checkerboard size", positive=True)
     grid_from_velocity(velocity, load=False, check_values=False)  # dims, units, spacing
     # Which cube a node is in, rounded first: a node on a cube's face in km read as the cube
     # before it (0.06 / 0.02 = 2.9999999999999996).

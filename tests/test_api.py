@@ -333,7 +333,7 @@ def test_traveltimes_many_sources_on_threads(model):
 def test_synthetic_model_mistakes_are_caught():
     base = rg.gradient_model({"z": 5, "x": 4}, 10.0, 1000.0, 2000.0)
     for size in (0.0, -10.0, float("nan")):
-        with pytest.raises(rg.InputError, match="checkerboard size must be positive"):
+        with pytest.raises(rg.InputError, match="checkerboard size must be a finite positive"):
             rg.checkerboard(base, size)
     km = base.assign_coords(z=base["z"] / 1000, x=base["x"] / 1000)
     km["z"].attrs["units"] = km["x"].attrs["units"] = "km"

@@ -547,9 +547,9 @@ def test_an_on_off_option_must_be_a_bool(velocity, flag):
 def test_synthetic_models_refuse_velocities_that_are_not_positive():
     from raygrid.pipeline import gradient_model
 
-    with pytest.raises(InputError, match="velocities must be finite and positive"):
+    with pytest.raises(InputError, match="velocity must be a finite positive number, got -2000"):
         constant_model({"z": 11, "x": 21}, 10.0, -2000.0)
-    with pytest.raises(InputError, match="velocities must be finite and positive"):
+    with pytest.raises(InputError, match="top must be a finite positive number, got -5.0"):
         gradient_model({"z": 11, "x": 21}, 10.0, top=-5.0, bottom=4000.0)
 
 
@@ -603,6 +603,27 @@ def test_a_velocity_in_the_wrong_unit_is_warned_about(velocity, values, units, w
     wrong.attrs["units"] = units
     with pytest.warns(InputWarning, match=rf"no rock is that {word}; is the model's 'units'"):
         traveltime(wrong, {"z": 0.0, "x": 0.0}, radius=2)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda rg: rg.constant_model({"z": 3, "x": 3}, 10.0, True), "velocity must be a finite"),
+        (lambda rg: rg.constant_model({"z": 3, "x": 3}, 10.0, "2000"), "got '2000'"),
+        (lambda rg: rg.gradient_model({"z": 3, "x": 3}, 10.0, True, 500.0), "top must be a"),
+        (lambda rg: rg.gradient_model({"z": 3, "x": 3}, 10.0, 500.0, "4000"), "bottom must be"),
+        (lambda rg: rg.layered_model({"z": 3, "x": 3}, 10.0, [True], [1e3, 2e3]), "interfaces"),
+        (lambda rg: rg.layered_model({"z": 3, "x": 3}, 10.0, "12", [1e3, 2e3]), "list of numbers"),
+        (lambda rg: rg.checkerboard(rg.constant_model({"z": 3, "x": 3}), "20"), "size must be"),
+    ],
+)  # fmt: skip
+def test_model_builders_take_numbers_only(build, message):
+    # True was a 1 m/s model (or an interface at 1 m) without a word; text crashed with
+    # "Unknown format code 'g'" and the like.
+    import raygrid.pipeline as rg
+
+    with pytest.raises(InputError, match=message):
+        build(rg)
 
 
 @pytest.mark.parametrize("spacing", [1e200, 1e-200, 1e99])
