@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from .errors import InputError  # noqa: E402
+from .inspect import point_number  # noqa: E402
 from .store import hidden_sibling, point_names, remove_left  # noqa: E402
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _rays_of(
 
 
 def plot_field(
-    dataset: xr.Dataset, path: str | Path, source: int = 0, *, map_z: float | None = None
+    dataset: xr.Dataset, path: str | Path, source: int | str = 0, *, map_z: float | None = None
 ) -> Path:
     """One source: traveltime contours over the velocity model, its rays and receivers.
 
@@ -81,8 +82,9 @@ def plot_field(
         A survey store, as opened by ``raygrid.pipeline.open_survey``.
     path : str or Path
         The picture to write (its suffix picks the format).
-    source : int
-        Which source to draw.
+    source : int or str
+        Which source to draw: its number, or its name where the store names its sources
+        (:func:`~raygrid.pipeline.inspect.point_number`, as ``raygrid plot --source``).
     map_z : float, optional
         3D models: the depth of the map (in the model's length unit), drawn on the node
         plane nearest it. Default: the source's, which for sources at the surface shows
@@ -95,10 +97,10 @@ def plot_field(
 
     Raises
     ------
-    IndexError
-        For a source the store does not have.
     InputError
-        For ``map_z`` on a 2D model, or outside the model's ``z``.
+        For a source the store does not have (a number out of range, a name it does not
+        hold, or neither: ``True`` was source 1), or ``map_z`` on a 2D model, or outside
+        the model's ``z``.
 
     Notes
     -----
@@ -110,9 +112,8 @@ def plot_field(
     store written with ``outputs.fields: false`` has no traveltime field: the picture then
     says so and shows the model, rays and receivers only.
     """
+    source = point_number(dataset, source, "source")
     n_sources = dataset.sizes["source"]
-    if not 0 <= source < n_sources:
-        raise IndexError(f"source {source} out of range: the store has {n_sources} sources")
     three_d = "y" in dataset["velocity"].dims
     _check_map_z(dataset, map_z, three_d)
     velocity = _cut(dataset, "velocity", source, "y")
@@ -387,7 +388,9 @@ def _round_levels(top: float) -> tuple[np.ndarray, int]:
     return levels, decimals
 
 
-def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int] = ()) -> Path:
+def plot_gathers(
+    dataset: xr.Dataset, path: str | Path, receivers: Sequence[int | str] = ()
+) -> Path:
     """Receiver gathers at a few receivers, and the whole ``receiver_traveltime`` table.
 
     Parameters
@@ -396,8 +399,9 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
         A finished survey store with a ``receiver_traveltime`` table.
     path : str or Path
         The picture to write.
-    receivers : sequence of int
-        The receivers whose gathers are drawn (default: up to 5, spread over the table).
+    receivers : sequence of int or str
+        The receivers whose gathers are drawn, by number or name (default: up to 5, spread
+        over the table).
 
     Returns
     -------
@@ -414,6 +418,8 @@ def plot_gathers(dataset: xr.Dataset, path: str | Path, receivers: Sequence[int]
     """
     table = dataset["receiver_traveltime"].load()
     n_receivers = table.sizes["receiver"]
+    # Checked as everywhere a point is chosen: 99 of 7 was an IndexError, -1 the last.
+    receivers = [point_number(dataset, r, "receiver") for r in receivers]
     if not receivers:
         receivers = sorted(set(np.linspace(0, n_receivers - 1, min(5, n_receivers)).astype(int)))
     unit = _unit(dataset)
@@ -466,7 +472,7 @@ def _name_ticks(axis: Axis, names: list[str] | None) -> None:
     axis.set_ticks(range(len(names)), names, fontsize=7, rotation=90 if crowded else 0)
 
 
-def plot_store(dataset: xr.Dataset, path: str | Path, source: int = 0) -> list[Path]:
+def plot_store(dataset: xr.Dataset, path: str | Path, source: int | str = 0) -> list[Path]:
     """The workflow's plots: ``path`` (one source's field and rays) and, for a survey with a
     receiver table and several sources, ``<path stem>-gathers<path suffix>``."""
     path = Path(path)

@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 from matplotlib.transforms import Bbox
 
-from raygrid.pipeline import plot
+from raygrid.pipeline import InputError, plot
 
 SPEED = 2000.0  # m/s: the tests' traveltimes are straight-line distances at this speed
 
@@ -453,3 +453,19 @@ def test_a_map_depth_outside_the_model_is_refused(tmp_path, figures, map_z):
     line_2d = store(LINE_2D, [{"z": 0.0, "x": 100.0}], {"z": 11, "x": 13})
     with pytest.raises(InputError, match="draws a 3D model's map: this model is 2D"):
         plot.plot_field(line_2d, tmp_path / "2d.png", map_z=0.0)
+
+
+def test_sources_and_receivers_are_chosen_as_everywhere_else(tmp_path, figures):
+    # True drew source 1, a name was a TypeError, receiver 99 of 4 an IndexError and -1 the
+    # last one: one rule (raygrid plot --source's) now, by number or name, checked.
+    receivers = [{"z": 0.0, "x": x} for x in (0.0, 300.0, 600.0, 900.0)]
+    dataset = _named(store(LINE_2D, receivers, {"z": 11, "x": 13}))
+    plot.plot_field(dataset, tmp_path / "named.png", source="S3")
+    assert "source 2 of 4 (S3)" in figures[-1]._suptitle.get_text()
+    plot.plot_gathers(dataset, tmp_path / "gathers.png", receivers=["STA2", 3])
+    for source in (True, 1.0, "S9", 4):
+        with pytest.raises(InputError, match="source"):
+            plot.plot_field(dataset, tmp_path / "bad.png", source=source)
+    for receiver in (99, -1, "R1"):
+        with pytest.raises(InputError, match="receiver"):
+            plot.plot_gathers(dataset, tmp_path / "bad.png", receivers=[receiver])
