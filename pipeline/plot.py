@@ -271,9 +271,10 @@ def _check_map_z(dataset: xr.Dataset, map_z: float | None, three_d: bool) -> Non
     z = dataset["z"].values
     half = _half_node(dataset, "z", 0.0)
     low, high = float(z.min()) - half, float(z.max()) + half
-    number = isinstance(map_z, Real) and not isinstance(map_z, bool)
-    if not (number and low <= map_z <= high):
-        unit = _unit(dataset)
+    unit = _unit(dataset)
+    if not (isinstance(map_z, Real) and not isinstance(map_z, bool) and np.isfinite(map_z)):
+        raise InputError(f"map_z (--map-z) must be a depth in {unit}, got {map_z!r}")
+    if not low <= map_z <= high:
         raise InputError(
             f"map_z (--map-z) = {map_z!r} is outside the model's z, {float(z.min()):g} to "
             f"{float(z.max()):g} {unit}: give a depth in {unit} inside it (or within half a "

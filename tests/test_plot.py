@@ -441,12 +441,15 @@ def test_a_3d_map_is_drawn_at_the_depth_asked_for(tmp_path, figures):
     np.testing.assert_array_equal(section, figures[2].axes[0].collections[0].get_array())
 
 
-@pytest.mark.parametrize("map_z", [2100.0, -100.0, float("nan"), True])
-def test_a_map_depth_outside_the_model_is_refused(tmp_path, figures, map_z):
-    from raygrid.pipeline import InputError
-
+@pytest.mark.parametrize(
+    "map_z, said",
+    [(2100.0, "outside the model's z, 0 to 2000 m"), (-100.0, "outside the model's z"),
+     (float("nan"), "must be a depth in m, got nan"), (True, "must be a depth in m, got True"),
+     ("40", "must be a depth in m, got '40'")],
+)  # fmt: skip
+def test_a_map_depth_outside_the_model_is_refused(tmp_path, figures, map_z, said):
     dataset = store(GRID_3D, [{"z": 0.0, "y": 600.0, "x": 100.0}], SHAPE_3D)
-    with pytest.raises(InputError, match="outside the model's z, 0 to 2000 m"):
+    with pytest.raises(InputError, match=said):
         plot.plot_field(dataset, tmp_path / "field.png", map_z=map_z)
     assert not figures  # refused before drawing
     plot.plot_field(dataset, tmp_path / "field.png", map_z=2040.0)  # within half a node
