@@ -22,7 +22,7 @@ from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
 from .grid import MODEL_CHECK_RTOL, Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
-from .solve import as_table, given_path, locate_points, source_list
+from .solve import as_table, check_flag, given_path, locate_points, source_list
 
 __all__ = ["TraveltimeTable", "traveltime_at", "receiver_times"]
 
@@ -302,7 +302,9 @@ class TraveltimeTable:
                 "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
             )
         lazy = field.chunks is not None or velocity.chunks is not None
-        if load is None:
+        if load is not None:
+            check_flag("load", load)  # "no" read as true: a store loaded whole
+        else:
             load = lazy and field.nbytes + velocity.size * 8 + velocity.nbytes <= LOAD_BYTES
         if load and lazy:  # computed copies: the caller's Dataset stays as it was
             field, velocity = field.compute(), velocity.compute()

@@ -165,11 +165,12 @@ def check_options(
     cluster file asks for GPUs) or, if unknown, only where the algorithm says so.
     ``"auto"`` with a CPU-only algorithm (``dijkstra``) is the CPU on every machine.
     """
-    if weights not in WEIGHT_RULES:
+    # A name, tested as text first: a list is unhashable, and "in" a dict raised TypeError.
+    if not isinstance(weights, str) or weights not in WEIGHT_RULES:
         raise InputError(f"weights must be one of {sorted(WEIGHT_RULES)}, got {weights!r}")
-    if backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise InputError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
-    if precision not in PRECISIONS:
+    if not isinstance(precision, str) or precision not in PRECISIONS:
         raise InputError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
     known = sorted({a for names in ALGORITHMS.values() for a in names})
     if algorithm is not None and algorithm not in known:

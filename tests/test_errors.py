@@ -400,6 +400,10 @@ def test_bad_radius(velocity, radius, message):
         ({"precision": "float16"}, "precision must be one of"),
         ({"algorithm": "bellman"}, "algorithm must be one of"),
         ({"algorithm": "pull"}, "algorithm='pull' does not run on backend='cpu'"),
+        # A list in a dict's "in": TypeError (unhashable), not the option named.
+        ({"weights": ["exact"]}, "weights must be one of"),
+        ({"precision": ["float32"]}, "precision must be one of"),
+        ({"backend": {"cpu": 1}}, "backend must be one of"),
     ],
 )
 def test_bad_options(velocity, option, message):
@@ -542,6 +546,16 @@ def test_an_on_off_option_must_be_a_bool(velocity, flag):
     if flag == "predecessors":
         with pytest.raises(InputError, match="predecessors must be True or False"):
             traveltime(velocity, SOURCE, predecessors="no", tiles={"z": 8, "x": 8})
+
+
+def test_a_table_s_load_must_be_a_bool(velocity):
+    # load="no" loaded the store whole.
+    from raygrid.pipeline import TraveltimeTable
+
+    field = traveltime(velocity, SOURCE, radius=2, predecessors=True)
+    with pytest.raises(InputError, match="load must be True or False, got 'no'"):
+        TraveltimeTable(field, load="no")
+    assert TraveltimeTable(field, load=False) is not None
 
 
 def test_synthetic_models_refuse_velocities_that_are_not_positive():
