@@ -20,6 +20,7 @@ from .errors import InputError
 from .grid import Grid, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
+from .solve import as_table
 
 __all__ = ["raypath"]
 
@@ -192,6 +193,7 @@ def raypath(
     receiver it equals the traveltime field (docs/method.md section 4, "raypath time =
     traveltime").
     """
+    receiver = as_table(receiver)  # a pandas Series is one point, as for traveltime_at
     if isinstance(result, xr.Dataset) and _is_store(result):
         return _stored_ray(result, receiver, source)
     _check_result(result)

@@ -418,6 +418,11 @@ def test_a_pandas_series_is_a_source_as_it_is_a_point(velocity):
     field = traveltime(velocity, pd.Series(SOURCE), radius=2)
     np.testing.assert_array_equal(field.values, traveltime(velocity, SOURCE, radius=2).values)
     assert float(field["source_x"]) == SOURCE["x"]
+    # ... and a receiver of raypath (refused as "not a position").
+    result = traveltime(velocity, SOURCE, radius=2, predecessors=True)
+    receiver = {"z": 30.0, "x": 12.5}
+    ray = raypath(result, pd.Series(receiver))
+    assert ray.attrs["traveltime"] == raypath(result, receiver).attrs["traveltime"]
 
 
 def test_not_a_dataarray():
