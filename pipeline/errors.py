@@ -12,6 +12,7 @@ __all__ = [
     "InputError",
     "InputWarning",
     "RunFailed",
+    "as_path",
     "full_disk",
     "missing_file",
     "other_case",
@@ -118,3 +119,12 @@ def missing_file(path: str | Path, what: str) -> InputError:
     path was read from (the usual cause: a workflow run from another directory)."""
     where = "" if Path(path).is_absolute() else f" (from the working directory {Path.cwd()})"
     return InputError(f"{what} {path} does not exist{where}")
+
+
+def as_path(path: object, what: str) -> Path:
+    """``path`` as a :class:`~pathlib.Path` if it is text or a path; anything else (``None``,
+    a number, bytes) is an :class:`InputError` naming ``what``, not a ``TypeError`` from
+    :class:`~pathlib.Path`."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise InputError(f"{what} must be a path (text or pathlib.Path), got {path!r}")
+    return Path(path)

@@ -11,7 +11,7 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-from .errors import InputError, missing_file
+from .errors import InputError, as_path, missing_file
 from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity, known_unit
 from .models import per_dim, real_number
 
@@ -217,7 +217,7 @@ def load_velocity(
     InputError
         If the file is missing or of an unknown kind, or the model fails validation.
     """
-    path = Path(path)
+    path = as_path(path, "the velocity model")
     if not path.exists():
         raise missing_file(path, "velocity model")
     suffix = path.suffix.lower()
@@ -274,6 +274,9 @@ def load_velocity(
                 f"{path}: a .npy model has no coordinates: give its spacing (spacing= in "
                 "Python, model.spacing in a workflow) and its units"
             )
+        if isinstance(dims, str):  # "xz" was read as ("x", "z"); a workflow refuses it
+            raise InputError(f"{path}: dims must be a list of dim names, e.g. ['x', 'z'], got "
+                             f"{dims!r}")  # fmt: skip
         dims = tuple(dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x")))
         if len(dims) != values.ndim or len(set(dims)) != len(dims):
             raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")

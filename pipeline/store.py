@@ -49,7 +49,7 @@ import xarray as xr
 import zarr
 from zarr.codecs import BloscCodec
 
-from .errors import InputError
+from .errors import InputError, as_path
 from .fingerprint import FINGERPRINT_PARTS
 from .integrity import (
     chunks_whole,
@@ -415,7 +415,7 @@ def open_store(path: str | Path) -> StoreState:
     InputError
         If ``path`` does not exist or is not a raygrid survey store.
     """
-    path = Path(path)
+    path = as_path(path, "a survey store")
     if not path.exists():
         aside = _siblings(store_path(path), "replaced")  # beside a link's target, if one
         if aside and aside[0][2]:  # a killed --overwrite's: info and plot called it gone

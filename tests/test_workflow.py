@@ -633,6 +633,20 @@ def test_a_model_file_that_does_not_read_is_an_input_error(tmp_path, name, said)
     assert validated.exit_code == 2 and said in validated.output, validated.output
 
 
+def test_a_path_that_is_not_text_is_an_input_error(tmp_path):
+    # None, numbers and bytes were TypeErrors from pathlib; dims "xz" was read as two names.
+    import raygrid.pipeline as rg
+
+    for given in (None, 3, b"m.zarr"):
+        with pytest.raises(InputError, match="the velocity model must be a path"):
+            rg.load_velocity(given)
+        with pytest.raises(InputError, match="a survey store must be a path"):
+            rg.open_survey(given)
+    np.save(tmp_path / "m.npy", np.full((4, 5), 2000.0))
+    with pytest.raises(InputError, match="dims must be a list of dim names, e.g."):
+        rg.load_velocity(tmp_path / "m.npy", spacing=10.0, units="m/s", dims="xz")
+
+
 def test_the_option_vocabulary_is_one():
     # The workflow schema's choices are the Python API's: no option accepted by one alone.
     from typing import get_args
