@@ -125,6 +125,6 @@ def as_path(path: object, what: str) -> Path:
     """``path`` as a :class:`~pathlib.Path` if it is text or a path; anything else (``None``,
     a number, bytes) is an :class:`InputError` naming ``what``, not a ``TypeError`` from
     :class:`~pathlib.Path`."""
-    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+    if not isinstance(path, (str, os.PathLike)):  # bytes are neither
         raise InputError(f"{what} must be a path (text or pathlib.Path), got {path!r}")
     return Path(path)

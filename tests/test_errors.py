@@ -616,8 +616,6 @@ def test_a_npy_grid_is_checked_as_given(tmp_path, spacing, origin, message):
     [(2.0, "m/s", "slow"), (2000.0, "km/s", "fast")],
 )
 def test_a_velocity_in_the_wrong_unit_is_warned_about(velocity, values, units, word):
-    from raygrid.pipeline.errors import InputWarning
-
     wrong = velocity.copy(data=np.full(velocity.shape, values))
     wrong.attrs["units"] = units
     with pytest.warns(InputWarning, match=rf"no rock is that {word}; is the model's 'units'"):
@@ -665,8 +663,6 @@ def test_a_velocity_that_overflows_in_metres_per_second_is_refused(velocity):
 
 
 def test_plausible_velocities_give_no_warning(velocity):
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         traveltime(velocity, {"z": 0.0, "x": 0.0}, radius=2)
