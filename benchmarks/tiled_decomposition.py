@@ -7,9 +7,12 @@ Issue 4, point 7. In one process run, for each case:
 - tiled: ``traveltime(..., tiles=..., client=...)`` on a 2-worker ``LocalCluster`` (one
   thread each), the model scattered from this process (in-memory NumPy model);
 
-and prints wall times, rounds, tile tasks, bytes moved in boundary strips and whether the
-two fields are bitwise equal. Cases: 2D 1601^2 radius 5 with 2x2 tiles, 3D 161^3 radius 2
-with 2x2x1 tiles (source at the top centre, gradient 0.5 -> 4 km/s).
+and prints wall times, rounds, tile tasks, bytes moved in boundary strips, whether the
+two fields are bitwise equal, and where the tiled solve's time went (``tile_seconds``: the
+rounds' wall time against the tile tasks' summed seconds, their solvers' and, on CUDA, the
+solvers' model setup and relaxation; from the rounds' log records). Cases: 2D 1601^2
+radius 5 with 2x2 tiles, 3D 161^3 radius 2 with 2x2x1 tiles (source at the top centre,
+gradient 0.5 -> 4 km/s).
 
 ``--small-tiles`` runs 3D 101^3 radius 2 in 51^3 and in 26^3 tiles instead: what a round
 of small tile tasks costs (the README's advice to keep tiles large).
@@ -25,7 +28,9 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -45,6 +50,32 @@ def warm(velocity, source, radius, backend="cpu") -> None:
     rg.traveltime(velocity, source, radius=radius, backend=backend)
 
 
+class RoundSeconds(logging.Handler):
+    """Sums the ``tile_seconds`` each round of a tiled solve logs (``solve_tiled``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seconds: dict = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for part, value in getattr(record, "tile_seconds", {}).items():
+            self.seconds[part] = self.seconds.get(part, 0.0) + value
+
+
+@contextlib.contextmanager
+def round_seconds():
+    """The tile seconds of the tiled solves run inside, summed over rounds."""
+    logger = logging.getLogger("raygrid")
+    handler, level = RoundSeconds(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler.seconds
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
     import raygrid.pipeline as rg
 
@@ -61,12 +92,13 @@ def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
     single = rg.traveltime(velocity, source, radius=radius, backend=backend)
     single_s = time.perf_counter() - start
 
-    start = time.perf_counter()
-    tiled = rg.traveltime(
-        velocity, source, radius=radius, tiles=tiles, client=client, backend=backend
-    )
-    values = tiled.values  # gather: the timing includes bringing the field home
-    tiled_s = time.perf_counter() - start
+    with round_seconds() as seconds:
+        start = time.perf_counter()
+        tiled = rg.traveltime(
+            velocity, source, radius=radius, tiles=tiles, client=client, backend=backend
+        )
+        values = tiled.values  # gather: the timing includes bringing the field home
+        tiled_s = time.perf_counter() - start
 
     counts = [-(-shape[d] // tiles.get(d, shape[d])) for d in shape]
     row = {
@@ -82,6 +114,9 @@ def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
         "round_limit": 3 * max(counts),
         "strip_bytes": tiled.attrs["strip_bytes"],
         "bitwise_equal": bool(np.array_equal(values, single.values)),
+        # Summed over rounds: ``round`` is the rounds' wall time; ``task``, ``solve``,
+        # ``model`` and ``relax`` are summed over the tile tasks (which run side by side).
+        "tile_seconds": {part: round(value, 4) for part, value in seconds.items()},
     }
     row["targets"] = {
         "no_slower": tiled_s <= single_s,

@@ -135,13 +135,18 @@ def solve_tile(
     outgoing : dict
         For each neighbour whose strip got smaller, ``(box, values)``.
     summary : dict
-        ``changed`` (neighbours sent to), ``bytes`` (strip bytes sent), ``improved`` (nodes).
+        ``changed`` (neighbours sent to), ``bytes`` (strip bytes sent), ``improved``
+        (nodes), ``seconds``: wall seconds of the task (``task``), of its solver
+        (``solve``) and, on CUDA, of the solver's model setup (``model``: padding and
+        uploading the tile's slowness) and relaxation (``relax``).
 
     Notes
     -----
     Only nodes whose time improved are pushed; every other node keeps its time, which the
     previous round already propagated, so a round costs what changed, not the whole tile.
     """
+    started = time.perf_counter()
+    seconds = {"task": 0.0, "solve": 0.0, "model": 0.0, "relax": 0.0}
     index = state.index
     times = state.times.copy()
     predecessor = state.predecessor.copy()
@@ -164,16 +169,20 @@ def solve_tile(
         values = np.concatenate(values).astype(times.dtype)
         flat_times = times.reshape(-1)
         before = state.times.reshape(-1)
+        clock = time.perf_counter()
         if backend == "cuda":
             from ..kernels.cuda.pull_solver import solve_pull
 
+            solver_stats: dict = {}
             new_times, new_predecessor = solve_pull(
                 state.slowness, spacing, star, [(nodes, values)], rule=rule,
                 dtype=times.dtype, times=flat_times[np.newaxis],
-                predecessor=predecessor.reshape(1, -1),
+                predecessor=predecessor.reshape(1, -1), stats=solver_stats,
             )  # fmt: skip
             flat_times[:] = new_times[0]
             predecessor.reshape(-1)[:] = new_predecessor[0]
+            seconds["model"] = solver_stats["setup_model_s"]
+            seconds["relax"] = solver_stats["passes_s"]
         else:
             # The heap only takes a seed below the node's current time: clear seeds first.
             flat_times[nodes] = np.inf
@@ -181,6 +190,7 @@ def solve_tile(
                 state.slowness, spacing, star, nodes, values, rule=rule,
                 times=flat_times, predecessor=predecessor.reshape(-1),
             )  # fmt: skip
+        seconds["solve"] = time.perf_counter() - clock
         improved = int((flat_times < before).sum())
 
     outgoing, sent, moved = {}, dict(state.sent), 0
@@ -194,12 +204,19 @@ def solve_tile(
             sent[neighbour] = strip
             moved += strip.nbytes
     new_state = TileState(index, state.slowness, times, predecessor, sent)
+    seconds["task"] = time.perf_counter() - started
     summary = {"changed": list(outgoing), "bytes": moved, "improved": improved}
+    summary["seconds"] = seconds
     return new_state, outgoing, summary
 
 
 def _interior(state: TileState, geometry: TileGrid, name: str) -> np.ndarray:
     return getattr(state, name)[geometry.local(geometry.interior(state.index), state.index)]
+
+
+def _strip(solved: tuple, neighbour: Index) -> tuple[Box, np.ndarray]:
+    """The strip a solved tile sends ``neighbour`` (from :func:`solve_tile`'s result)."""
+    return solved[1][neighbour]
 
 
 def _key(prefix: str, round_: int, index: Index) -> str:
@@ -313,7 +330,9 @@ def solve_tiled(
     seed_nodes, seed_times : numpy.ndarray
         Global ``(k, 3)`` node indices of the source seeds and their times.
     stats : dict, optional
-        Filled with ``rounds``, ``tasks`` and ``bytes`` (strip bytes moved).
+        Filled with ``rounds``, ``tasks``, ``bytes`` (strip bytes moved) and ``seconds``:
+        the tile tasks' wall seconds summed over tasks (``task``, ``solve``, ``model``,
+        ``relax``: see :func:`solve_tile`) and each round's wall seconds (``rounds``).
 
     Returns
     -------
@@ -357,6 +376,10 @@ def solve_tiled(
     # Pending strips per tile, each with the tile it came from.
     incoming: dict[Index, list] = {index: [] for index in seeds}
     round_, tasks, moved = 0, 0, 0
+    # Where a solve's time goes (the log and ``stats``): tile tasks against the rounds' wall
+    # time tells the solvers' share from the exchange's, and on CUDA the model's setup
+    # (repeated every round) from the relaxation.
+    seconds = {"task": 0.0, "solve": 0.0, "model": 0.0, "relax": 0.0, "rounds": []}
     while incoming:
         started = time.perf_counter()
         waiting = _deferred(incoming)
@@ -384,33 +407,41 @@ def solve_tiled(
         incoming = defaultdict(list, {index: incoming[index] for index in waiting})
         changed = 0
         round_bytes = 0
+        round_seconds = dict.fromkeys(("task", "solve", "model", "relax"), 0.0)
         for (index, future), summary in zip(solved.items(), summaries):
             round_bytes += summary["bytes"]
+            for part, value in summary["seconds"].items():
+                round_seconds[part] += value
             if not summary["changed"]:
                 continue
-            # Strips are cut where the tile was solved: only they travel to the neighbours.
-            outgoing = client.submit(
-                operator.getitem, future, 1, key=_key("strips", round_, index), **_on(owner[index])
-            )
+            # Strips are cut where the tile was solved: only they travel to the neighbours,
+            # each taken from the solve's result in one task (one scheduling hop on the
+            # rounds' critical path, not two).
             for neighbour in summary["changed"]:
                 changed += 1
                 strip = client.submit(
-                    operator.getitem, outgoing, neighbour, key=_key("strip", round_, index),
+                    _strip, future, neighbour, key=_key("strip", round_, index),
                     **_on(owner[index]),
                 )  # fmt: skip
                 incoming[neighbour].append((index, strip))
         tasks += len(solved)
         moved += round_bytes
+        wall = time.perf_counter() - started
+        for part, value in round_seconds.items():
+            seconds[part] += value
+        seconds["rounds"].append(wall)
         log.info(
-            "round %d: %d active tiles (%d waiting), %d strips changed, %.3g MB moved, %.2f s",
-            round_, len(solved), len(waiting), changed, round_bytes / 1e6,
-            time.perf_counter() - started,
+            "round %d: %d active tiles (%d waiting), %d strips changed, %.3g MB moved, %.2f s "
+            "(tile tasks %.2f s, solvers %.2f s)",
+            round_, len(solved), len(waiting), changed, round_bytes / 1e6, wall,
+            round_seconds["task"], round_seconds["solve"],
+            extra={"tile_seconds": {**round_seconds, "round": wall}},
         )  # fmt: skip
         incoming = dict(incoming)
         round_ += 1
 
     if stats is not None:
-        stats.update(rounds=round_, tasks=tasks, bytes=moved, tiles=len(geometry))
+        stats.update(rounds=round_, tasks=tasks, bytes=moved, tiles=len(geometry), seconds=seconds)
 
     def assemble(name, dtype_):
         blocks = np.empty(geometry.counts, dtype=object)

@@ -227,7 +227,7 @@ def test_tile_tasks_stay_on_their_owner(model_2d):
         prefix, _, index = re.fullmatch(pattern, key).groups()
         return prefix, tuple(int(i) for i in index.split("."))
 
-    every_kind = set("start-tile solve-tile tile-state summary strips strip times".split())
+    every_kind = set("start-tile solve-tile tile-state summary strip times".split())
     assert {tile(key)[0] for key in restrictions} >= every_kind
     for key, (workers, loose) in restrictions.items():
         assert workers == {owner[tile(key)[1]]} and loose, (key, workers, loose)
@@ -257,10 +257,18 @@ def test_round_log_lines(client, model_2d, caplog):
         rg.traveltime(
             model_2d, {"z": 0.0, "x": 0.0}, radius=2, tiles={"z": 13, "x": 16}, client=client
         )
-    lines = [r.getMessage() for r in caplog.records if r.name == "raygrid"]
+    records = [r for r in caplog.records if r.name == "raygrid"]
+    lines = [r.getMessage() for r in records]
     assert lines[0].startswith("round 0: 1 active tiles")
     assert "strips changed" in lines[0] and "MB moved" in lines[0]
+    assert "(tile tasks " in lines[0] and "solvers " in lines[0]
     assert lines[-1].split(",")[1].strip() == "0 strips changed"
+    # Where the time went, for benchmarks/tiled_decomposition.py: the round's wall time
+    # covers its tasks' (one worker here); the CPU solver has no model setup to count.
+    seconds = records[0].tile_seconds
+    assert set(seconds) == {"task", "solve", "model", "relax", "round"}
+    assert seconds["round"] >= seconds["task"] >= seconds["solve"] > 0
+    assert seconds["model"] == seconds["relax"] == 0
 
 
 def test_rounds_stay_within_three_times_the_tiles_per_axis(client, model_2d):
@@ -385,7 +393,7 @@ def test_errors_in_a_solve_on_the_current_client_reach_the_caller(client):
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="CUDA simulator")
-def test_cuda_tile_solver_equals_single_domain(client, monkeypatch):
+def test_cuda_tile_solver_equals_single_domain(client, monkeypatch, caplog):
     # Workers inherit the simulator setting from this process's environment, and mend its
     # shared-array race (tests/simulator.py) before any task: without that a correct kernel
     # could give wrong times here now and then.
@@ -396,11 +404,16 @@ def test_cuda_tile_solver_equals_single_domain(client, monkeypatch):
     velocity = rg.checkerboard(rg.gradient_model({"z": 8, "x": 9}, 10.0, 900.0, 2500.0), 30.0)
     source = {"z": 0.0, "x": 40.0}
     expected = rg.traveltime(velocity, source, radius=2)
-    tiled = rg.traveltime(
-        velocity, source, radius=2, tiles={"z": 4, "x": 5}, client=client, backend="cuda"
-    )
+    with caplog.at_level(logging.INFO, logger="raygrid"):
+        tiled = rg.traveltime(
+            velocity, source, radius=2, tiles={"z": 4, "x": 5}, client=client, backend="cuda"
+        )
     np.testing.assert_array_equal(tiled.values, expected.values)
     assert tiled.attrs["backend"] == "cuda"
+    # The rounds count the CUDA tile solvers' model setup and relaxation apart.
+    first = next(r.tile_seconds for r in caplog.records if hasattr(r, "tile_seconds"))
+    assert first["solve"] >= first["model"] + first["relax"] > 0
+    assert first["model"] > 0 and first["relax"] > 0
 
 
 def test_near_far_with_tiles_is_a_clear_error(client, model_2d):
