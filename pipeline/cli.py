@@ -197,13 +197,13 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     """
     from .cluster import read_cluster
     from .workflow import prepare_workflow, read_workflow, workflow_cluster
-    from .yamlfile import load_yaml
+    from .yamlfile import is_cluster_file, load_yaml
 
     failed = False
     for path in files:
         try:
             top = load_yaml(path, "workflow or cluster").data
-            if isinstance(top, dict) and "cluster" in top and not set(top) & WORKFLOW_SECTIONS:
+            if is_cluster_file(top):
                 config = read_cluster(path)
                 click.echo(f"{path}: valid cluster file ({config.cluster})")
                 continue
@@ -228,10 +228,6 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
             failed = True
     if failed:
         sys.exit(2)
-
-
-#: Top-level keys only a workflow has (a misplaced ``cluster:`` does not make it a cluster file).
-WORKFLOW_SECTIONS = {"model", "grid", "sources", "receivers", "outputs", "compute"}
 
 
 def _no_gpu_here() -> str | None:

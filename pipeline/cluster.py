@@ -40,7 +40,16 @@ from pydantic import (
 )
 
 from .errors import InputError
-from .yamlfile import FilePath, PositiveInt, Strict, load_yaml, schema_error, validate_yaml
+from .yamlfile import (
+    WORKFLOW_SECTIONS,
+    FilePath,
+    PositiveInt,
+    Strict,
+    is_workflow_file,
+    load_yaml,
+    schema_error,
+    validate_yaml,
+)
 
 __all__ = [
     "ClusterConfig",
@@ -296,7 +305,15 @@ def read_cluster(path: str | Path | None) -> AnyConfig:
     """
     if path is None:
         return DEFAULT
-    return validate_yaml(load_yaml(path, "cluster"), ClusterConfig, "cluster file")
+    document = load_yaml(path, "cluster")
+    if is_workflow_file(document.data):
+        sections = ", ".join(sorted(set(document.data) & WORKFLOW_SECTIONS))
+        raise InputError(
+            f"{document.path} is a workflow (it has {sections} and no cluster key), not a "
+            "cluster file: give it as the workflow, and a cluster file (such as "
+            "configs/local.yaml) with --cluster"
+        )
+    return validate_yaml(document, ClusterConfig, "cluster file")
 
 
 Echo = Callable[[str], None]

@@ -465,14 +465,23 @@ class Grid:
         worst = int(np.argmax(seeded - allowed))
         if seeded[worst] > allowed[worst]:
             where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)
+            # The seed's own time, not a rounded one: "takes 0 s" read as a rounding of a
+            # small leg, where an on-node source's node starts at exactly 0.
+            if self.on_node(source3):
+                found = f"{seeded[worst]:.6g} s at the source's node, which starts at 0 s"
+            else:
+                found = (
+                    f"{seeded[worst]:.6g} s at a node next to it, where the straight leg from "
+                    f"the source takes {legs[worst]:.6g} s"
+                )
             raise InputError(
                 f"the field's times do not start at its recorded source ({where} "
-                f"{self.length_unit}): {seeded[worst]:.6g} s at a node next to it, where the "
-                f"straight leg from the source takes {legs[worst]:.3g} s. The position belongs "
+                f"{self.length_unit}): {found}. The position belongs "
                 "to another field (xr.concat or merge of several traveltime() results "
                 "keeps one source position for all: solve many sources with "
-                "raygrid.pipeline.traveltimes), the times were changed since the solve, or "
-                "the velocity is not the model the field was solved on"
+                "raygrid.pipeline.traveltimes), the times were changed since the solve (an "
+                "origin time added: add it to the times read instead), or the velocity is "
+                "not the model the field was solved on"
             )
         return source3
 
@@ -774,6 +783,15 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         raise InputError(
             f"coordinate {dim!r} decreases ({span}); sort the model so that it increases "
             f'(model.sortby("{dim}"))'
+        )
+    if dim == "z" and values[0] < 0 and values[-1] <= 0:
+        # An elevation axis listed bottom up (-2 km to 0) increases like a depth and has no
+        # `positive` attribute to say otherwise: read as depth it put the model upside down,
+        # a "surface" source at z = 0 on its deepest plane, without a word.
+        warn_input(
+            f"coordinate 'z' runs from {values[0]:g} to {values[-1] + 0.0:g} {unit}, all at "
+            f"or above z = 0: raygrid's {Z_IS_DEPTH}; if this axis is an elevation, negate "
+            'it: model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
         )
     _check_resolution(stored, values, steps, dim, unit)
     h = float(values[-1] - values[0]) / (values.size - 1)

@@ -137,7 +137,9 @@ def _given_units(
         if _conflicts(found, units, SPEED_UNITS):
             raise InputError(
                 f"{path}: the velocity's units are {found!r} in the file, not {units!r}; the "
-                "units option is for a file without them: leave it out"
+                "units option is for a file without them (it converts nothing): leave it "
+                "out, or, if the file's attribute is wrong, correct it in the file "
+                f"(e.g. with xarray: model.attrs['units'] = {units!r}, then write it again)"
             )
         if not known_unit(found, SPEED_UNITS):
             velocity.attrs["units"] = units
@@ -160,7 +162,10 @@ def _given_units(
         if _conflicts(found, length_unit, LENGTH_UNITS):
             raise InputError(
                 f"{path}: coordinate {d!r} is in {found!r} in the file, not {length_unit!r}; "
-                "length_unit is for coordinates without units: leave it out"
+                "length_unit is for coordinates without units (it converts nothing): leave "
+                "it out, or, if the file's attribute is wrong, correct it in the file (e.g. "
+                f"with xarray: model[{d!r}].attrs['units'] = {length_unit!r}, then write it "
+                "again)"
             )
         if not known_unit(found, LENGTH_UNITS):  # none, or a spelling raygrid does not read
             velocity = velocity.assign_coords({d: velocity[d].assign_attrs(units=length_unit)})

@@ -134,8 +134,8 @@ def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict |
             f"the field's {n} sources share one recorded position ({', '.join(shared)}: a "
             "scalar coordinate or attribute, not one value per source). xr.concat or merge "
             "of several traveltime() results keeps the first one's for all: solve many "
-            "sources with raygrid.pipeline.traveltimes, or give each its position as "
-            "source_<dim> coordinates along 'source'"
+            "sources with raygrid.pipeline.traveltimes, or stack them with "
+            "xr.concat(fields, dim='source', coords='all'), which keeps each one's position"
         )
     return [recorded_source(field.isel(source=s), dims) for s in range(n)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from numbers import Real
 from pathlib import Path
@@ -188,20 +189,35 @@ def plot_field(
         lines.append(stretched)
     if plane is not None:
         lines.extend(_plan(plan, dataset, source, plane, norm, float(velocity["y"]), map_z))
-    # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
-    # than these lines, and an axes title centred on it would run off the figure.
-    fig.suptitle("\n".join(lines), fontsize="medium")
     if plane is not None:
         # As wide as the panels drawn side by side at one height, and as high as they and
         # the title's lines: a fixed size left wide gaps beside square models. Panels lower
         # than 3.9 in where that would make it wider than 18 in (a model a few nodes thick
         # in y), rather than a wide figure mostly empty above and below.
         high = min(3.9, (18.0 - 2.6) / sum(boxes))
-        fig.set_size_inches(max(high * sum(boxes) + 2.6, 9.0), high + 1.1 + 0.2 * len(lines))
+        width = max(high * sum(boxes) + 2.6, 9.0)
+        lines = _wrapped(lines, width)
+        fig.set_size_inches(width, high + 1.1 + 0.2 * len(lines))
+    else:
+        lines = _wrapped(lines, fig.get_size_inches()[0])
+    # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
+    # than these lines, and an axes title centred on it would run off the figure.
+    fig.suptitle("\n".join(lines), fontsize="medium")
     ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})")
     ax.invert_yaxis()  # z is positive down
     ax.set_aspect(aspect)
     return _save(fig, path)
+
+
+#: Characters of the title's font (``medium``, 10 pt) to an inch of figure, with a margin:
+#: a longer line ran off both sides of a 3D map's figure.
+TITLE_CHARACTERS_PER_INCH = 11.5
+
+
+def _wrapped(lines: list[str], width: float) -> list[str]:
+    """The title's lines, each broken at spaces to fit a figure ``width`` inches wide."""
+    columns = max(int(width * TITLE_CHARACTERS_PER_INCH), 40)
+    return [part for line in lines for part in textwrap.wrap(line, columns) or [""]]
 
 
 def _plan(
@@ -251,7 +267,7 @@ def _plan(
         where = _through(dataset, "z", depth, source_z)
     else:  # the depth asked for: say where the source is, and the plane drawn if not exact
         asked = "as asked" if depth == map_z else f"the node plane nearest {map_z:.10g} {unit}"
-        where = f"({asked} with map_z; the source at z = {source_z:.10g} {unit})"
+        where = f"({asked}; the source at z = {source_z:.10g} {unit})"
     lines = [
         f"map z = {depth:.10g} {unit} {where}"
         + ("; other sources grey" if others.any() else "")

@@ -314,8 +314,9 @@ def check_names(values: list[Any], row: Any) -> list[str]:
             raise InputError(f"{row(i)} has a blank name")
         if name in seen:
             raise InputError(
-                f"{row(i)} has the name {name!r}, as {row(seen[name])} has: names label "
-                "the points, to select them by, so no two may be alike"
+                f"{row(i)} has the name {name!r} again (first at "
+                f"{row(seen[name]).rstrip(': ')}): names label the points, to select them "
+                "by, so no two may be alike"
             )
         seen[name] = i
         names.append(name)

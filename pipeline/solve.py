@@ -614,9 +614,11 @@ def locate_points(
     PointError
         For a point outside the model or not a point: it names the point by its number
         (and its name, from ``names``) when there are several, and by its file and line
-        when they came from ``path``, and carries that number.
+        when they came from ``path``, and carries that number. Every bad point is named
+        (up to :data:`BAD_POINTS_SHOWN`), the first first: a station list with three
+        stations outside took three runs to mend.
     """
-    located = []
+    located, bad = [], []
     for i, point in enumerate(points):
         try:
             located.append(grid.to_index(point, what))
@@ -625,8 +627,22 @@ def locate_points(
             number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
             # A file's rows are found by line (its comments and blank lines counted).
             where = "" if path is None else f"{what} CSV file {path}:{csv_row_line(path, i)}: "
-            raise PointError(f"{where}{number}{error}", index=i) from None
+            bad.append((i, f"{where}{number}{error}"))
+    if bad:
+        (first, said), others = bad[0], [message for _, message in bad[1:]]
+        if others:
+            shown = others[: BAD_POINTS_SHOWN - 1]
+            said += f"\n{len(others)} more {what}(s) cannot be placed:" + "".join(
+                f"\n  {message}" for message in shown
+            )
+            if len(others) > len(shown):
+                said += f"\n  and {len(others) - len(shown)} more"
+        raise PointError(said, index=first)
     return np.array(located, dtype=np.float64).reshape(-1, 3)
+
+
+#: Bad points a :class:`PointError` names, the first included.
+BAD_POINTS_SHOWN = 10
 
 
 def repeated_sources(positions: np.ndarray, names: list[str] | None = None) -> str | None:

@@ -17,6 +17,9 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -37,7 +40,7 @@ from pydantic import (
 
 from ..kernels import Star, forward_star
 from .cluster import AnyConfig, read_cluster
-from .errors import InputError, warn_input
+from .errors import InputError, InputWarning, warn_input
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity
 from .io import load_velocity
@@ -65,6 +68,7 @@ from .yamlfile import (
     Strict,
     YamlDocument,
     format_problems,
+    is_cluster_file,
     load_yaml,
     schema_error,
     validate_yaml,
@@ -86,6 +90,10 @@ SYNTHETIC_KEYS = {
     "gradient": ("top", "bottom"),
     "layered": ("interfaces", "velocities"),
 }
+
+
+#: The keys only a model read from a file takes (a synthetic model is in m and m/s).
+FILE_ONLY_KEYS = ("units", "length_unit", "variable", "origin", "dims", "rename")
 
 
 class SyntheticModel(Strict):
@@ -112,6 +120,17 @@ class SyntheticModel(Strict):
         if isinstance(data, dict) and "path" in data:
             message = "a model is synthetic or read from a file (path), not both: drop one"
             raise schema_error("model_kind", message)
+        # A file's keys (units above all, after the warning that velocities of a few m/s
+        # are no rock's) were "unknown keys", though the README lists them for models.
+        given = [key for key in FILE_ONLY_KEYS if isinstance(data, dict) and key in data]
+        if given:
+            message = (
+                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a model "
+                "read from a file (path), not to a synthetic one: a synthetic model's "
+                "velocities (velocity, top, bottom, velocities) are in m/s and its spacing "
+                "and interfaces in m (km/s times 1000)"
+            )
+            raise schema_error("synthetic_key", message)
         return data
 
     # Field validators run only for keys given (not for defaults), after ``synthetic``
@@ -307,6 +326,13 @@ def read_workflow(path: str | Path) -> Workflow:
         Naming the file, and each problem's key path and line (unknown keys are errors).
     """
     document = load_yaml(path, "workflow")
+    if is_cluster_file(document.data):
+        # Its ten "missing key" and "unknown key" lines did not say what was wrong.
+        raise InputError(
+            f"{document.path} is a cluster file (a cluster key and none of a workflow's "
+            "sections), not a workflow: give the workflow here and the cluster file with "
+            "--cluster"
+        )
     workflow = validate_yaml(document, Workflow, "workflow")
     problems = _cross_checks(workflow)
     if problems:
@@ -377,6 +403,26 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
     if document is None:
         return error
     return InputError(document.problem(location, str(error)))
+
+
+@contextlib.contextmanager
+def _model_warnings(workflow: Workflow) -> Iterator[None]:
+    """Say the model's warnings (velocities no rock has, and the like) at the workflow's
+    ``model`` line, as its errors are; a synthetic model's with the unit it is in (its
+    velocities are numbers in m/s: ``top: 5.0`` meant as km/s had no attribute to fix)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InputWarning)
+        yield
+    for warning in caught:
+        if not issubclass(warning.category, InputWarning):
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+            continue
+        message = str(warning.message)
+        if isinstance(workflow.model, SyntheticModel) and "'units' attribute" in message:
+            message += " A synthetic model's velocities are in m/s (km/s times 1000)."
+        warn_input(str(_located(workflow, ("model",), InputError(message))))
 
 
 #: Compute options a tiled solve does not read: it solves a survey's sources one after
@@ -492,7 +538,8 @@ def prepare_workflow(
         (``backend: cuda`` without a GPU, unless ``here=False``).
     """
     try:
-        velocity = workflow.model.build(values=values)
+        with _model_warnings(workflow):
+            velocity = workflow.model.build(values=values)
     except InputError as error:
         raise _located(workflow, ("model",), error) from None
     lazy = workflow.compute.tiles is not None or not values
@@ -516,7 +563,8 @@ def prepare_workflow(
             )  # fmt: skip
         except InputError as error:
             raise _located(workflow, ("model",), error) from None
-    grid = grid_from_velocity(velocity, load=not lazy, check_values=not checked)
+    with _model_warnings(workflow):
+        grid = grid_from_velocity(velocity, load=not lazy, check_values=not checked)
     try:
         star = forward_star(grid.radius3(workflow.grid.radius))
     except InputError as error:

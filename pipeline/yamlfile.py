@@ -34,8 +34,23 @@ from .errors import InputError, missing_file
 
 __all__ = [
     "YamlDocument", "load_yaml", "validate_yaml", "Strict", "PositiveInt", "PositiveFloat",
-    "FilePath", "schema_error",
+    "FilePath", "schema_error", "is_cluster_file", "is_workflow_file", "WORKFLOW_SECTIONS",
 ]  # fmt: skip
+
+#: Top-level keys only a workflow has (a misplaced ``cluster:`` does not make it a cluster file).
+WORKFLOW_SECTIONS = frozenset({"model", "grid", "sources", "receivers", "outputs", "compute"})
+
+
+def is_cluster_file(data: Any) -> bool:
+    """A YAML file's top level is a cluster file's: a ``cluster`` key and none of a
+    workflow's sections."""
+    return isinstance(data, dict) and "cluster" in data and not set(data) & WORKFLOW_SECTIONS
+
+
+def is_workflow_file(data: Any) -> bool:
+    """A YAML file's top level is a workflow's: some of its sections and no ``cluster``."""
+    return isinstance(data, dict) and "cluster" not in data and bool(set(data) & WORKFLOW_SECTIONS)
+
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]

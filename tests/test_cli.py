@@ -113,7 +113,11 @@ def test_a_model_in_the_wrong_unit_is_a_plain_warning(tmp_path):
                                            "top": 0.5, "bottom": 4.0})  # fmt: skip
     run = raygrid("validate", slow, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "warning: velocities from 0.5 to 4 m/s: no rock is that slow" in run.stderr
+    # At the model's line, as its errors are, with the unit a synthetic model is in.
+    (said,) = [line for line in run.stderr.splitlines() if "no rock is that slow" in line]
+    assert said.startswith("warning: ") and "workflow.yaml:" in said
+    assert "model: velocities from 0.5 to 4 m/s: no rock is that slow" in said
+    assert said.endswith("A synthetic model's velocities are in m/s (km/s times 1000).")
     assert "InputWarning" not in run.stderr and "grid.py" not in run.stderr
     # A run says it once: the workers tracing rays do not check the model again (they
     # printed it twice more, as Python's raw warning with raygrid's source line).
@@ -261,7 +265,9 @@ def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
         assert any(f"{name}.yaml:" in line and message in line for line in lines), name
     assert "slow.yaml: valid workflow: 1 source(s), 2 receiver(s), model 21 x 31" in run.stdout
     # A model file is checked once, as it is opened: its warning was printed twice.
-    assert run.stderr.count("warning: velocities from 2 to 2 m/s: no rock is that slow") == 1
+    (said,) = [line for line in lines if "no rock is that slow" in line]
+    assert "slow.yaml:" in said and "model: velocities from 2 to 2 m/s: no rock" in said
+    assert "synthetic" not in said  # a file's units attribute is what to check
 
 
 def test_version():

@@ -405,6 +405,26 @@ def test_a_z_marked_positive_up_is_an_elevation_refused():
     grid_from_velocity(velocity.assign_coords(x=velocity.x.assign_attrs(positive="up")))
 
 
+def test_a_z_all_at_or_above_sea_level_is_warned_about_as_a_likely_elevation():
+    # The same elevation axis without `positive` increases like a depth: it ran with the
+    # model upside down and a "surface" source at z = 0 on its deepest plane.
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    elevation = velocity.assign_coords(z=("z", np.arange(-4, 1) * 10.0, {"units": "m"}))
+    with pytest.warns(InputWarning) as caught:
+        grid_from_velocity(elevation)
+    assert str(caught[0].message) == (
+        f"coordinate 'z' runs from -40 to 0 m, all at or above z = 0: raygrid's {Z_IS_DEPTH}; "
+        "if this axis is an elevation, negate it: model.assign_coords(z=(-model.z)"
+        '.assign_attrs(positive="down")).sortby("z")'
+    )
+    # A model reaching above sea level and below it, or starting at 0, is not warned about.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for start in (-2, 0):
+            z = ("z", np.arange(start, start + 5) * 10.0, {"units": "m"})
+            grid_from_velocity(velocity.assign_coords(z=z))
+
+
 def test_a_decreasing_x_is_still_to_be_sorted():
     velocity = constant_model({"z": 5, "x": 6}, 10.0)
     with pytest.raises(InputError) as error:
@@ -572,6 +592,11 @@ def test_units_given_for_a_file_that_has_others_are_refused(tmp_path):
         load_velocity(tmp_path / "m.zarr", units="km/s")
     with pytest.raises(InputError, match="coordinate 'z' is in 'm' in the file, not 'km'"):
         load_velocity(tmp_path / "m.zarr", length_unit="km")
+    # Where the file is what is wrong, it says how to mend it (nothing else would).
+    with pytest.raises(InputError, match=r"model.attrs\['units'\] = 'km/s', then write it"):
+        load_velocity(tmp_path / "m.zarr", units="km/s")
+    with pytest.raises(InputError, match=r"model\['z'\].attrs\['units'\] = 'km', then write"):
+        load_velocity(tmp_path / "m.zarr", length_unit="km")
     same = load_velocity(tmp_path / "m.zarr", units="m/s", length_unit="m")  # no conflict
     assert same.attrs["units"] == "m/s"
     # Units are compared by size, not spelling; a spelling raygrid does not read is the one
@@ -641,6 +666,45 @@ def test_a_model_both_synthetic_and_from_a_file_is_named_as_such(tmp_path):
     )
 
 
+def test_a_file_unit_key_on_a_synthetic_model_says_what_unit_it_is_in(tmp_path):
+    # After the warning that velocities of 5 to 8 m/s are no rock's, `units: km/s` was an
+    # "unknown key", though the README lists model.units (for files).
+    text = SMALL.replace("  synthetic: gradient\n", "  synthetic: gradient\n  units: km/s\n")
+    assert (
+        "wf.yaml:1: model: units applies to a model read from a file (path), not to a "
+        "synthetic one: a synthetic model's velocities (velocity, top, bottom, velocities) "
+        "are in m/s and its spacing and interfaces in m"
+    ) in workflow_error(tmp_path, text)
+    text = text.replace("  units: km/s\n", "  units: km/s\n  length_unit: km\n")
+    assert "model: units, length_unit apply to a model read from a file" in (
+        workflow_error(tmp_path, text)
+    )
+
+
+def test_a_cluster_file_and_a_workflow_given_for_each_other_are_named(tmp_path):
+    # A cluster file read as a workflow gave ten "missing key" and "unknown key" lines; a
+    # workflow read as a cluster file "cluster must be one of ...".
+    from raygrid.pipeline.cluster import read_cluster
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("cluster: local\nn_workers: 2\n")
+    with pytest.raises(InputError) as error:
+        read_workflow(cluster)
+    assert str(error.value) == (
+        f"{cluster} is a cluster file (a cluster key and none of a workflow's sections), not "
+        "a workflow: give the workflow here and the cluster file with --cluster"
+    )
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(SMALL)
+    with pytest.raises(InputError) as error:
+        read_cluster(workflow)
+    assert str(error.value) == (
+        f"{workflow} is a workflow (it has grid, model, outputs, sources and no cluster key), "
+        "not a cluster file: give it as the workflow, and a cluster file (such as "
+        "configs/local.yaml) with --cluster"
+    )
+
+
 def test_a_csv_point_outside_the_model_is_named_by_its_line(tmp_path):
     # It was named "receiver 1 (numbered from 0)" only: a file's rows are found by line.
     (tmp_path / "receivers.csv").write_text("# stations\nz,x\n\n0,10\n0,99999\n")
@@ -652,6 +716,34 @@ def test_a_csv_point_outside_the_model_is_named_by_its_line(tmp_path):
         f"receivers: receiver CSV file {tmp_path}/receivers.csv:5: receiver 1 (numbered from "
         "0): receiver x=99999 is outside the model"
     ) in str(error.value)
+
+
+def test_every_point_outside_the_model_is_named_at_once(tmp_path):
+    # Only the first was: a station list with several outside took a run per station.
+    (tmp_path / "receivers.csv").write_text("name,z,x\nA,0,10\nB,0,3100\nC,-5,20\n")
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL + f"receivers: {{csv: {tmp_path}/receivers.csv}}\n")
+    with pytest.raises(InputError) as error:
+        prepare_workflow(read_workflow(path))
+    lines = str(error.value).splitlines()
+    assert lines[0].endswith(
+        f"receiver CSV file {tmp_path}/receivers.csv:3: receiver 1 'B' (numbered from 0): "
+        "receiver x=3100 is outside the model: x spans [0, 300] m"
+    )
+    assert lines[1] == "1 more receiver(s) cannot be placed:"
+    assert lines[2].startswith(
+        f"  receiver CSV file {tmp_path}/receivers.csv:4: receiver 2 'C' (numbered from 0): "
+        "receiver z=-5 is outside the model"
+    )
+    # Many: the first ten named, then how many more.
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    with pytest.raises(InputError) as error:
+        traveltimes(velocity, [{"z": 0.0, "x": 100.0 + k} for k in range(13)], radius=2)
+    lines = str(error.value).splitlines()
+    assert lines[0].startswith("source 0 (numbered from 0): source x=100 is outside")
+    assert lines[1] == "12 more source(s) cannot be placed:"
+    assert lines[2].startswith("  source 1 (numbered from 0): source x=101 is outside")
+    assert lines[10].startswith("  source 9 (numbered from 0)") and lines[11] == "  and 3 more"
 
 
 def test_yaml_as_written_elsewhere_exponents_merge_keys_and_home(tmp_path, monkeypatch):

@@ -231,6 +231,21 @@ def test_single_source_results_stack_with_their_own_positions():
         traveltime_at(stacked, NEAR_FIRST, velocity=model).values,
         traveltime_at(together, NEAR_FIRST, velocity=model).values,
     )
+    # Surface sources share source_z: xarray keeps one scalar for all of them under either
+    # default (the README's recipe was refused); coords="all" keeps each one's.
+    surface = [{"z": 0.0, "x": 101.7}, {"z": 0.0, "x": 503.3}]
+    fields = [rg.traveltime(model, s, radius=4) for s in surface]
+    for new_defaults in (False, True):
+        with xr.set_options(use_new_combine_kwarg_defaults=new_defaults):
+            with pytest.raises(InputError, match="coords='all'"):
+                traveltime_at(xr.concat(fields, dim="source"), NEAR_FIRST, velocity=model)
+            stacked = xr.concat(fields, dim="source", coords="all")
+        np.testing.assert_array_equal(
+            traveltime_at(stacked, NEAR_FIRST, velocity=model).values,
+            traveltime_at(
+                rg.traveltimes(model, surface, radius=4), NEAR_FIRST, velocity=model
+            ).values,
+        )
     with in_process_client() as client:
         tiled = rg.traveltime(model, CLOSE[1], radius=4, tiles={"z": 21, "x": 31}, client=client)
         tiled = tiled.compute()
@@ -331,6 +346,11 @@ def test_a_recorded_source_a_few_cells_off_is_refused():
     # Times changed since the solve (an origin time added) are refused too: said as such.
     with pytest.raises(InputError, match="the times were changed since the solve"):
         traveltime_at(field + 1.0, {"z": 204.0, "x": 230.0}, velocity=model)
+    # A source on a node: its node's own time, not a leg "taking 0 s" (read as rounded).
+    on_node = rg.traveltime(model, {"z": 200.0, "x": 200.0}, radius=3)
+    with pytest.raises(InputError, match=r"1 s at the source's node, which starts at 0 s\. .*"
+                       r"an origin time added: add it to the times read instead"):  # fmt: skip
+        traveltime_at(on_node + 1.0, {"z": 204.0, "x": 230.0}, velocity=model)
 
 
 def _survey_store(tmp_path, receivers, **compute):

@@ -78,8 +78,8 @@ def test_named_points_are_the_point_coordinate_and_positions_have_units():
         ([{"name": "A", **POINTS[0]}, POINTS[1]], "point 1 (from 0) of the sources has no name"),
         (
             [{"name": "A", **POINTS[0]}, {"name": " A ", **POINTS[1]}],
-            "point 1 (from 0) of the sources has the name 'A', as point 0 (from 0) of the "
-            "sources has: names label the points",
+            "point 1 (from 0) of the sources has the name 'A' again (first at point 0 (from "
+            "0) of the sources): names label the points",
         ),
         (
             {"name": ["A", np.nan], "z": [0.0, 0.0], "x": [0.0, 1.0]},
@@ -111,8 +111,8 @@ def test_a_csv_file_names_its_points_and_its_errors_name_the_line(tmp_path):
     path.write_text("station,z,x\nSTA1,0,10\n# moved\nSTA1,5,20\n")
     with pytest.raises(InputError) as refused:
         resolve_points(CsvPoints(csv=path), "receiver")
-    assert f"{path}:4: has the name 'STA1', as receiver CSV file {path}:2: has" in str(
-        refused.value
+    assert f"{path}:4: has the name 'STA1' again (first at receiver CSV file {path}:2):" in (
+        str(refused.value)
     )
     path.write_text("station,z,x\n,0,10\n")
     with pytest.raises(InputError, match=r"stations.csv:2: has a blank name"):
