@@ -784,15 +784,6 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"coordinate {dim!r} decreases ({span}); sort the model so that it increases "
             f'(model.sortby("{dim}"))'
         )
-    if dim == "z" and values[0] < 0 and values[-1] <= 0:
-        # An elevation axis listed bottom up (-2 km to 0) increases like a depth and has no
-        # `positive` attribute to say otherwise: read as depth it put the model upside down,
-        # a "surface" source at z = 0 on its deepest plane, without a word.
-        warn_input(
-            f"coordinate 'z' runs from {values[0]:g} to {values[-1] + 0.0:g} {unit}, all at "
-            f"or above z = 0: raygrid's {Z_IS_DEPTH}; if this axis is an elevation, negate "
-            'it: model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
-        )
     _check_resolution(stored, values, steps, dim, unit)
     h = float(values[-1] - values[0]) / (values.size - 1)
     # Coordinates stored in float32 (common in NetCDF files) are rounded to 6e-8 of their
@@ -809,6 +800,24 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         )
     deviation = float(np.max(np.abs(values - (values[0] + h * np.arange(values.size)))))
     return values, float(values[0]), h, unit, eps, deviation
+
+
+def _warn_elevation(z: xr.DataArray, values: np.ndarray, unit: str) -> None:
+    """Warn about a z axis that is probably an elevation: wholly at or above 0 and not
+    marked ``positive: down``. Listed bottom up (-2 km to 0) an elevation increases like a
+    depth: read as one it put the model upside down, a "surface" source at z = 0 on its
+    deepest plane, without a word. Said with the model's other warnings, where its values
+    are checked (once per model, not at each use of one checked already)."""
+    positive = z.attrs.get("positive")
+    if isinstance(positive, str) and positive.strip().lower() == "down":
+        return  # said to be a depth: a model wholly above sea level is then meant
+    if values[0] < 0 and values[-1] <= 0:
+        warn_input(
+            f"coordinate 'z' runs from {values[0]:g} to {values[-1] + 0.0:g} {unit}, all at "
+            f"or above z = 0: raygrid's {Z_IS_DEPTH}; if this axis is an elevation, negate "
+            'it: model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z") '
+            '(a depth axis marked positive: "down" is not warned about)'
+        )
 
 
 def _on_faces(
@@ -1033,9 +1042,10 @@ def grid_from_velocity(
         reductions on the workers (one number comes back) and ``Grid.slowness`` is ``None``;
         tiled solves read their tiles from ``Grid.velocity``.
     check_values : bool, default True
-        Check every value (finite, positive, a plausible speed). ``False`` for values
-        checked already (:func:`~raygrid.pipeline.load_velocity` checks a file as it opens
-        it): a lazy model's file is not read again for them.
+        Check every value (finite, positive, a plausible speed) and warn about a z axis
+        that looks like an elevation. ``False`` for a model checked already
+        (:func:`~raygrid.pipeline.load_velocity` checks a file as it opens it): a lazy
+        model's file is not read again for them, nor its warnings repeated.
 
     Raises
     ------
@@ -1082,6 +1092,7 @@ def grid_from_velocity(
         _check_extent(d, axes[d][0].size, axes[d][2], axes[d][3])
     values = velocity.values if load else None  # read once: checked, then converted
     if check_values:
+        _warn_elevation(velocity["z"], axes["z"][0], axes["z"][3])
         checked = velocity if values is None else velocity.copy(data=values)
         _check_values(checked, axes, order, SPEED_UNITS[speed_unit])
     unit = axes[order[0]][3]

@@ -618,27 +618,32 @@ def locate_points(
         (up to :data:`BAD_POINTS_SHOWN`), the first first: a station list with three
         stations outside took three runs to mend.
     """
-    located, bad = [], []
+    located, bad, count = [], [], 0
     for i, point in enumerate(points):
         try:
             located.append(grid.to_index(point, what))
         except InputError as error:
-            name = f" {names[i]!r}" if names is not None else ""
-            number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
-            # A file's rows are found by line (its comments and blank lines counted).
-            where = "" if path is None else f"{what} CSV file {path}:{csv_row_line(path, i)}: "
-            bad.append((i, f"{where}{number}{error}"))
-    if bad:
-        (first, said), others = bad[0], [message for _, message in bad[1:]]
-        if others:
-            shown = others[: BAD_POINTS_SHOWN - 1]
-            said += f"\n{len(others)} more {what}(s) cannot be placed:" + "".join(
-                f"\n  {message}" for message in shown
-            )
-            if len(others) > len(shown):
-                said += f"\n  and {len(others) - len(shown)} more"
-        raise PointError(said, index=first)
-    return np.array(located, dtype=np.float64).reshape(-1, 3)
+            count += 1
+            if len(bad) < BAD_POINTS_SHOWN:  # the rest counted only: a file in km had all
+                bad.append((i, error))
+    if not bad:
+        return np.array(located, dtype=np.float64).reshape(-1, 3)
+
+    def said(i: int, error: InputError) -> str:
+        name = f" {names[i]!r}" if names is not None else ""
+        number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
+        # A file's rows are found by line (its comments and blank lines counted).
+        where = "" if path is None else f"{what} CSV file {path}:{csv_row_line(path, i)}: "
+        return f"{where}{number}{error}"
+
+    message = said(*bad[0])
+    if count > 1:
+        message += f"\n{count - 1} more {what}(s) cannot be placed:" + "".join(
+            f"\n  {said(*other)}" for other in bad[1:]
+        )
+        if count > len(bad):
+            message += f"\n  and {count - len(bad)} more"
+    raise PointError(message, index=bad[0][0])
 
 
 #: Bad points a :class:`PointError` names, the first included.

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 from contextlib import ExitStack
@@ -37,7 +38,7 @@ from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
 from .cluster import LocalConfig, connect, worker_info
-from .errors import InputError, RunFailed, full_disk, run_again
+from .errors import InputError, InputWarning, RunFailed, full_disk, run_again
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .integrity import listed_sources
@@ -716,7 +717,11 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     # file did (_check_model_copy); its values are still checked here, once per run, since
     # the file's check and its hash are two reads.
     velocity = xr.open_zarr(spec.path, consolidated=False)["velocity"]
-    grid = grid_from_velocity(velocity, load=False)
+    with warnings.catch_warnings():
+        # Its warnings (velocities no rock has, an elevation axis) were said as the
+        # workflow was prepared, at their lines: only errors are new here.
+        warnings.simplefilter("ignore", InputWarning)
+        grid = grid_from_velocity(velocity, load=False)
     # Nothing the size of the model comes to the client: fields are written where their
     # tiles are (the workers), receivers' times and rays read the chunks of the field, the
     # predecessors and the model (kept across sources) that hold their nodes.

@@ -17,9 +17,7 @@ Relative paths in a workflow are relative to the directory raygrid runs in.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -405,24 +403,35 @@ def _located(workflow: Workflow, location: tuple, error: InputError) -> InputErr
     return InputError(document.problem(location, str(error)))
 
 
-@contextlib.contextmanager
-def _model_warnings(workflow: Workflow) -> Iterator[None]:
-    """Say the model's warnings (velocities no rock has, and the like) at the workflow's
-    ``model`` line, as its errors are; a synthetic model's with the unit it is in (its
-    velocities are numbers in m/s: ``top: 5.0`` meant as km/s had no attribute to fix)."""
-    with warnings.catch_warnings(record=True) as caught:
+class _ModelWarnings:
+    """Say the model's warnings (velocities no rock has, an elevation axis) at the
+    workflow's ``model`` line, as its errors are; a synthetic model's with the unit it is
+    in (its velocities are numbers in m/s: ``top: 5.0`` meant as km/s had no attribute to
+    fix). Said on leaving, an error or not (a bad value found after a warning used to
+    drop the warning). A class, not a generator: :func:`warn_input` places a warning at
+    the first frame outside raygrid, which for a generator's was ``contextlib``'s."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self.workflow = workflow
+        self._catching = warnings.catch_warnings(record=True)
+
+    def __enter__(self) -> None:
+        self._caught = self._catching.__enter__()
         warnings.simplefilter("always", InputWarning)
-        yield
-    for warning in caught:
-        if not issubclass(warning.category, InputWarning):
-            warnings.warn_explicit(
-                warning.message, warning.category, warning.filename, warning.lineno
-            )
-            continue
-        message = str(warning.message)
-        if isinstance(workflow.model, SyntheticModel) and "'units' attribute" in message:
-            message += " A synthetic model's velocities are in m/s (km/s times 1000)."
-        warn_input(str(_located(workflow, ("model",), InputError(message))))
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._catching.__exit__(*exc_info)
+        for warning in self._caught:
+            if not issubclass(warning.category, InputWarning):
+                warnings.warn_explicit(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
+                continue
+            message = str(warning.message)
+            synthetic = isinstance(self.workflow.model, SyntheticModel)
+            if synthetic and "'units' attribute" in message:
+                message += " A synthetic model's velocities are in m/s (km/s times 1000)."
+            warn_input(str(_located(self.workflow, ("model",), InputError(message))))
 
 
 #: Compute options a tiled solve does not read: it solves a survey's sources one after
@@ -538,7 +547,7 @@ def prepare_workflow(
         (``backend: cuda`` without a GPU, unless ``here=False``).
     """
     try:
-        with _model_warnings(workflow):
+        with _ModelWarnings(workflow):
             velocity = workflow.model.build(values=values)
     except InputError as error:
         raise _located(workflow, ("model",), error) from None
@@ -563,7 +572,7 @@ def prepare_workflow(
             )  # fmt: skip
         except InputError as error:
             raise _located(workflow, ("model",), error) from None
-    with _model_warnings(workflow):
+    with _ModelWarnings(workflow):
         grid = grid_from_velocity(velocity, load=not lazy, check_values=not checked)
     try:
         star = forward_star(grid.radius3(workflow.grid.radius))

@@ -415,14 +415,42 @@ def test_a_z_all_at_or_above_sea_level_is_warned_about_as_a_likely_elevation():
     assert str(caught[0].message) == (
         f"coordinate 'z' runs from -40 to 0 m, all at or above z = 0: raygrid's {Z_IS_DEPTH}; "
         "if this axis is an elevation, negate it: model.assign_coords(z=(-model.z)"
-        '.assign_attrs(positive="down")).sortby("z")'
+        '.assign_attrs(positive="down")).sortby("z") (a depth axis marked positive: "down" '
+        "is not warned about)"
     )
-    # A model reaching above sea level and below it, or starting at 0, is not warned about.
+    # A model reaching above sea level and below it, or starting at 0, is not warned
+    # about; nor one marked as depth, nor one checked already (its warnings said then).
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for start in (-2, 0):
             z = ("z", np.arange(start, start + 5) * 10.0, {"units": "m"})
             grid_from_velocity(velocity.assign_coords(z=z))
+        down = elevation.assign_coords(z=elevation.z.assign_attrs(positive="down"))
+        grid_from_velocity(down)
+        grid_from_velocity(elevation, check_values=False)
+
+
+def test_a_workflow_models_warnings_are_said_once_at_its_line_and_before_its_errors(tmp_path):
+    # Said at the model's line, once (a file model's z warning came 2 to 4 times a run), at
+    # the caller's line (it was contextlib's), and before an error found after it (dropped).
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    elevation = velocity.assign_coords(z=("z", np.arange(-4, 1) * 10.0, {"units": "m"}))
+    elevation.to_dataset(name="vp").to_zarr(tmp_path / "m.zarr", zarr_format=3, consolidated=False)
+    path = tmp_path / "wf.yaml"
+    synthetic = "  synthetic: gradient\n  shape: {z: 21, x: 31}\n"
+    text = SMALL.replace(synthetic, f"  path: {tmp_path}/m.zarr\n")
+    path.write_text(text.replace("x: 100.0", "x: 10.0").replace("z: 0.0", "z: -10.0"))
+    with pytest.warns(InputWarning) as caught:
+        prepare_workflow(read_workflow(path))
+    said = [w for w in caught if "coordinate 'z' runs from -40 to 0 m" in str(w.message)]
+    assert len(said) == 1 and str(said[0].message).startswith(f"{path}:1: model: ")
+    assert said[0].filename == __file__
+    elevation[2, 3] = np.nan
+    elevation.to_dataset(name="vp").to_zarr(tmp_path / "n.zarr", zarr_format=3, consolidated=False)
+    path.write_text(path.read_text().replace("m.zarr", "n.zarr"))
+    with pytest.warns(InputWarning, match="coordinate 'z' runs from -40 to 0 m"):
+        with pytest.raises(InputError, match="1 bad value"):
+            prepare_workflow(read_workflow(path))
 
 
 def test_a_decreasing_x_is_still_to_be_sorted():
