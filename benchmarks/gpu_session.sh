@@ -16,11 +16,14 @@
 #          weights, and the pipeline's traveltime()), 256^3 at radius 2, the survey at batch 8
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
 #          (about 25 s)
+#   tiled  tiled_decomposition.py --cuda: one solve by domain decomposition on a dask-cuda
+#          cluster against the single domain, with where the tiled solve's time goes
+#          (rounds against tile tasks, the CUDA solvers' model setup and relaxation)
 #   ncu    Nsight Compute on three mid-solve passes of the pull kernel (gpu_profile.py
 #          --solves 1, 1601^2 radius 3, --set full), then one pass's stall reasons (the
 #          raw page of WarpStateStats), then the three passes again with walk="mask",
 #          where ncu is installed (about 30 s each)
-# Each part stops after its share of the call (targets and blocks 150 s, ab 200 s (its variants
+# Each part stops after its share of the call (targets, blocks and tiled 150 s, ab 200 s (its variants
 # compile three pairs of kernels), profile 110 s, each of ncu's three profiles 110 s,
 # tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
@@ -42,8 +45,8 @@ set -uo pipefail
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests ab sweep study)
 for part in "${parts[@]}"; do
-    case $part in tests|ab|sweep|blocks|study|targets|profile|ncu) ;;
-        *) echo "unknown part: $part (tests, ab, sweep, blocks, study, targets, profile, ncu)" >&2
+    case $part in tests|ab|sweep|blocks|study|targets|profile|tiled|ncu) ;;
+        *) echo "unknown part: $part (tests, ab, sweep, blocks, study, targets, profile, tiled, ncu)" >&2
            exit 2 ;;
     esac
 done
@@ -68,7 +71,8 @@ python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('
 within() { timeout -s INT -k 10 "$limit" "$@"; }
 for part in "${parts[@]}"; do
     case $part in
-        targets|blocks) limit=150 ;; ab) limit=200 ;; profile|ncu) limit=110 ;; tests) limit=230 ;;
+        targets|blocks|tiled) limit=150 ;; ab) limit=200 ;; profile|ncu) limit=110 ;;
+        tests) limit=230 ;;
         *) limit=540 ;;
     esac
     limit=${GPU_PART_LIMIT:-$limit}
@@ -90,6 +94,8 @@ for part in "${parts[@]}"; do
             --out "$out/gpu_targets.json" 2>&1 | tee "$out/gpu-targets.log" ;;
         profile) within python3 benchmarks/gpu_profile.py > "$out/gpu_profile.txt" \
             2> "$out/gpu-profile.log" ;;
+        tiled) within python3 benchmarks/tiled_decomposition.py --cuda \
+            --out "$out/tiled_decomposition_gpu.json" 2>&1 | tee "$out/gpu-tiled.log" ;;
         ncu) ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
                 2>/dev/null | head -1)
             if [ -z "$ncu" ]; then echo "ncu: not installed here" | tee "$out/gpu-ncu.txt"
