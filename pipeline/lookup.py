@@ -291,9 +291,15 @@ class TraveltimeTable:
                 raise InputError(
                     f"traveltime_at needs a traveltime field (no 'traveltime' in it){stored}"
                 )
-            if velocity is None and "velocity" in field:
-                velocity = field["velocity"]
+            own = field["velocity"] if "velocity" in field else None
+            if velocity is None:
+                velocity = own
             attrs = {**field.attrs, **field["traveltime"].attrs}
+            if given and own is not None and "model_check" not in attrs:
+                # A tiled survey's store records no check of its model (it never held it
+                # whole), but holds the model: a Vs model given for its Vp fields was read
+                # silently. The check of the model it holds, read on its lattice.
+                attrs["model_check"] = solved_grid(own).model_check()
             field = field["traveltime"]
         else:
             attrs = dict(field.attrs)

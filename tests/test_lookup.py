@@ -393,6 +393,12 @@ def test_a_grid_search_reads_a_stores_fields_whole_with_the_same_floats(
     store = _survey_store(
         tmp_path, [{"z": 55.5, "x": 1999.9}], **({"tiles": tiles} if tiles else {})
     )
+    # Another model given apart is refused, tiled or not: a tiled store records no check of
+    # its model (it never held it whole), and a Vs model given for it was read silently.
+    assert ("model_check" in store.attrs) == (tiles is None)
+    slower = (store["velocity"] / 1.73).assign_attrs(store["velocity"].attrs)
+    with pytest.raises(InputError, match="velocity is not the model the field was solved on"):
+        traveltime_at(store, {"z": 55.5, "x": 1999.9}, velocity=slower)
     rng = np.random.default_rng(3)
     points = {"z": rng.uniform(0, 1500, 400), "x": rng.uniform(0, 2000, 400)}
     searched = []
