@@ -562,11 +562,36 @@ def _solve_pending(
                 if losses > RESENDS or client.status != "running":  # the scheduler gone
                     raise lost.failure from None
                 remaining = [i for i in remaining if i not in finished]
-                bar.note(
-                    f"the workers that held the model died (those started since had not "
-                    f"fetched it yet); sending it again for the {len(remaining)} source(s) "
-                    "left"
+                started = (
+                    " (those started since had not fetched it yet)" if client.nthreads() else ""
                 )
+                bar.note(
+                    f"the workers that held the model died{started}; sending it again for the "
+                    f"{len(remaining)} source(s) left"
+                )
+                _await_workers(client, bar)
+
+
+#: Seconds a survey whose every worker died waits for one to join (a nanny's restart, a
+#: batch system's new job) before it stops, its finished sources kept.
+WORKERS_BACK_S = 120.0
+
+
+def _await_workers(client, bar: Progress) -> None:
+    """Return once the cluster has a worker, waiting up to :data:`WORKERS_BACK_S` seconds:
+    the model cannot be sent again to no worker (Dask's scatter raised "No valid workers
+    found", which stopped the run as if its input were wrong)."""
+    if client.nthreads():
+        return
+    bar.note(f"no worker is left: waiting up to {WORKERS_BACK_S:g} s for one to join")
+    try:
+        client.wait_for_workers(1, timeout=WORKERS_BACK_S)
+    except TimeoutError:
+        raise RunFailed(
+            f"every worker died and none joined within {WORKERS_BACK_S:g} s (killed for "
+            "memory? see the workers' logs); the finished sources are kept in the store: "
+            f"{run_again()} to resume once workers can start"
+        ) from None
 
 
 #: How many times in a row a survey sends its model again after every worker holding it

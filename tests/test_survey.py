@@ -1357,8 +1357,40 @@ def test_a_survey_goes_on_when_its_only_worker_dies_and_another_joins(
     np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
     if tiles is None:
         said = capsys.readouterr().err
-        assert re.search(r"the workers that held the model died .*; sending it again for "
-                         r"the \d+ source\(s\) left", said), said  # fmt: skip
+        assert re.search(r"the workers that held the model died( \(.*\))?; sending it again "
+                         r"for the \d+ source\(s\) left", said), said  # fmt: skip
+
+
+def test_a_survey_with_no_worker_left_waits_for_one_then_stops_clearly(monkeypatch):
+    # Every worker dead: the model was scattered again to none, and Dask's "No valid workers
+    # found" stopped the run as bad input (exit status 2, no word on resuming).
+    from raygrid.pipeline import survey
+    from raygrid.pipeline.progress import Progress
+
+    class NoWorkers:
+        def __init__(self, joins):
+            self.joins, self.waited = joins, []
+
+        def nthreads(self):
+            return {}
+
+        def wait_for_workers(self, n, timeout):
+            self.waited.append((n, timeout))
+            if not self.joins:
+                raise TimeoutError
+
+    bar = Progress(3, 0, enabled=False)
+    survey._await_workers(NoWorkers(joins=True), bar)  # one joined: the run goes on
+    monkeypatch.setattr(survey, "WORKERS_BACK_S", 0.5)
+    client = NoWorkers(joins=False)
+    with pytest.raises(rg.RunFailed) as stopped:
+        survey._await_workers(client, bar)
+    assert client.waited == [(1, 0.5)]
+    assert str(stopped.value) == (
+        "every worker died and none joined within 0.5 s (killed for memory? see the workers' "
+        "logs); the finished sources are kept in the store: run the same command again to "
+        "resume once workers can start"
+    )
 
 
 def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(
