@@ -471,9 +471,12 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     )  # fmt: skip
     shape = " x ".join(map(str, grid.shape))
     if options.backend == "cpu":  # the graph is built here, then sent to the workers
+        # Only what would lower the need: "precompute: false" was said where it was false.
+        lower = ["a smaller model", *(["precompute: false"] if options.precompute else [])]
         check_fits(
-            cost.model, available_memory(), f"the CPU graph of {shape} nodes",
-            "use a smaller model, precompute: false, or compute.tiles",
+            cost.model, available_memory(),
+            f"the CPU graph of {shape} nodes (beside the model, loaded already)",
+            f"use {', '.join(lower)} or compute.tiles",
         )  # fmt: skip
     model = int(grid.velocity.nbytes) + int(grid.slowness.nbytes) + cost.model
     sources = min(compute.batch, spec.n_sources)  # in one task

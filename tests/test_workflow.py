@@ -683,6 +683,23 @@ def test_a_model_too_large_to_read_whole_is_refused_before_it_is_read(tmp_path, 
     prepare_workflow(read_workflow(path))
 
 
+@pytest.mark.parametrize("precompute", [False, True])
+def test_a_cpu_graph_too_large_names_only_what_would_lower_it(tmp_path, monkeypatch, precompute):
+    # "use a smaller model, precompute: false, or compute.tiles" was said with precompute
+    # false already.
+    import raygrid.pipeline.survey as survey
+
+    monkeypatch.setattr(survey, "available_memory", lambda: 1)
+    text = SMALL + f"compute:\n  precompute: {str(precompute).lower()}\n"
+    prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
+    with pytest.raises(InputError) as refused:
+        survey.check_survey_memory(None, prepared, survey.store_spec(prepared))
+    said = str(refused.value)
+    assert said.startswith("the CPU graph of 21 x 31 nodes (beside the model, loaded already)")
+    lower = "a smaller model, precompute: false" if precompute else "a smaller model"
+    assert said.endswith(f"is available; use {lower} or compute.tiles")
+
+
 @pytest.mark.parametrize(
     ("store", "plot", "here", "said"),
     [
