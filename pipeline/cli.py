@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import select
 import signal
 import sys
@@ -68,9 +69,21 @@ def _reader_gone(stream) -> bool:
 
 @click.group()
 @click.version_option(__version__, prog_name="raygrid")
-def main() -> None:
+@click.option(
+    "-v", "--verbose", is_flag=True,
+    help="Say more on stderr: raygrid's log (a tiled solve's rounds, with their times).",
+)  # fmt: skip
+def main(verbose: bool) -> None:
     """raygrid: seismic traveltimes and raypaths by shortest-path ray tracing."""
     _plain_input_warnings()
+    if verbose:
+        # The README's "one log line per round (logger raygrid)" was to be seen from Python
+        # alone: `raygrid -v run` was a usage error.
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s raygrid: %(message)s", "%H:%M:%S"))
+        logger = logging.getLogger("raygrid")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def _plain_input_warnings() -> None:
@@ -114,9 +127,11 @@ def _kept(store: str | Path, pictures: bool = True) -> str:
             f"{store} is complete ({state.done.size} sources); only its pictures may be "
             f"missing: {again} to draw them"
         )
+    done = int(state.done.sum())
+    if not done:  # "the 0 of 8 sources finished so far are in" read oddly
+        return f"no source had finished yet ({store} holds none): {again} to resume"
     return (
-        f"the {int(state.done.sum())} of {state.done.size} sources finished so far are in "
-        f"{store}; {again} to resume"
+        f"the {done} of {state.done.size} sources finished so far are in {store}; {again} to resume"
     )
 
 

@@ -270,6 +270,19 @@ def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
     assert "synthetic" not in said  # a file's units attribute is what to check
 
 
+def test_verbose_shows_a_tiled_solves_rounds(tmp_path):
+    # The README's "one log line per round (logger raygrid)" could be seen from Python
+    # alone: `raygrid -v run` was a usage error.
+    path = write_workflow(tmp_path, compute={"tiles": {"z": 11, "x": 16}})
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    run = raygrid("-v", "run", path, "--cluster", "cluster.yaml", "--no-progress", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    rounds = [line for line in run.stderr.splitlines() if " raygrid: round " in line]
+    assert rounds and "(tile tasks " in rounds[0], run.stderr
+    quiet = raygrid("run", path, "--cluster", "cluster.yaml", "--overwrite", cwd=tmp_path)
+    assert quiet.returncode == 0 and " raygrid: round " not in quiet.stderr
+
+
 def test_version():
     run = raygrid("--version", cwd=ROOT)
     assert run.returncode == 0 and rg.__version__ in run.stdout

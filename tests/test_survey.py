@@ -685,6 +685,12 @@ def test_an_interrupt_after_the_store_is_complete_says_so(tmp_path, client):
     zarr.open_array(store=str(store), path="source_done", mode="r+")[0] = 0
     zarr.open_group(store, mode="r+").attrs["complete"] = False
     assert _kept(store).startswith(f"the {n - 1} of {n} sources finished so far are in {store}")
+    # None done: "the 0 of 4 sources finished so far are in ..." read oddly.
+    zarr.open_array(store=str(store), path="source_done", mode="r+")[:] = 0
+    assert _kept(store) == (
+        f"no source had finished yet ({store} holds none): run the same command again "
+        "(without --overwrite) to resume"
+    )
 
 
 @pytest.mark.parametrize("how", ["lost", "cut-short"])
