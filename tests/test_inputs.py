@@ -733,27 +733,28 @@ def test_a_cluster_file_and_a_workflow_given_for_each_other_are_named(tmp_path):
     )
 
 
-def test_a_csv_point_outside_the_model_is_named_by_its_line(tmp_path):
-    # It was named "receiver 1 (numbered from 0)" only: a file's rows are found by line.
-    (tmp_path / "receivers.csv").write_text("# stations\nz,x\n\n0,10\n0,99999\n")
+def csv_receivers_error(tmp_path: Path, text: str) -> str:
+    """What preparing the small workflow says with its receivers in a CSV file of ``text``."""
+    (tmp_path / "receivers.csv").write_text(text)
     path = tmp_path / "wf.yaml"
     path.write_text(SMALL + f"receivers: {{csv: {tmp_path}/receivers.csv}}\n")
     with pytest.raises(InputError) as error:
         prepare_workflow(read_workflow(path))
+    return str(error.value)
+
+
+def test_a_csv_point_outside_the_model_is_named_by_its_line(tmp_path):
+    # It was named "receiver 1 (numbered from 0)" only: a file's rows are found by line.
     assert (
         f"receivers: receiver CSV file {tmp_path}/receivers.csv:5: receiver 1 (numbered from "
         "0): receiver x=99999 is outside the model"
-    ) in str(error.value)
+    ) in csv_receivers_error(tmp_path, "# stations\nz,x\n\n0,10\n0,99999\n")
 
 
 def test_every_point_outside_the_model_is_named_at_once(tmp_path):
     # Only the first was: a station list with several outside took a run per station.
-    (tmp_path / "receivers.csv").write_text("name,z,x\nA,0,10\nB,0,3100\nC,-5,20\n")
-    path = tmp_path / "wf.yaml"
-    path.write_text(SMALL + f"receivers: {{csv: {tmp_path}/receivers.csv}}\n")
-    with pytest.raises(InputError) as error:
-        prepare_workflow(read_workflow(path))
-    lines = str(error.value).splitlines()
+    said = csv_receivers_error(tmp_path, "name,z,x\nA,0,10\nB,0,3100\nC,-5,20\n")
+    lines = said.splitlines()
     assert lines[0].endswith(
         f"receiver CSV file {tmp_path}/receivers.csv:3: receiver 1 'B' (numbered from 0): "
         "receiver x=3100 is outside the model: x spans [0, 300] m"
