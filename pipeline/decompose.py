@@ -205,8 +205,7 @@ def solve_tile(
             moved += strip.nbytes
     new_state = TileState(index, state.slowness, times, predecessor, sent)
     seconds["task"] = time.perf_counter() - started
-    summary = {"changed": list(outgoing), "bytes": moved, "improved": improved}
-    summary["seconds"] = seconds
+    summary = {"changed": list(outgoing), "bytes": moved, "improved": improved, "seconds": seconds}
     return new_state, outgoing, summary
 
 
@@ -330,9 +329,9 @@ def solve_tiled(
     seed_nodes, seed_times : numpy.ndarray
         Global ``(k, 3)`` node indices of the source seeds and their times.
     stats : dict, optional
-        Filled with ``rounds``, ``tasks``, ``bytes`` (strip bytes moved) and ``seconds``:
-        the tile tasks' wall seconds summed over tasks (``task``, ``solve``, ``model``,
-        ``relax``: see :func:`solve_tile`) and each round's wall seconds (``rounds``).
+        Filled with ``rounds``, ``tasks`` and ``bytes`` (strip bytes moved). Where the
+        time goes is in each round's log record (``tile_seconds``: the round's wall time
+        and its tile tasks' summed seconds, see :func:`solve_tile`).
 
     Returns
     -------
@@ -376,10 +375,6 @@ def solve_tiled(
     # Pending strips per tile, each with the tile it came from.
     incoming: dict[Index, list] = {index: [] for index in seeds}
     round_, tasks, moved = 0, 0, 0
-    # Where a solve's time goes (the log and ``stats``): tile tasks against the rounds' wall
-    # time tells the solvers' share from the exchange's, and on CUDA the model's setup
-    # (repeated every round) from the relaxation.
-    seconds = {"task": 0.0, "solve": 0.0, "model": 0.0, "relax": 0.0, "rounds": []}
     while incoming:
         started = time.perf_counter()
         waiting = _deferred(incoming)
@@ -407,6 +402,9 @@ def solve_tiled(
         incoming = defaultdict(list, {index: incoming[index] for index in waiting})
         changed = 0
         round_bytes = 0
+        # Where the round's time goes (its log record): tile tasks against its wall time
+        # tell the solvers' share from the exchange's, and on CUDA the model's setup
+        # (repeated every round) from the relaxation.
         round_seconds = dict.fromkeys(("task", "solve", "model", "relax"), 0.0)
         for (index, future), summary in zip(solved.items(), summaries):
             round_bytes += summary["bytes"]
@@ -427,9 +425,6 @@ def solve_tiled(
         tasks += len(solved)
         moved += round_bytes
         wall = time.perf_counter() - started
-        for part, value in round_seconds.items():
-            seconds[part] += value
-        seconds["rounds"].append(wall)
         log.info(
             "round %d: %d active tiles (%d waiting), %d strips changed, %.3g MB moved, %.2f s "
             "(tile tasks %.2f s, solvers %.2f s)",
@@ -441,7 +436,7 @@ def solve_tiled(
         round_ += 1
 
     if stats is not None:
-        stats.update(rounds=round_, tasks=tasks, bytes=moved, tiles=len(geometry), seconds=seconds)
+        stats.update(rounds=round_, tasks=tasks, bytes=moved, tiles=len(geometry))
 
     def assemble(name, dtype_):
         blocks = np.empty(geometry.counts, dtype=object)
