@@ -42,7 +42,7 @@ __all__ = [
     "Point",
     "check_names",
     "csv_points",
-    "csv_row_line",
+    "csv_row_lines",
     "name_column",
     "resolve_points",
     "warn_ignored_columns",
@@ -507,12 +507,14 @@ def _renamed_columns(
     return renamed
 
 
-def csv_row_line(path: str | os.PathLike, row: int) -> int:
-    """The line of a CSV points file on which its row ``row`` (from 0, after the header)
-    starts, counting comments and blank lines as :func:`_read_csv`'s errors do."""
+def csv_row_lines(path: str | os.PathLike, rows: list[int]) -> list[int]:
+    """The lines of a CSV points file on which its rows ``rows`` (from 0, after the header)
+    start, counting comments and blank lines as :func:`_read_csv`'s errors do; the file
+    read once for all of them."""
     path = Path(os.path.expanduser(os.fspath(path)))  # as csv_points reads it
     with path.open(newline="", encoding="utf-8-sig") as handle:
-        return _records(handle.readlines(), str(path))[1 + row][0]
+        records = _records(handle.readlines(), str(path))
+    return [records[1 + row][0] for row in rows]
 
 
 def resolve_points(

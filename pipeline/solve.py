@@ -35,7 +35,7 @@ from .positions import (
     NAME_COLUMNS,
     check_names,
     csv_points,
-    csv_row_line,
+    csv_row_lines,
     name_column,
     warn_ignored_columns,
 )
@@ -628,12 +628,14 @@ def locate_points(
                 bad.append((i, error))
     if not bad:
         return np.array(located, dtype=np.float64).reshape(-1, 3)
+    # A file's rows are found by line (its comments and blank lines counted).
+    rows = [i for i, _ in bad]
+    lines = {} if path is None else dict(zip(rows, csv_row_lines(path, rows)))
 
     def said(i: int, error: InputError) -> str:
         name = f" {names[i]!r}" if names is not None else ""
         number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
-        # A file's rows are found by line (its comments and blank lines counted).
-        where = "" if path is None else f"{what} CSV file {path}:{csv_row_line(path, i)}: "
+        where = "" if path is None else f"{what} CSV file {path}:{lines[i]}: "
         return f"{where}{number}{error}"
 
     message = said(*bad[0])
