@@ -444,28 +444,47 @@ def _wait(client, n: int, timeout: float, what: str) -> None:
 def _scheduler_client(config: SchedulerConfig, echo: Echo):
     from distributed import Client
 
+    address = config.address
     try:
         if config.scheduler_file is not None:
             if not config.scheduler_file.exists():
                 echo(f"waiting up to {config.timeout:g} s for {config.scheduler_file} to appear")
                 _wait_for_file(config.scheduler_file, config.timeout)
+            # A file left behind by a scheduler that has stopped names an address nothing
+            # answers at: said at once, as for an address, not after the whole timeout.
+            address = _address_in(config.scheduler_file)
+            if address:
+                _say_if_silent(
+                    address, config.timeout, echo,
+                    f", the address in {config.scheduler_file} (left by a scheduler that has "
+                    "stopped?)",
+                )  # fmt: skip
             client = Client(scheduler_file=str(config.scheduler_file), timeout=config.timeout)
         else:
-            # Dask retries a refused connection until the timeout (a scheduler may still be
-            # starting); say so at once rather than sit silent for two minutes.
-            silent = _why_silent(config.address)
-            if silent:
-                echo(
-                    f"nothing answers at {config.address} yet ({silent}); waiting up to "
-                    f"{config.timeout:g} s (the cluster file's timeout)"
-                )
+            _say_if_silent(config.address, config.timeout, echo)
             client = Client(config.address, timeout=config.timeout)
     except (OSError, TimeoutError) as error:
-        where = config.address or config.scheduler_file
+        where = address or config.scheduler_file
+        if config.scheduler_file is not None and address:
+            where = f"{address} (from {config.scheduler_file})"
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
         _wait(client, config.wait_for_workers, config.timeout, "at the existing scheduler")
+        if not config.wait_for_workers and not worker_info(client):  # else silent till it fails
+            echo("no Dask worker has joined the scheduler yet (wait_for_workers: 0 waits for none)")
         yield client
+
+
+def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -> None:
+    """Say at once that nothing answers at a scheduler's address: Dask retries a refused
+    connection until the timeout (a scheduler may still be starting), two minutes of
+    silence by default."""
+    silent = _why_silent(address)
+    if silent:
+        echo(
+            f"nothing answers at {address} yet ({silent}){whence}; waiting up to "
+            f"{timeout:g} s (the cluster file's timeout)"
+        )
 
 
 def _why_silent(address: str) -> str | None:
@@ -487,6 +506,18 @@ def _why_silent(address: str) -> str | None:
             return None
     except OSError as error:
         return error.strerror or type(error).__name__
+
+
+def _address_in(scheduler_file: Path) -> str | None:
+    """The scheduler's address a scheduler file names, or ``None`` if it cannot be read
+    (Dask's client then reports what is wrong with it)."""
+    import json
+
+    try:
+        address = json.loads(scheduler_file.read_text()).get("address")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return address if isinstance(address, str) else None
 
 
 def _wait_for_file(path: Path, timeout: float) -> None:

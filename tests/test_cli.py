@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
 import warnings
 from pathlib import Path
@@ -34,6 +36,27 @@ def raygrid(*args, cwd, real_cuda=False):
     exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"} if real_cuda else None
     return subprocess.run([exe, *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def raygrid_here(*args, cwd):
+    """``raygrid ARGS`` in this process, through click's runner, as :func:`raygrid` returns
+    it: for the commands that read a finished store (info, plot), whose output is what is
+    tested and whose new interpreter's imports cost more than they do (3-5 s a call on two
+    busy cores). The console script itself is run by the other tests."""
+    from click.testing import CliRunner
+
+    from raygrid.pipeline.cli import main
+
+    shown = warnings.showwarning  # the command sets its own, for its warnings
+    try:
+        with contextlib.chdir(cwd):
+            result = CliRunner().invoke(main, list(map(str, args)))
+    finally:
+        warnings.showwarning = shown
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))  # as Python would
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr)
 
 
 def test_quickstart_writes_store_and_png(tmp_path):
@@ -443,13 +466,13 @@ def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
     assert said in stderr, stderr
     assert done.size < 96, "interrupted too late to test anything"
     # The sources done so far can be drawn: by default the first, middle and last of them.
-    plot = raygrid("plot", "out/survey.zarr", "--out", "partial", cwd=tmp_path)
+    plot = raygrid_here("plot", "out/survey.zarr", "--out", "partial", cwd=tmp_path)
     assert plot.returncode == 0, plot.stderr
     assert f"not complete ({done.size} of 96 sources)" in plot.stdout
     assert sorted(p.name for p in (tmp_path / "partial").iterdir()) == sorted(
         {f"survey-source{s}.png" for s in (done[0], done[done.size // 2], done[-1])}
     )
-    missing = raygrid("plot", "out/survey.zarr", "--source", "95", cwd=tmp_path)
+    missing = raygrid_here("plot", "out/survey.zarr", "--source", "95", cwd=tmp_path)
     assert missing.returncode == 2 and "sources [95] are not done yet" in missing.stderr
     resumed = raygrid("run", "survey.yaml", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
@@ -486,7 +509,7 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         warnings.simplefilter("error")  # opened quietly
         opened = rg.open_survey(tmp_path / "out" / "survey.zarr")
     assert opened.sizes["source"] == 24 and bool(opened["source_done"].all())
-    info = raygrid("info", "out/survey.zarr", "--workflow", cwd=tmp_path)
+    info = raygrid_here("info", "out/survey.zarr", "--workflow", cwd=tmp_path)
     assert info.returncode == 0, info.stderr
     for text in (
         "status: complete",
@@ -499,7 +522,7 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         '"radius": 4',
     ):
         assert text in info.stdout, text  # fmt: skip
-    plot = raygrid(
+    plot = raygrid_here(
         "plot", "out/survey.zarr", "--out", "pictures", "--source", "5", "--source", "5",
         cwd=tmp_path,
     )  # fmt: skip
@@ -509,16 +532,16 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
     assert pngs == ["survey-gathers.png", "survey-source5.png"]
     for png in pngs:
         assert (tmp_path / "pictures" / png).read_bytes()[:4] == b"\x89PNG"
-    bad = raygrid("plot", "out/survey.zarr", "--source", "99", cwd=tmp_path)
+    bad = raygrid_here("plot", "out/survey.zarr", "--source", "99", cwd=tmp_path)
     assert bad.returncode == 2 and "out of range" in bad.stderr
-    flat = raygrid("plot", "out/survey.zarr", "--map-z", "500", cwd=tmp_path)
+    flat = raygrid_here("plot", "out/survey.zarr", "--map-z", "500", cwd=tmp_path)
     assert flat.returncode == 2 and "this model is 2D" in flat.stderr
     # A folder that cannot be made (a file stands there) is an error, not a traceback.
-    unwritable = raygrid("plot", "out/survey.zarr", "--out", "pictures/survey-gathers.png",
+    unwritable = raygrid_here("plot", "out/survey.zarr", "--out", "pictures/survey-gathers.png",
                          cwd=tmp_path)  # fmt: skip
     assert unwritable.returncode == 2 and unwritable.stderr.startswith("error: ")
     assert "Traceback" not in unwritable.stderr
-    missing = raygrid("info", "nope.zarr", cwd=tmp_path)
+    missing = raygrid_here("info", "nope.zarr", cwd=tmp_path)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
@@ -588,7 +611,7 @@ def test_a_lost_scheduler_is_not_blamed_on_a_worker_dying_of_memory():
 def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
     # It said "(GroupNotFoundError: No group found in store PosixPath(...))".
     (tmp_path / "notastore").mkdir()
-    run = raygrid("info", "notastore", cwd=tmp_path)
+    run = raygrid_here("info", "notastore", cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr == (
         "error: notastore is not a Zarr store (a folder without Zarr's group metadata, zarr.json)\n"

@@ -382,20 +382,41 @@ def test_too_few_workers_at_a_scheduler_are_counted(tmp_path):
     )
 
 
-def test_a_silent_scheduler_address_is_reported_before_the_wait():
-    import socket
-
+@pytest.mark.parametrize("by", ["address", "scheduler_file"])
+def test_a_silent_scheduler_address_is_reported_before_the_wait(tmp_path, by):
+    # A scheduler file left by a scheduler that has stopped was silent for the whole timeout.
     with socket.socket() as closed:  # a port nothing listens on once closed
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    where = {"address": address}
+    if by == "scheduler_file":
+        where = {"scheduler_file": tmp_path / "scheduler.json"}
+        where["scheduler_file"].write_text(json.dumps({"address": address, "type": "Scheduler"}))
     lines = []
-    config = SchedulerConfig(cluster="scheduler", address=f"tcp://127.0.0.1:{port}", timeout=1)
-    with pytest.raises(
-        InputError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"
-    ):
+    config = SchedulerConfig(cluster="scheduler", timeout=1, **where)
+    with pytest.raises(InputError, match=f"cannot reach the Dask scheduler at {address}"):
         with connect(config, echo=lines.append):
             pass
     assert len(lines) == 1 and "refused" in lines[0] and "waiting up to 1 s" in lines[0]
+    assert (str(tmp_path / "scheduler.json") in lines[0]) == (by == "scheduler_file")
+
+
+def test_a_scheduler_with_no_worker_is_said_when_none_was_waited_for():
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=0, processes=False, dashboard_address=None, protocol="tcp", host="127.0.0.1"
+    ) as cluster:  # fmt: skip
+        lines = []
+        config = SchedulerConfig(
+            cluster="scheduler", address=cluster.scheduler_address, wait_for_workers=0
+        )
+        with connect(config, echo=lines.append):
+            pass
+    assert lines == [
+        "no Dask worker has joined the scheduler yet (wait_for_workers: 0 waits for none)"
+    ]
 
 
 def test_a_scheduler_address_without_a_port_is_refused_when_read(tmp_path):
