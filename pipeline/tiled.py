@@ -15,7 +15,7 @@ import xarray as xr
 from ..kernels import Star, forward_star
 from .cluster import LocalConfig, connect
 from .decompose import solve_tiled
-from .errors import InputError
+from .errors import InputError, warn_input
 from .grid import Grid, grid_from_velocity
 from .solve import (
     Options,
@@ -159,6 +159,9 @@ def traveltime_tiled(
     if not checked:
         warn_lopsided(grid, star)
     geometry = tiled_geometry(tiles, grid, star, options)
+    small = None if checked else geometry.small_tiles(grid.dims)
+    if small is not None:
+        warn_input(small)
     seed_nodes, seed_times = source_seeds(grid, star, grid.to_index(source, "source"))
     data = grid.velocity.data
 

@@ -20,6 +20,12 @@ __all__ = ["TileGrid", "tile_grid"]
 Index = tuple[int, int, int]
 Box = tuple[slice, slice, slice]
 
+#: Tiles of fewer nodes than this are warned about (:meth:`TileGrid.small_tiles`). A tile
+#: costs a few Dask tasks every round whatever its size, and small tiles take more rounds:
+#: measured on 2 workers sharing 2 cores, a 40^3 model at radius 2 took 0.6 s in one
+#: domain, 1.2 s in 20^3 tiles, 7.8 s in 10^3 and 33 s in 7^3.
+SMALL_TILE_NODES = 4096
+
 
 @dataclass(frozen=True)
 class TileGrid:
@@ -52,6 +58,25 @@ class TileGrid:
 
     def __len__(self) -> int:
         return int(np.prod(self.counts))
+
+    def small_tiles(self, dims: tuple[str, ...]) -> str | None:
+        """What to say of tiles too small to be worth their Dask tasks, or ``None``: the
+        model is cut and a whole tile holds fewer than :data:`SMALL_TILE_NODES` nodes.
+
+        ``dims``: the model's dims, ``("z", "x")`` or ``("z", "y", "x")``, to name the
+        tile's size in the model's terms.
+        """
+        nodes = int(np.prod(self.tile))
+        if len(self) == 1 or nodes >= SMALL_TILE_NODES:
+            return None
+        size = dict(zip(("z", "y", "x"), self.tile))
+        return (
+            f"tiles of {' x '.join(str(size[d]) for d in dims)} nodes are small: each costs "
+            "Dask tasks every round whatever its size, and small tiles take more rounds (a "
+            "40^3 model at radius 2 took 0.6 s whole, 1.2 s in 20^3 tiles and 7.8 s in 10^3); "
+            f"tiles of {SMALL_TILE_NODES} nodes or more run faster, and tiles are for models "
+            "larger than a worker's memory, not for speed"
+        )
 
     def interior(self, index: Index) -> Box:
         """Global slices of the nodes a tile owns."""

@@ -638,9 +638,12 @@ def prepare_workflow(
         from .tiled import tiled_geometry  # Dask's tiled solve only for tiled workflows
 
         try:
-            tiled_geometry(compute.tiles, grid, star, options)
+            geometry = tiled_geometry(compute.tiles, grid, star, options)
         except InputError as error:
             raise _located(workflow, ("compute", "tiles"), error) from None
+        small = geometry.small_tiles(grid.dims)
+        if small is not None:
+            warn_input(str(_located(workflow, ("compute", "tiles"), InputError(small))))
     fingerprint, parts = (
         workflow_fingerprint(workflow, grid, options, points, indices, names)
         if values

@@ -180,8 +180,9 @@ def test_tiled_survey_equals_the_plain_survey(tmp_path, client):
         np.testing.assert_array_equal(tiled[name].values, plain[name].values)
 
 
-def test_a_tiled_survey_warns_of_a_lopsided_star_once(tmp_path, client):
-    # At the workflow's radius; each source's tiled solve repeated it, from survey.py.
+def test_a_tiled_survey_warns_of_a_lopsided_star_and_small_tiles_once(tmp_path, client):
+    # At the workflow's radius; each source's tiled solve repeated it, from survey.py. Small
+    # tiles (16 x 14) at the tiles' line, once, not again for each source.
     path = workflow_file(
         tmp_path, grid={"radius": {"z": 1, "x": 3}}, compute={"tiles": {"z": 16, "x": 14}}
     )
@@ -190,6 +191,8 @@ def test_a_tiled_survey_warns_of_a_lopsided_star_once(tmp_path, client):
         run_workflow(read_workflow(path), client=client)
     lopsided = [str(w.message) for w in said if "the forward star reaches" in str(w.message)]
     assert len(lopsided) == 1 and "grid.radius: the forward star" in lopsided[0], lopsided
+    small = [str(w.message) for w in said if "nodes are small" in str(w.message)]
+    assert len(small) == 1 and "compute.tiles: tiles of 16 x 14 nodes" in small[0], small
 
 
 @pytest.mark.parametrize(

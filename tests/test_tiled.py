@@ -54,7 +54,9 @@ def model_2d():
 )
 def test_2d_equals_single_domain_bitwise(client, model_2d, tiles, source):
     expected = rg.traveltime(model_2d, source, radius=3)
-    tiled = rg.traveltime(model_2d, source, radius=3, tiles=tiles, client=client)
+    with pytest.warns(rg.InputWarning, match="nodes are small") as said:  # all are
+        tiled = rg.traveltime(model_2d, source, radius=3, tiles=tiles, client=client)
+    assert len(said) == 1, [str(w.message) for w in said]
     assert isinstance(tiled.data, da.Array)  # lazy, held by the workers
     np.testing.assert_array_equal(tiled.values, expected.values)
     assert tiled.attrs["rounds"] >= 1 and tiled.attrs["tiles_z"] == min(tiles["z"], 25)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from raygrid.pipeline import InputError
-from raygrid.pipeline.tiles import tile_grid
+from raygrid.pipeline.tiles import SMALL_TILE_NODES, tile_grid
 
 
 @pytest.mark.parametrize(
@@ -68,3 +68,24 @@ def test_local_and_owner():
 def test_bad_tiles(tiles, message):
     with pytest.raises(InputError, match=message):
         tile_grid(tiles, ("z", "x"), (10, 1, 13), (2, 0, 3))
+
+
+@pytest.mark.parametrize(
+    "dims, shape, tile, said",
+    [
+        (("z", "x"), (100, 1, 200), (100, 1, 40), "tiles of 100 x 40 nodes are small"),
+        (("z", "x"), (100, 1, 100), (64, 1, 64), None),  # 4096 nodes: not small
+        (("z", "y", "x"), (40, 40, 40), (10, 10, 10), "tiles of 10 x 10 x 10 nodes are small"),
+        (("z", "y", "x"), (12, 12, 12), (12, 12, 12), None),  # one tile: nothing is cut
+    ],
+)
+def test_small_tiles_are_said_with_their_size_in_the_models_dims(dims, shape, tile, said):
+    # 7^3 tiles on a 60^3 model took 316 s against 0.84 s whole, without a word.
+    radius = (2, 2 if "y" in dims else 0, 2)
+    tiles = {d: t for d, t in zip(("z", "y", "x"), tile) if d in dims}
+    geometry = tile_grid(tiles, dims, shape, radius)
+    message = geometry.small_tiles(dims)
+    if said is None:
+        assert message is None
+    else:
+        assert message.startswith(said) and f"tiles of {SMALL_TILE_NODES} nodes or more" in message

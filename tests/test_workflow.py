@@ -294,13 +294,15 @@ def test_options_a_run_will_not_use_are_warned_at_their_line(tmp_path):
     with pytest.warns(InputWarning) as record:
         prepare_workflow(read_workflow(write(tmp_path, tiled)))
     said = [str(r.message) for r in record]
-    assert len(said) == 2, said
+    assert len(said) == 3, said
     assert said[0].endswith(
         "wf.yaml:15: compute.batch: compute.batch does not apply to a tiled solve "
         "(compute.tiles), which solves the sources one after another, each over every worker: "
         "it is not used"
     )
     assert "wf.yaml:16: compute.precompute: compute.precompute does not apply" in said[1]
+    # 12 x 12 tiles on 21 x 31 nodes: small, said at the tiles' line (tests/test_tiles.py).
+    assert "wf.yaml:14: compute.tiles: tiles of 12 x 12 nodes are small" in said[2]
     # Receivers' outputs asked for with no receivers; by default (not asked) nothing is said.
     none = SMALL.split("receivers:")[0] + "receivers: []\noutputs:\n  store: o.zarr\n"
     with warnings.catch_warnings():
