@@ -26,8 +26,7 @@ def _input_errors(command: Callable) -> Callable:
     lost) as ``error: ...`` with status 1. A run cut short either way resumes like any other.
 
     Solves are checked against the memory they need before they start
-    (:mod:`raygrid.pipeline.memory`); a ``MemoryError`` is what that check does not count,
-    e.g. building a synthetic model too large for the machine."""
+    (:mod:`raygrid.pipeline.memory`); a ``MemoryError`` is what those checks do not count."""
 
     @wraps(command)
     def wrapper(*args, **kwargs):

@@ -546,30 +546,9 @@ class Grid:
         return np.array([h["z"], h.get("y", 1.0), h["x"]], dtype=np.float64) * self.metres_per_unit
 
     def radius3(self, radius: int | Mapping[str, int]) -> tuple[int, int, int]:
-        """Normalise a radius (int or per-dim mapping) to ``(rz, ry, rx)`` and check it."""
-        if isinstance(radius, Mapping):
-            unknown = set(radius) - set(self.dims)
-            missing = set(self.dims) - set(radius)
-            if unknown or missing:
-                raise InputError(
-                    f"radius mapping must name exactly the dims {self.dims}; "
-                    f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
-                )
-            per_dim = dict(radius)
-        else:
-            per_dim = {d: radius for d in self.dims}
-        for dim, r in per_dim.items():
-            if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
-                raise InputError(f"radius along {dim!r} must be an integer, got {r!r}")
-            n = len(self.coords[dim])
-            if r < 1:
-                raise InputError(f"radius along {dim!r} must be >= 1, got {r}")
-            if r >= n:
-                raise InputError(
-                    f"radius along {dim!r} is {r} but the model has only {n} nodes along it: "
-                    "the radius must be smaller than the model"
-                )
-        return (int(per_dim["z"]), int(per_dim.get("y", 0)), int(per_dim["x"]))
+        """Normalise a radius (int or per-dim mapping) to ``(rz, ry, rx)`` and check it
+        (:func:`radius3`)."""
+        return radius3(radius, {d: len(self.coords[d]) for d in self.dims})
 
     def lopsided_star(self, radius3: tuple[int, int, int]) -> str | None:
         """What to say when the star reaches much further along one axis than another (in
@@ -1024,6 +1003,35 @@ def recorded_source(
         else:
             return None
     return position
+
+
+def radius3(radius: int | Mapping[str, int], sizes: Mapping[str, int]) -> tuple[int, int, int]:
+    """Normalise a radius (int or per-dim mapping) to ``(rz, ry, rx)`` and check it against
+    a model of ``sizes`` nodes per dim (``{"z": nz, "x": nx}`` or with ``"y"``): known
+    before the model's values are read."""
+    if isinstance(radius, Mapping):
+        unknown = set(radius) - set(sizes)
+        missing = set(sizes) - set(radius)
+        if unknown or missing:
+            raise InputError(
+                f"radius mapping must name exactly the dims {tuple(sizes)}; "
+                f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
+            )
+        per_dim = dict(radius)
+    else:
+        per_dim = dict.fromkeys(sizes, radius)
+    for dim, r in per_dim.items():
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+            raise InputError(f"radius along {dim!r} must be an integer, got {r!r}")
+        n = sizes[dim]
+        if r < 1:
+            raise InputError(f"radius along {dim!r} must be >= 1, got {r}")
+        if r >= n:
+            raise InputError(
+                f"radius along {dim!r} is {r} but the model has only {n} nodes along it: "
+                "the radius must be smaller than the model"
+            )
+    return (int(per_dim["z"]), int(per_dim.get("y", 0)), int(per_dim["x"]))
 
 
 def grid_from_velocity(

@@ -40,9 +40,9 @@ from ..kernels import Star, forward_star
 from .cluster import AnyConfig, read_cluster
 from .errors import InputError, InputWarning, warn_input
 from .fingerprint import workflow_fingerprint
-from .grid import Grid, grid_from_velocity
+from .grid import Grid, grid_from_velocity, radius3
 from .io import load_velocity
-from .memory import available_memory, check_fits
+from .memory import available_memory, check_fits, footprint, one_of
 from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import CsvPoints, Points, resolve_points
 from .solve import (
@@ -522,6 +522,43 @@ def _check_picture(plot: Path, store: Path, writable: bool) -> None:
     check_writable(plot, "picture")
 
 
+def _check_model_fits(workflow: Workflow, sizes: dict[str, int]) -> None:
+    """Refuse, before it is built or read, a model of ``sizes`` nodes per dim this machine
+    cannot hold whole, with the CPU graph a survey on the CPU builds beside it (found from
+    the shape alone: an 801^3 model was built, 8.3 GB in 25 s, before its graph was
+    refused)."""
+    nodes = int(np.prod(list(sizes.values()), dtype=np.int64))
+    shape = " x ".join(map(str, sizes.values()))
+    needed = 16 * nodes
+    what = f"the model of {shape} nodes (velocity and slowness in float64)"
+    lower = ["compute.tiles (the model is then read tile by tile)", "a smaller model"]
+    graph = _cpu_graph_bytes(workflow, sizes)
+    if graph:
+        needed += graph
+        what = f"the model of {shape} nodes and its CPU graph (velocity and slowness in float64)"
+        if workflow.compute.precompute:  # only what would lower the need
+            lower.append("precompute: false")
+    check_fits(needed, available_memory(), what, f"use {one_of(lower)}")
+
+
+def _cpu_graph_bytes(workflow: Workflow, sizes: dict[str, int]) -> int:
+    """Bytes of the CPU graph a survey of ``workflow`` builds beside a model of ``sizes``
+    nodes per dim, as the survey's own check counts them once the model is loaded
+    (:attr:`Footprint.model`, with the grid's slowness again), so that a model passed here
+    is not refused there after its read; 0 where it builds none (a backend other than
+    ``cpu``) or where the dims or radius are wrong (said when the model is checked)."""
+    if workflow.compute.backend != "cpu" or set(sizes) not in ({"z", "x"}, {"z", "y", "x"}):
+        return 0
+    sizes = {d: sizes[d] for d in ("z", "y", "x") if d in sizes}  # the kernels' order
+    try:
+        star = forward_star(radius3(workflow.grid.radius, sizes))
+    except InputError:
+        return 0
+    shape3 = (sizes["z"], sizes.get("y", 1), sizes["x"])
+    dtype = np.dtype(workflow.grid.precision)
+    return footprint(shape3, star, dtype, precompute=workflow.compute.precompute).model
+
+
 def prepare_workflow(
     workflow: Workflow, *, here: bool = True, values: bool = True, gpu: bool | None = None
 ) -> PreparedWorkflow:
@@ -546,12 +583,17 @@ def prepare_workflow(
         plotted source that does not exist, or an option the machine cannot honour
         (``backend: cuda`` without a GPU, unless ``here=False``).
     """
+    whole = values and workflow.compute.tiles is None  # held whole, not tile by tile
+    if whole and isinstance(workflow.model, SyntheticModel):  # refused before it is built
+        try:
+            _check_model_fits(workflow, dict(workflow.model.shape))
+        except InputError as error:
+            raise _located(workflow, ("model",), error) from None
     try:
         with _ModelWarnings(workflow):
             velocity = workflow.model.build(values=values)
     except InputError as error:
         raise _located(workflow, ("model",), error) from None
-    lazy = workflow.compute.tiles is not None or not values
     if workflow.compute.tiles is not None:
         from .tiled import chunked_lazily  # Dask's tiled solve only for tiled workflows
 
@@ -562,18 +604,13 @@ def prepare_workflow(
     # (checking them again would read the file again and repeat its warnings), and a model
     # built without its values was checked as it was built.
     checked = isinstance(workflow.model, FileModel) or not values
-    if not lazy:  # read whole next: a model too large was refused only after that read
-        shape = " x ".join(map(str, velocity.shape))
+    if whole and isinstance(workflow.model, FileModel):  # opened, read whole next
         try:
-            check_fits(
-                16 * velocity.size, available_memory(),
-                f"the model of {shape} nodes (velocity and slowness in float64)",
-                "use compute.tiles (the model is then read tile by tile) or a smaller model",
-            )  # fmt: skip
+            _check_model_fits(workflow, dict(velocity.sizes))
         except InputError as error:
             raise _located(workflow, ("model",), error) from None
     with _ModelWarnings(workflow):
-        grid = grid_from_velocity(velocity, load=not lazy, check_values=not checked)
+        grid = grid_from_velocity(velocity, load=whole, check_values=not checked)
     try:
         star = forward_star(grid.radius3(workflow.grid.radius))
     except InputError as error:

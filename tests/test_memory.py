@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -197,9 +198,10 @@ def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):
     assert not (tmp_path / "survey.zarr").exists()
 
 
-def test_out_of_memory_is_one_line_from_the_cli(tmp_path):
+def test_a_model_too_large_to_build_is_one_line_from_the_cli(tmp_path):
     spec = {
-        # 196 TiB of float64: no machine allocates it, so numpy refuses at once.
+        # 196 TiB of float64, and its CPU graph: refused from its shape, before numpy is
+        # asked to allocate it (numpy's MemoryError was the only word).
         "model": {"synthetic": "constant", "shape": {"z": 30001, "y": 30001, "x": 30001}},
         "sources": [{"z": 0.0, "y": 0.0, "x": 0.0}],
         "outputs": {"store": "out.zarr"},
@@ -210,6 +212,31 @@ def test_out_of_memory_is_one_line_from_the_cli(tmp_path):
     # A run builds the model (validate checks it without its values: the workflow is valid).
     run = subprocess.run([exe, "run", path], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 2
-    assert run.stderr.startswith("error: out of memory (Unable to allocate 196. TiB")
-    assert "Traceback" not in run.stderr
+    assert run.stderr.startswith(
+        f"error: {path}:1: model: the model of 30001 x 30001 x 30001 nodes and its CPU graph "
+        "(velocity and slowness in float64) needs about "
+    )
+    assert run.stderr.count("\n") == 1 and "use compute.tiles" in run.stderr
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_out_of_memory_is_one_line_from_the_cli(tmp_path, monkeypatch):
+    # What the checks do not count (an allocation they do not know of) is still one line.
+    from click.testing import CliRunner
+
+    import raygrid.pipeline.workflow as workflow_module
+    from raygrid.pipeline.cli import main
+
+    def allocate(*args, **kwargs):
+        raise MemoryError("Unable to allocate 196. TiB for an array")
+
+    monkeypatch.setattr(workflow_module, "run_workflow", allocate)
+    monkeypatch.chdir(tmp_path)
+    spec = {"model": {"synthetic": "constant", "shape": {"z": 30, "x": 30}},
+            "sources": [{"z": 0.0, "x": 0.0}], "outputs": {"store": "out.zarr"}}  # fmt: skip
+    (tmp_path / "huge.yaml").write_text(yaml.safe_dump(spec))
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main sets its own
+    result = CliRunner().invoke(main, ["run", "huge.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: out of memory (Unable to allocate 196. TiB")
+    assert result.stderr.count("\n") == 1

@@ -680,9 +680,22 @@ def test_a_model_too_large_to_read_whole_is_refused_before_it_is_read(tmp_path, 
     assert read == []
     # Read tile by tile, or not read at all, it is not held whole: not refused.
     prepare_workflow(read_workflow(path), values=False)
-    prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  tiles: {z: 8, x: 8}\n")))
-    monkeypatch.setattr(workflow_module, "available_memory", lambda: 16 * 21 * 31)
+    tiled = write(tmp_path, SMALL + "compute:\n  tiles: {z: 8, x: 8}\n", "tiled.yaml")
+    prepare_workflow(read_workflow(tiled))
+    # With the CPU graph a survey builds beside it (an 801^3 model was read, 8.3 GB in 25 s,
+    # before its graph was refused): 24416 bytes at radius 2, as the survey counts them.
+    needed = 16 * 21 * 31 + 24416
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: needed - 1)
+    read.clear()
+    with pytest.raises(InputError, match=r"model: the model of 21 x 31 nodes and its CPU graph"):
+        prepare_workflow(read_workflow(path))
+    assert read == []
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: needed)
     prepare_workflow(read_workflow(path))
+    # On a GPU there is no CPU graph.
+    gpu = write(tmp_path, SMALL + "compute:\n  backend: cuda\n", "gpu.yaml")
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: 16 * 21 * 31)
+    prepare_workflow(read_workflow(gpu))
 
 
 @pytest.mark.parametrize("precompute", [False, True])
