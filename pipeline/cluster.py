@@ -295,6 +295,37 @@ DEFAULT = LocalConfig(cluster="local")
 AnyConfig = LocalConfig | LocalCUDAConfig | JobQueueConfig | SchedulerConfig
 
 
+def gpus_unmatched(config: AnyConfig, backend: str) -> str | None:
+    """What to say when a cluster file's GPUs do not match the solver's ``backend``
+    (``"cpu"`` or ``"cuda"``, resolved), or ``None``.
+
+    A CPU solve on GPU workers (``gpus_per_worker``, ``local-cuda``) holds GPUs it leaves
+    idle, one a worker, in allocations billed for them; a CUDA solve on batch jobs that
+    ask for no GPU may find none on its nodes (a site gives a job the GPUs it asked for).
+    Warned, not refused: some sites give a partition's GPUs whatever the job asks.
+    """
+    if backend == "cpu" and isinstance(config, LocalCUDAConfig):
+        return (
+            "cluster local-cuda starts one worker per GPU, and backend cpu leaves the GPUs "
+            "idle: set compute.backend: cuda (or auto), or use cluster: local"
+        )
+    if not isinstance(config, JobQueueConfig):
+        return None
+    if backend == "cpu" and config.gpus_per_worker:
+        return (
+            f"gpus_per_worker: {config.gpus_per_worker} asks a GPU for each of the "
+            f"{config.workers} workers, and backend cpu leaves them idle: set "
+            "compute.backend: cuda (or auto) in the workflow, or gpus_per_worker: 0 in the "
+            "cluster file"
+        )
+    if backend == "cuda" and not config.gpus_per_worker:
+        return (
+            "backend cuda on workers whose jobs ask for no GPU (gpus_per_worker: 0): most "
+            "sites give a job only the GPUs it asks for; set gpus_per_worker: 1"
+        )
+    return None
+
+
 def read_cluster(path: str | Path | None) -> AnyConfig:
     """Read and validate a cluster file; ``None`` gives the default local cluster.
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .cluster import JobQueueConfig, memory_bytes, read_cluster
-from .errors import RESUME_ENV, InputError
+from .cluster import JobQueueConfig, gpus_unmatched, memory_bytes, read_cluster
+from .errors import RESUME_ENV, InputError, warn_input
 from .memory import footprint
 from .store import check_store, store_path, tidy_siblings
 from .survey import OVERWRITTEN_ENV, store_spec
@@ -389,6 +389,9 @@ def submit_workflow(
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
     gpu = config.gpus_per_worker > 0
     prepared = prepare_workflow(spec, here=False, values=resumed, gpu=gpu)
+    unmatched = gpus_unmatched(config, prepared.options.backend)
+    if unmatched is not None:  # before the queue wait, not found out on the nodes
+        warn_input(f"{cluster}: {unmatched}")
     store = store_spec(prepared)
     state = check_store(
         replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,

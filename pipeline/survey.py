@@ -37,8 +37,8 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import LocalConfig, connect, worker_info
-from .errors import InputError, InputWarning, RunFailed, full_disk, run_again
+from .cluster import LocalConfig, connect, gpus_unmatched, worker_info
+from .errors import InputError, InputWarning, RunFailed, full_disk, run_again, warn_input
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .integrity import listed_sources
@@ -323,6 +323,9 @@ def run_survey(
     prepared = prepare_workflow(workflow)
     compute = workflow.compute
     config = workflow_cluster(workflow, cluster)
+    unmatched = None if client is not None else gpus_unmatched(config, prepared.options.backend)
+    if unmatched is not None:
+        warn_input(f"{cluster or workflow.compute.cluster}: {unmatched}")
     spec = store_spec(prepared)
     attrs = _store_attrs(prepared)
     chunks = field_chunks(

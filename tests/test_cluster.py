@@ -428,3 +428,22 @@ def test_a_scheduler_address_without_a_port_is_refused_when_read(tmp_path):
         read_cluster(path)
     path.write_text("cluster: scheduler\naddress: tcp://10.0.0.5:8786\n")
     assert read_cluster(path).address == "tcp://10.0.0.5:8786"
+
+
+def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
+    # A backend: cpu workflow on slurm-gpu.yaml held 8 GPUs idle for the whole allocation.
+    from raygrid.pipeline.cluster import gpus_unmatched, read_cluster
+
+    gpu_jobs = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
+    said = gpus_unmatched(gpu_jobs, "cpu")
+    assert said.startswith("gpus_per_worker: 1 asks a GPU for each of the 8 workers, and")
+    assert "gpus_per_worker: 0 in the cluster file" in said
+    assert gpus_unmatched(gpu_jobs, "cuda") is None
+    cpu_jobs = gpu_jobs.model_copy(update={"gpus_per_worker": 0})
+    assert gpus_unmatched(cpu_jobs, "cpu") is None
+    assert "set gpus_per_worker: 1" in gpus_unmatched(cpu_jobs, "cuda")
+    local_cuda = read_cluster(ROOT / "configs" / "local-cuda.yaml")
+    assert "backend cpu leaves the GPUs idle" in gpus_unmatched(local_cuda, "cpu")
+    assert gpus_unmatched(local_cuda, "cuda") is None
+    assert gpus_unmatched(read_cluster(None), "cpu") is None  # a LocalCluster: either runs
+    assert gpus_unmatched(read_cluster(None), "cuda") is None

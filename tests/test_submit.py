@@ -416,6 +416,18 @@ def test_slurm_refuses_a_path_it_cannot_quote_before_writing_anything(tmp_path):
     assert not (workdir / "jobs").exists()
 
 
+def test_a_cpu_workflow_submitted_with_gpus_is_warned_before_the_queue(tmp_path):
+    # backend cpu on slurm-gpu.yaml: 8 GPUs held idle for the allocation, without a word.
+    workflow, cluster = setup(tmp_path, gpus_per_worker=1)
+    with pytest.warns(rg.InputWarning) as said:
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert [str(w.message) for w in said] == [
+        f"{cluster}: gpus_per_worker: 1 asks a GPU for each of the 2 workers, and backend cpu "
+        "leaves them idle: set compute.backend: cuda (or auto) in the workflow, or "
+        "gpus_per_worker: 0 in the cluster file"
+    ]
+
+
 @pytest.mark.parametrize("gpus, backend", [(1, "cuda"), (0, "cpu")])
 def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypatch, gpus, backend):
     # Resolved as on the login node (no GPU: the CPU), a store a GPU job had made was
