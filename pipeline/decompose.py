@@ -375,6 +375,7 @@ def solve_tiled(
     # Pending strips per tile, each with the tile it came from.
     incoming: dict[Index, list] = {index: [] for index in seeds}
     round_, tasks, moved = 0, 0, 0
+    solve_started = time.perf_counter()
     while incoming:
         started = time.perf_counter()
         waiting = _deferred(incoming)
@@ -435,6 +436,10 @@ def solve_tiled(
         incoming = dict(incoming)
         round_ += 1
 
+    log.info(
+        "solved in %d rounds: %d tile solves of %d tiles, %.3g MB of strips moved, %.2f s",
+        round_, tasks, len(geometry), moved / 1e6, time.perf_counter() - solve_started,
+    )  # fmt: skip
     if stats is not None:
         stats.update(rounds=round_, tasks=tasks, bytes=moved, tiles=len(geometry))
 

@@ -18,6 +18,7 @@ limit), the model is sent again to the workers there are and the sources left go
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -83,6 +84,8 @@ from .workflow import (
 )
 
 __all__ = ["run_survey", "solve_batch", "SurveyTask", "OVERWRITTEN_ENV"]
+
+log = logging.getLogger("raygrid")
 
 #: A file a run with ``--overwrite`` touches once its new store has taken the store's name:
 #: ``raygrid submit``'s job script passes ``--overwrite`` only while that file is absent, so
@@ -778,6 +781,8 @@ def _solve_tiled_source(
 
     workflow = prepared.workflow
     need_rays = spec.keeps_rays
+    # Which source the rounds that follow in the log are of (raygrid -v).
+    log.info("source %d of %d: a tiled solve", i, spec.n_sources)
     # The grid checked once above: not the whole model again per source.
     result = traveltime_tiled(
         velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,

@@ -300,8 +300,13 @@ def test_verbose_shows_a_tiled_solves_rounds(tmp_path):
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
     run = raygrid("-v", "run", path, "--cluster", "cluster.yaml", "--no-progress", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    rounds = [line for line in run.stderr.splitlines() if " raygrid: round " in line]
+    lines = run.stderr.splitlines()
+    rounds = [line for line in lines if " raygrid: round " in line]
     assert rounds and "(tile tasks " in rounds[0], run.stderr
+    # Which source a solve is of, first, and its closing line, last.
+    said = [line.split(" raygrid: ")[1] for line in lines if " raygrid: " in line]
+    assert said[0] == "source 0 of 1: a tiled solve", run.stderr
+    assert said[-1].startswith(f"solved in {len(rounds)} rounds: "), run.stderr
 
 
 def test_version():

@@ -264,7 +264,10 @@ def test_round_log_lines(client, model_2d, caplog):
     assert lines[0].startswith("round 0: 1 active tiles")
     assert "strips changed" in lines[0] and "MB moved" in lines[0]
     assert "(tile tasks " in lines[0] and "solvers " in lines[0]
-    assert lines[-1].split(",")[1].strip() == "0 strips changed"
+    assert lines[-2].split(",")[1].strip() == "0 strips changed"
+    # And a closing line: the solve's rounds, tile solves and time in all.
+    assert lines[-1].startswith(f"solved in {len(lines) - 1} rounds: ")
+    assert " tile solves of 4 tiles, " in lines[-1] and lines[-1].endswith(" s")
     # Where the time went, for benchmarks/tiled_decomposition.py: the round's wall time
     # covers its tasks' (one worker here); the CPU solver has no model setup to count.
     seconds = records[0].tile_seconds
