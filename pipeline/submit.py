@@ -215,11 +215,6 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
         f"-l walltime={_pbs_word(config.walltime, 'walltime')}",
         "-j oe",
         f"-o {_pbs_word(directory / 'job.out', folder)}",
-        # The submitting shell's environment, as sbatch passes it by default: without it a
-        # variable set before `raygrid submit` (a licence, a path) reached SLURM jobs only.
-        # It reaches the job script (scheduler and run); pbsdsh starts the other nodes'
-        # workers in PBS's own environment, with the prologue.
-        "-V",
     ]
     if config.queue:
         lines.append(f"-q {_pbs_word(config.queue, 'queue')}")

@@ -116,7 +116,6 @@ def test_pbs_script(tmp_path):
     # node (the 41 x 61 model is a few kB of it).
     assert "#PBS -l select=2:ncpus=2:mpiprocs=2:mem=2931mb:ngpus=4" in text
     assert "#PBS -q gpu" in text and "#PBS -l walltime=00:10:00" in text
-    assert "#PBS -V\n" in text  # the environment, as sbatch passes it by default
     assert f"pbsdsh -u -- bash {job.directory}/node.sh" in text
     node = (job.directory / "node.sh").read_text()
     assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(IFS=," in node
