@@ -295,30 +295,33 @@ DEFAULT = LocalConfig(cluster="local")
 AnyConfig = LocalConfig | LocalCUDAConfig | JobQueueConfig | SchedulerConfig
 
 
-def gpus_unmatched(config: AnyConfig, backend: str) -> str | None:
+def gpus_unmatched(config: AnyConfig, backend: str, asked: str | None = None) -> str | None:
     """What to say when a cluster file's GPUs do not match the solver's ``backend``
-    (``"cpu"`` or ``"cuda"``, resolved), or ``None``.
+    (``"cpu"`` or ``"cuda"``, resolved from the workflow's ``asked`` backend), or ``None``.
 
     A CPU solve on GPU workers (``gpus_per_worker``, ``local-cuda``) holds GPUs it leaves
     idle, one a worker, in allocations billed for them; a CUDA solve on batch jobs that
     ask for no GPU may find none on its nodes (a site gives a job the GPUs it asked for).
     Warned, not refused: some sites give a partition's GPUs whatever the job asks.
     """
-    if backend == "cpu" and isinstance(config, LocalCUDAConfig):
-        return (
-            "cluster local-cuda starts one worker per GPU, and backend cpu leaves the GPUs "
-            "idle: set compute.backend: cuda (or auto), or use cluster: local"
-        )
-    if not isinstance(config, JobQueueConfig):
-        return None
-    if backend == "cpu" and config.gpus_per_worker:
-        return (
-            f"gpus_per_worker: {config.gpus_per_worker} asks a GPU for each of the "
-            f"{config.workers} workers, and backend cpu leaves them idle: set "
-            "compute.backend: cuda (or auto) in the workflow, or gpus_per_worker: 0 in the "
-            "cluster file"
-        )
-    if backend == "cuda" and not config.gpus_per_worker:
+    if backend == "cpu":
+        # ``auto`` resolves where the client runs (a login node without a GPU, for
+        # ``raygrid run``), not on the workers.
+        solver = "backend cpu" if asked in (None, "cpu") else f"backend {asked} (the CPU here)"
+        fix = "compute.backend: cuda" + (" (or auto)" if asked in (None, "cpu") else "")
+        if isinstance(config, LocalCUDAConfig):
+            return (
+                f"cluster local-cuda starts one worker per GPU, and {solver} leaves the GPUs "
+                f"idle: set {fix}, or use cluster: local"
+            )
+        if isinstance(config, JobQueueConfig) and config.gpus_per_worker:
+            gpus, workers = config.gpus_per_worker, config.workers
+            return (
+                f"gpus_per_worker: {gpus} asks {gpus} GPU{'s' * (gpus > 1)} for each of the "
+                f"{workers} workers ({gpus * workers} in all), and {solver} leaves them idle: "
+                f"set {fix} in the workflow, or gpus_per_worker: 0 in the cluster file"
+            )
+    if backend == "cuda" and isinstance(config, JobQueueConfig) and not config.gpus_per_worker:
         return (
             "backend cuda on workers whose jobs ask for no GPU (gpus_per_worker: 0): most "
             "sites give a job only the GPUs it asks for; set gpus_per_worker: 1"
@@ -501,8 +504,14 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
         _wait(client, config.wait_for_workers, config.timeout, "at the existing scheduler")
-        if not config.wait_for_workers and not worker_info(client):  # else silent till it fails
-            echo("no Dask worker has joined the scheduler yet (wait_for_workers: 0 waits for none)")
+        if not config.wait_for_workers and not worker_info(client):
+            # A run then failed at its first task with Dask's "No valid workers found".
+            raise InputError(
+                f"no Dask worker has joined the scheduler at {client.scheduler.address}, and "
+                "wait_for_workers: 0 waits for none: a run needs at least one (start them, "
+                "e.g. dask worker --scheduler-file FILE, or set wait_for_workers: 1 to wait "
+                "for them)"
+            )
         yield client
 
 

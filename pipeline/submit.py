@@ -389,7 +389,7 @@ def submit_workflow(
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
     gpu = config.gpus_per_worker > 0
     prepared = prepare_workflow(spec, here=False, values=resumed, gpu=gpu)
-    unmatched = gpus_unmatched(config, prepared.options.backend)
+    unmatched = gpus_unmatched(config, prepared.options.backend, spec.compute.backend)
     if unmatched is not None:  # before the queue wait, not found out on the nodes
         warn_input(f"{cluster}: {unmatched}")
     store = store_spec(prepared)

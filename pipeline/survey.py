@@ -326,9 +326,10 @@ def run_survey(
     prepared = prepare_workflow(workflow)
     compute = workflow.compute
     config = workflow_cluster(workflow, cluster)
-    unmatched = None if client is not None else gpus_unmatched(config, prepared.options.backend)
+    backend = prepared.options.backend
+    unmatched = None if client else gpus_unmatched(config, backend, compute.backend)
     if unmatched is not None:
-        warn_input(f"{cluster or workflow.compute.cluster}: {unmatched}")
+        warn_input(f"{cluster or compute.cluster}: {unmatched}")
     spec = store_spec(prepared)
     attrs = _store_attrs(prepared)
     chunks = field_chunks(

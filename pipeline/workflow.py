@@ -522,34 +522,52 @@ def _check_picture(plot: Path, store: Path, writable: bool) -> None:
     check_writable(plot, "picture")
 
 
-def _check_model_fits(workflow: Workflow, sizes: dict[str, int]) -> None:
+def _check_model_fits(workflow: Workflow, sizes: dict[str, int], graph: bool) -> None:
     """Refuse, before it is built or read, a model of ``sizes`` nodes per dim this machine
-    cannot hold whole, with the CPU graph a survey on the CPU builds beside it (found from
-    the shape alone: an 801^3 model was built, 8.3 GB in 25 s, before its graph was
-    refused)."""
+    cannot hold: a model held whole (velocity and slowness) with, where ``graph``, the CPU
+    graph a survey builds beside it; a synthetic model under ``compute.tiles`` is still
+    built whole (its velocity). Found from the shape alone: an 801^3 model was built, 8.3 GB
+    in 25 s, before its graph was refused. Dims other than raygrid's are left to the
+    model's own check, which names them."""
+    if set(sizes) not in ({"z", "x"}, {"z", "y", "x"}):
+        return
+    sizes = {d: sizes[d] for d in ("z", "y", "x") if d in sizes}  # raygrid's order
     nodes = int(np.prod(list(sizes.values()), dtype=np.int64))
     shape = " x ".join(map(str, sizes.values()))
-    needed = 16 * nodes
-    what = f"the model of {shape} nodes (velocity and slowness in float64)"
-    lower = ["compute.tiles (the model is then read tile by tile)", "a smaller model"]
-    graph = _cpu_graph_bytes(workflow, sizes)
-    if graph:
-        needed += graph
-        what = f"the model of {shape} nodes and its CPU graph (velocity and slowness in float64)"
-        if workflow.compute.precompute:  # only what would lower the need
-            lower.append("precompute: false")
-    check_fits(needed, available_memory(), what, f"use {one_of(lower)}")
+    synthetic = isinstance(workflow.model, SyntheticModel)
+    available = available_memory()
+    smaller = "a smaller model or a coarser spacing" if synthetic else "a smaller model"
+    if workflow.compute.tiles is not None:  # only a synthetic model is held whole then
+        if synthetic:
+            check_fits(
+                8 * nodes, available,
+                f"the synthetic model of {shape} nodes (its velocity in float64, built whole "
+                "with tiles too)",
+                f"use {smaller} (a model file is read tile by tile with compute.tiles)",
+            )  # fmt: skip
+        return
+    needed = 16 * nodes + (_cpu_graph_bytes(workflow, sizes) if graph else 0)
+    with_graph = " and its CPU graph" if needed > 16 * nodes else ""
+    lower = [smaller]
+    if not synthetic:
+        lower.insert(0, "compute.tiles (the model is then read tile by tile)")
+    elif 8 * nodes <= available:  # tiles leave the velocity whole, built here
+        lower.insert(0, "compute.tiles (then only the velocity is held whole)")
+    if with_graph and workflow.compute.precompute:  # only what would lower the need
+        lower.append("precompute: false")
+    check_fits(
+        needed, available,
+        f"the model of {shape} nodes{with_graph} (velocity and slowness in float64)",
+        f"use {one_of(lower)}",
+    )  # fmt: skip
 
 
 def _cpu_graph_bytes(workflow: Workflow, sizes: dict[str, int]) -> int:
     """Bytes of the CPU graph a survey of ``workflow`` builds beside a model of ``sizes``
-    nodes per dim, as the survey's own check counts them once the model is loaded
-    (:attr:`Footprint.model`, with the grid's slowness again), so that a model passed here
-    is not refused there after its read; 0 where it builds none (a backend other than
-    ``cpu``) or where the dims or radius are wrong (said when the model is checked)."""
-    if workflow.compute.backend != "cpu" or set(sizes) not in ({"z", "x"}, {"z", "y", "x"}):
-        return 0
-    sizes = {d: sizes[d] for d in ("z", "y", "x") if d in sizes}  # the kernels' order
+    nodes per dim (raygrid's dims, in order), as the survey's own check counts them once
+    the model is loaded (:attr:`Footprint.model`, with the grid's slowness again), so that
+    a model passed here is not refused there after its read; 0 for a radius the model
+    cannot take (said when the model is checked)."""
     try:
         star = forward_star(radius3(workflow.grid.radius, sizes))
     except InputError:
@@ -583,40 +601,8 @@ def prepare_workflow(
         plotted source that does not exist, or an option the machine cannot honour
         (``backend: cuda`` without a GPU, unless ``here=False``).
     """
-    whole = values and workflow.compute.tiles is None  # held whole, not tile by tile
-    if whole and isinstance(workflow.model, SyntheticModel):  # refused before it is built
-        try:
-            _check_model_fits(workflow, dict(workflow.model.shape))
-        except InputError as error:
-            raise _located(workflow, ("model",), error) from None
-    try:
-        with _ModelWarnings(workflow):
-            velocity = workflow.model.build(values=values)
-    except InputError as error:
-        raise _located(workflow, ("model",), error) from None
-    if workflow.compute.tiles is not None:
-        from .tiled import chunked_lazily  # Dask's tiled solve only for tiled workflows
-
-        # A lazily indexed file (NetCDF, .npy) in fixed blocks, so that its fingerprint and
-        # its copy into the store read it block by block: `.data` would read it whole here.
-        velocity = chunked_lazily(velocity)
-    # A model file's values were checked as load_velocity opened it, naming the file
-    # (checking them again would read the file again and repeat its warnings), and a model
-    # built without its values was checked as it was built.
-    checked = isinstance(workflow.model, FileModel) or not values
-    if whole and isinstance(workflow.model, FileModel):  # opened, read whole next
-        try:
-            _check_model_fits(workflow, dict(velocity.sizes))
-        except InputError as error:
-            raise _located(workflow, ("model",), error) from None
-    with _ModelWarnings(workflow):
-        grid = grid_from_velocity(velocity, load=whole, check_values=not checked)
-    try:
-        star = forward_star(grid.radius3(workflow.grid.radius))
-    except InputError as error:
-        raise _located(workflow, ("grid", "radius"), error) from None
     compute = workflow.compute
-    try:
+    try:  # first: the backend decides whether a CPU graph is held beside the model
         options = check_options(
             workflow.grid.weights,
             compute.backend,
@@ -629,6 +615,40 @@ def prepare_workflow(
         )
     except InputError as error:
         raise _located(workflow, ("compute", "backend"), error) from None
+    whole = values and compute.tiles is None  # held whole, not tile by tile
+    # The CPU graph is built where the run's client runs: here, not for another machine.
+    graph = here and options.backend == "cpu"
+    if values and isinstance(workflow.model, SyntheticModel):  # refused before it is built
+        try:
+            _check_model_fits(workflow, dict(workflow.model.shape), graph)
+        except InputError as error:
+            raise _located(workflow, ("model",), error) from None
+    try:
+        with _ModelWarnings(workflow):
+            velocity = workflow.model.build(values=values)
+    except InputError as error:
+        raise _located(workflow, ("model",), error) from None
+    if compute.tiles is not None:
+        from .tiled import chunked_lazily  # Dask's tiled solve only for tiled workflows
+
+        # A lazily indexed file (NetCDF, .npy) in fixed blocks, so that its fingerprint and
+        # its copy into the store read it block by block: `.data` would read it whole here.
+        velocity = chunked_lazily(velocity)
+    # A model file's values were checked as load_velocity opened it, naming the file
+    # (checking them again would read the file again and repeat its warnings), and a model
+    # built without its values was checked as it was built.
+    checked = isinstance(workflow.model, FileModel) or not values
+    if whole and isinstance(workflow.model, FileModel):  # opened, read whole next
+        try:
+            _check_model_fits(workflow, dict(velocity.sizes), graph)
+        except InputError as error:
+            raise _located(workflow, ("model",), error) from None
+    with _ModelWarnings(workflow):
+        grid = grid_from_velocity(velocity, load=whole, check_values=not checked)
+    try:
+        star = forward_star(grid.radius3(workflow.grid.radius))
+    except InputError as error:
+        raise _located(workflow, ("grid", "radius"), error) from None
     points = {}
     indices = {}
     names = {}

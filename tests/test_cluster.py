@@ -402,21 +402,23 @@ def test_a_silent_scheduler_address_is_reported_before_the_wait(tmp_path, by):
     assert (str(tmp_path / "scheduler.json") in lines[0]) == (by == "scheduler_file")
 
 
-def test_a_scheduler_with_no_worker_is_said_when_none_was_waited_for():
+def test_a_scheduler_with_no_worker_is_refused_when_none_was_waited_for():
+    # The run failed at its first task with Dask's "No valid workers found".
     from distributed import LocalCluster
 
     with LocalCluster(
         n_workers=0, processes=False, dashboard_address=None, protocol="tcp", host="127.0.0.1"
     ) as cluster:  # fmt: skip
-        lines = []
         config = SchedulerConfig(
             cluster="scheduler", address=cluster.scheduler_address, wait_for_workers=0
         )
-        with connect(config, echo=lines.append):
-            pass
-    assert lines == [
-        "no Dask worker has joined the scheduler yet (wait_for_workers: 0 waits for none)"
-    ]
+        with pytest.raises(InputError) as refused:
+            with connect(config, echo=lambda line: None):
+                pass
+    assert str(refused.value).startswith(
+        f"no Dask worker has joined the scheduler at {cluster.scheduler_address}, and "
+        "wait_for_workers: 0 waits for none: a run needs at least one"
+    )
 
 
 def test_a_scheduler_address_without_a_port_is_refused_when_read(tmp_path):
@@ -436,8 +438,17 @@ def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
 
     gpu_jobs = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
     said = gpus_unmatched(gpu_jobs, "cpu")
-    assert said.startswith("gpus_per_worker: 1 asks a GPU for each of the 8 workers, and")
-    assert "gpus_per_worker: 0 in the cluster file" in said
+    assert said == (
+        "gpus_per_worker: 1 asks 1 GPU for each of the 8 workers (8 in all), and backend cpu "
+        "leaves them idle: set compute.backend: cuda (or auto) in the workflow, or "
+        "gpus_per_worker: 0 in the cluster file"
+    )
+    # auto resolves where the client runs: a login node without a GPU runs it on the CPU.
+    two = gpu_jobs.model_copy(update={"gpus_per_worker": 2})
+    assert gpus_unmatched(two, "cpu", "auto").startswith(
+        "gpus_per_worker: 2 asks 2 GPUs for each of the 8 workers (16 in all), and backend "
+        "auto (the CPU here) leaves them idle: set compute.backend: cuda in the workflow"
+    )
     assert gpus_unmatched(gpu_jobs, "cuda") is None
     cpu_jobs = gpu_jobs.model_copy(update={"gpus_per_worker": 0})
     assert gpus_unmatched(cpu_jobs, "cpu") is None

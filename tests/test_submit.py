@@ -25,6 +25,10 @@ from raygrid.pipeline.submit import submit_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The script tests pair GPU cluster files with this CPU workflow: its warning of idle GPUs
+# is tested where it is said (test_a_cpu_workflow_submitted_with_gpus_is_warned...).
+pytestmark = pytest.mark.filterwarnings("ignore:.*leaves them idle:raygrid.pipeline.InputWarning")
+
 WORKFLOW = {
     "model": {"synthetic": "gradient", "shape": {"z": 41, "x": 61}, "spacing": 10.0},
     "grid": {"radius": 3},
@@ -422,8 +426,8 @@ def test_a_cpu_workflow_submitted_with_gpus_is_warned_before_the_queue(tmp_path)
     with pytest.warns(rg.InputWarning) as said:
         submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
     assert [str(w.message) for w in said] == [
-        f"{cluster}: gpus_per_worker: 1 asks a GPU for each of the 2 workers, and backend cpu "
-        "leaves them idle: set compute.backend: cuda (or auto) in the workflow, or "
+        f"{cluster}: gpus_per_worker: 1 asks 1 GPU for each of the 2 workers (2 in all), and "
+        "backend cpu leaves them idle: set compute.backend: cuda (or auto) in the workflow, or "
         "gpus_per_worker: 0 in the cluster file"
     ]
 

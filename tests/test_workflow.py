@@ -692,10 +692,30 @@ def test_a_model_too_large_to_read_whole_is_refused_before_it_is_read(tmp_path, 
     assert read == []
     monkeypatch.setattr(workflow_module, "available_memory", lambda: needed)
     prepare_workflow(read_workflow(path))
-    # On a GPU there is no CPU graph.
+    # backend auto resolved to the CPU (no real GPU here) counts the graph as cpu does.
+    auto = write(tmp_path, SMALL + "compute:\n  backend: auto\n", "auto.yaml")
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: needed - 1)
+    with pytest.raises(InputError, match=r"model: the model of 21 x 31 nodes and its CPU graph"):
+        prepare_workflow(read_workflow(auto))
+    # On a GPU there is no CPU graph; nor here, for a run on another machine (a resumed
+    # `raygrid submit` reads the model on the login node: its job builds the graph).
     gpu = write(tmp_path, SMALL + "compute:\n  backend: cuda\n", "gpu.yaml")
     monkeypatch.setattr(workflow_module, "available_memory", lambda: 16 * 21 * 31)
     prepare_workflow(read_workflow(gpu))
+    prepare_workflow(read_workflow(path), here=False)
+    # A synthetic model is built whole under tiles too: its velocity is checked.
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: 8 * 21 * 31 - 1)
+    with pytest.raises(InputError) as refused:
+        prepare_workflow(read_workflow(tiled))
+    assert "model: the synthetic model of 21 x 31 nodes (its velocity in float64, built " in str(
+        refused.value
+    ) and str(refused.value).endswith("use a smaller model or a coarser spacing (a model file "
+                                      "is read tile by tile with compute.tiles)")  # fmt: skip
+    # Dims that are not raygrid's are named as such, not refused for their memory.
+    wrong = write(tmp_path, SMALL.replace("{z: 21, x: 31}", "{Z: 21, X: 31}"), "wrong.yaml")
+    monkeypatch.setattr(workflow_module, "available_memory", lambda: 1)
+    with pytest.raises(InputError, match="shape must be keyed by"):
+        prepare_workflow(read_workflow(wrong))
 
 
 @pytest.mark.parametrize("precompute", [False, True])
