@@ -15,7 +15,7 @@ from .cpu import (
 from .crossings import Crossings, star_crossings
 from .graph import MoserGraph, moser_graph, with_weights
 from .layout import PaddedLayout
-from .legs import best_last_legs, point_box, point_leg_times
+from .legs import best_last_legs, node_leg_times, point_box, point_leg_times
 from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
 from .star import Star, forward_star, star_offsets
@@ -37,6 +37,7 @@ __all__ = [
     "mean_slowness_time_cpu",
     "moser_graph",
     "point_box",
+    "node_leg_times",
     "point_leg_times",
     "precompute_weights",
     "segment_time",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cpu import segment_time_cpu
+from .cpu import mean_slowness_time_cpu, segment_time_cpu
 
-__all__ = ["point_box", "point_leg_times", "best_last_legs"]
+__all__ = ["point_box", "point_leg_times", "node_leg_times", "best_last_legs"]
 
 
 def point_box(
@@ -71,6 +71,54 @@ def point_leg_times(
         np.ascontiguousarray(nodes, dtype=np.int64),
         out,
     )
+    return out
+
+
+@numba.njit(cache=True)
+def _node_legs(slowness, spacing, starts, ends, exact, out):
+    hz, hy, hx = spacing[0], spacing[1], spacing[2]
+    for i in range(starts.shape[0]):
+        az, ay, ax = starts[i, 0], starts[i, 1], starts[i, 2]
+        bz, by, bx = ends[i, 0], ends[i, 1], ends[i, 2]
+        if exact:
+            out[i] = segment_time_cpu(
+                slowness, float(az), float(ay), float(ax), float(bz), float(by), float(bx),
+                hz, hy, hx,
+            )  # fmt: skip
+        else:
+            out[i] = mean_slowness_time_cpu(slowness, az, ay, ax, bz, by, bx, hz, hy, hx)
+
+
+def node_leg_times(
+    slowness: np.ndarray, spacing: np.ndarray, starts: np.ndarray, ends: np.ndarray, exact: bool
+) -> np.ndarray:
+    """Times of straight legs between nodes (the inner legs of rays), each the weight the
+    solver gave the edge ``starts[i] -> ends[i]``: exact cell crossing
+    (:func:`~raygrid.kernels.segment.segment_time`) or, with ``exact=False``, the
+    mean-slowness rule, in one compiled loop (docs/method.md section 4).
+
+    Parameters
+    ----------
+    slowness : numpy.ndarray
+        The model's slowness, 3D ``(nz, ny, nx)``, s/m.
+    spacing : numpy.ndarray
+        ``(hz, hy, hx)`` in metres.
+    starts, ends : numpy.ndarray, shape (k, 3)
+        Integer node indices of each leg's ends, in the order the solver relaxed it (from
+        the predecessor).
+    exact : bool
+        The weight rule: exact crossing (True) or mean slowness.
+
+    Returns
+    -------
+    numpy.ndarray, shape (k,), float64
+    """
+    out = np.empty(len(starts), dtype=np.float64)
+    _node_legs(
+        np.ascontiguousarray(slowness, dtype=np.float64), np.asarray(spacing, dtype=np.float64),
+        np.ascontiguousarray(starts, dtype=np.int64).reshape(-1, 3),
+        np.ascontiguousarray(ends, dtype=np.int64).reshape(-1, 3), bool(exact), out,
+    )  # fmt: skip
     return out
 
 

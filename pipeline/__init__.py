@@ -31,6 +31,7 @@ _SOURCES = {
     "gradient_traveltime": "models",
     "layered_model": "models",
     "raypath": "rays",
+    "raypaths": "rays",
     "traveltime": "solve",
     "traveltimes": "solve",
     "__version__": "version",
@@ -52,6 +53,7 @@ __all__ = [
     "load_velocity",
     "open_survey",
     "raypath",
+    "raypaths",
     "traveltime",
     "traveltime_at",
     "traveltimes",
@@ -89,6 +91,6 @@ if TYPE_CHECKING:  # what type checkers and editors read
         gradient_traveltime,
         layered_model,
     )
-    from .rays import raypath
+    from .rays import raypath, raypaths
     from .solve import traveltime, traveltimes
     from .version import __version__

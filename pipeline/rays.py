@@ -1,4 +1,4 @@
-"""``raypath``: the ray from the source to a receiver, following predecessors."""
+"""``raypath`` and ``raypaths``: rays from the source to receivers, following predecessors."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from ..kernels import (
     EXACT,
     WEIGHT_RULES,
     mean_slowness_time_cpu,
+    node_leg_times,
     segment_time_cpu,
 )
 from .errors import InputError
 from .grid import Grid, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
-from .solve import as_table
+from .solve import as_table, source_list
 
-__all__ = ["raypath"]
+__all__ = ["raypath", "raypaths"]
 
 _NEEDED = ("traveltime", "predecessor", "star_offset", "velocity")
 
@@ -196,6 +197,79 @@ def raypath(
     receiver = as_table(receiver)  # a pandas Series is one point, as for traveltime_at
     if isinstance(result, xr.Dataset) and _is_store(result):
         return _stored_ray(result, receiver, source)
+    if isinstance(receiver, Mapping) and any(np.ndim(v) for v in receiver.values()):
+        raise InputError(
+            "raypath traces one receiver: raypaths(result, receivers) traces a table of them "
+            "at once (the model and the source checked once)"
+        )
+    if not isinstance(receiver, Mapping):
+        _check_result(result)  # what is wrong with the result first, as before
+        raise InputError(
+            f"receiver must be a position, a mapping from dim name to coordinate, got "
+            f"{receiver!r}: receivers by name or number are a survey store's (open_survey)"
+        )
+    return _traced(result, [receiver], source)[0]
+
+
+def raypaths(
+    result: xr.Dataset, receivers: Any, *, source: str | int | None = None
+) -> list[xr.Dataset]:
+    """:func:`raypath` to many receivers at once: what a tomography's rays need.
+
+    The result, its model and its source are checked once for all the rays, not once a ray
+    (a :func:`raypath` call costs milliseconds even for a short ray on a 401^2 model, most
+    of it the model's check), and the rays are walked together.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        As for :func:`raypath`: a ``predecessors=True`` result, or a survey store written
+        with rays.
+    receivers : sequence of mappings, or a table
+        Receiver positions in model coordinates, as :func:`traveltime_at` takes points: a
+        sequence of mappings, a mapping of columns (``{"z": zs, "x": xs}``), a pandas
+        DataFrame, a NumPy structured array or a CSV file's path. Of a store, also a
+        sequence of its receivers' names or numbers.
+    source : str or int, optional
+        As for :func:`raypath`.
+
+    Returns
+    -------
+    list of xarray.Dataset
+        One ray per receiver, in their order, each the Dataset :func:`raypath` returns (the
+        same floats).
+
+    Raises
+    ------
+    InputError
+        As :func:`raypath`, naming the receiver; for a table it cannot read.
+    """
+    stored = isinstance(result, xr.Dataset) and _is_store(result)
+    by_number = isinstance(receivers, list | tuple) and all(
+        isinstance(r, str | int | np.integer) for r in receivers
+    )
+    if stored and by_number:
+        return [_stored_ray(result, r, source) for r in receivers]
+    if not stored:
+        _check_result(result)
+    listed, _ = source_list(receivers, _dims(result), "receivers")
+    if stored:
+        return [_stored_ray(result, r, source) for r in listed]
+    return _traced(result, listed, source)
+
+
+def _dims(result: xr.Dataset) -> tuple[str, ...]:
+    """The model's dims a result or store was solved on (its velocity's), in raygrid's
+    order, for reading a table of positions."""
+    dims = result["velocity"].dims if "velocity" in result.variables else ()
+    return tuple(d for d in ("z", "y", "x") if d in dims) or ("z", "x")
+
+
+def _traced(
+    result: xr.Dataset, receivers: list[Mapping[str, float]], source: str | int | None
+) -> list[xr.Dataset]:
+    """Rays to ``receivers`` from a ``predecessors=True`` result's source (``source``: which,
+    of a ``traveltimes`` result), the result and its model checked once."""
     _check_result(result)
     if "source" in result["traveltime"].dims:
         if source is None:
@@ -206,17 +280,12 @@ def raypath(
         result = result.isel(source=point_number(result, source, "source", "the result"))
     elif source is not None:
         raise InputError("the result holds one source already: leave source= out")
-    if not isinstance(receiver, Mapping):
-        raise InputError(
-            f"receiver must be a position, a mapping from dim name to coordinate, got "
-            f"{receiver!r}: receivers by name or number are a survey store's (open_survey)"
-        )
-    grid = solved_grid(result["velocity"])  # a lazy model read only along the ray
+    grid = solved_grid(result["velocity"])  # a lazy model read only along the rays
     field = ray_field(result, grid)
-    # The ray starts at the recorded source: checked against the times first (a survey's
+    # The rays start at the recorded source: checked against the times first (a survey's
     # own fields and positions, traced by ray_field directly, are written together).
     grid.located_source(field.times, field.source, field.radius, field.slowness)
-    return trace_rays(field, [receiver], grid)[0]
+    return trace_rays(field, receivers, grid)
 
 
 #: Where a message sends one who has neither a predecessors result nor a store with rays.
@@ -433,11 +502,35 @@ def trace_rays(
         [Grid.leg_box(a, b) for a, b in zip(points[:-1], points[1:])] if field.slowness.lazy else []
         for points, _ in legs
     ]
+    inner = _inner_legs(grid, field, legs)
     rays = []
     for group in field.slowness.groups(boxes):
         field.slowness.prefetch(box for k in group for box in boxes[k])
-        rays += [_ray_dataset(grid, field, *legs[k], receivers[k]) for k in group]
+        rays += [_ray_dataset(grid, field, *legs[k], receivers[k], inner[k]) for k in group]
     return rays
+
+
+def _inner_legs(grid: Grid, field: RayField, legs: list[tuple]) -> list[np.ndarray | None]:
+    """Per ray, the times of its legs between nodes (NaN for the others), all computed in
+    one compiled call where the model is in memory (a ray's legs one Python call each cost
+    most of a 500-ray call); ``None`` per ray for a lazy model, read leg by leg."""
+    if field.slowness.lazy:
+        return [None] * len(legs)
+    starts, ends, where = [], [], []
+    for k, (points, between_nodes) in enumerate(legs):
+        for i, nodes_only in enumerate(between_nodes):
+            if nodes_only:
+                starts.append(points[i])
+                ends.append(points[i + 1])
+                where.append((k, i))
+    times = node_leg_times(
+        field.slowness.values, grid.spacing3, np.array(starts).reshape(-1, 3),
+        np.array(ends).reshape(-1, 3), exact=field.rule == EXACT,
+    )  # fmt: skip
+    inner = [np.full(len(between_nodes), np.nan) for _, between_nodes in legs]
+    for (k, i), time in zip(where, times):
+        inner[k][i] = time
+    return inner
 
 
 def _ray_dataset(
@@ -446,13 +539,18 @@ def _ray_dataset(
     points: list[np.ndarray],
     between_nodes: list[bool],
     receiver: Mapping[str, float],
+    inner: np.ndarray | None = None,
 ) -> xr.Dataset:
-    """One ray as :func:`raypath` returns it, its legs timed as the solver timed them."""
+    """One ray as :func:`raypath` returns it, its legs timed as the solver timed them
+    (``inner``: its legs between nodes timed already, :func:`_inner_legs`)."""
     dtype = field.dtype
     # Accumulate in the solve's precision, leg by leg, as the solver did.
     cumulative = np.zeros(len(points), dtype=dtype)
     for i, nodes_only in enumerate(between_nodes):
-        leg = dtype.type(_leg(grid, field, points[i], points[i + 1], nodes_only))
+        if nodes_only and inner is not None:
+            leg = dtype.type(inner[i])
+        else:
+            leg = dtype.type(_leg(grid, field, points[i], points[i + 1], nodes_only))
         cumulative[i + 1] = cumulative[i] + leg
 
     coords = grid.to_coords(np.array(points))

@@ -20,6 +20,7 @@ from .grid import Grid, grid_from_velocity
 from .solve import (
     Options,
     check_launchable,
+    held_model,
     solver_attrs,
     source_coords,
     source_seeds,
@@ -153,7 +154,9 @@ def traveltime_tiled(
     """
     checked = grid is not None
     if not checked:
-        velocity = chunked_lazily(velocity)
+        # Lazily chunked, a model in memory stays the caller's array: copied first where
+        # the result keeps it (held_model).
+        velocity = chunked_lazily(held_model(velocity) if predecessors else velocity)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     if not checked:

@@ -97,6 +97,40 @@ def test_a_stored_ray_is_the_direct_solves_raypath(survey):
     assert raypath(store, "STA3", source="EV03").attrs["traveltime"] == float(table)
 
 
+def test_raypaths_trace_a_table_of_receivers_as_raypath_does_each(survey):
+    # A tomography's rays: raypath checked the model and the source once a ray (~3 ms a
+    # ray on a 401^2 model); a table of receivers went to raypath as "not a number".
+    store, prepared = survey
+    names = [{"name": n, **p} for n, p in zip(NAMES["source"], prepared.sources)]
+    result = rg.traveltimes(prepared.velocity, names, radius=3, predecessors=True)
+    expected = [raypath(result, receiver, source="EV03") for receiver in prepared.receivers]
+    columns = {d: [r[d] for r in prepared.receivers] for d in ("z", "x")}
+    for given in (prepared.receivers, columns):
+        rays = rg.raypaths(result, given, source="EV03")
+        assert len(rays) == len(expected)
+        for ray, one in zip(rays, expected):
+            xr.testing.assert_identical(ray, one)
+    # Of a store: by name, number or position, as raypath reads them.
+    for receivers in (["STA1", 1, "STA3"], columns):
+        for ray, one in zip(rg.raypaths(store, receivers, source="EV03"), expected):
+            xr.testing.assert_identical(ray, one)
+    with pytest.raises(InputError, match=r"raypath traces one receiver: raypaths\(result, "):
+        raypath(result, columns, source="EV03")
+
+
+def test_a_predecessors_result_keeps_its_model_when_the_callers_array_is_edited(survey):
+    # A tomography's next iteration edits its model in place: the last result's rays and
+    # lookups read the edited values (3-5 % off), unchecked.
+    _, prepared = survey
+    velocity = prepared.velocity.copy(deep=True)
+    result = rg.traveltime(velocity, prepared.sources[1], radius=3, predecessors=True)
+    receiver = prepared.receivers[2]
+    ray, at = raypath(result, receiver), float(rg.traveltime_at(result, receiver))
+    velocity.values *= 1.1
+    xr.testing.assert_identical(raypath(result, receiver), ray)
+    assert float(rg.traveltime_at(result, receiver)) == at == ray.attrs["traveltime"]
+
+
 def test_a_name_wins_over_the_same_digits_as_a_number(survey):
     store, _ = survey
     by_name = raypath(store, "2", source="EV01")  # the receiver named "2": the second
