@@ -552,10 +552,14 @@ def source_list(
                     f"the {what} table's column {d!r} has {column.ndim} dims; a column holds "
                     "one number per point"
                 )
-            columns[d] = np.atleast_1d(column)
-        lengths = {d: len(column) for d, column in columns.items()}
+            columns[d] = column
+        lengths = {d: len(column) for d, column in columns.items() if column.ndim}
         if len(set(lengths.values())) > 1:
             raise InputError(f"the {what} table's columns differ in length: {lengths}")
+        # A number for a column is every point's (surface receivers: {"z": 0.0, "x": xs}),
+        # as gradient_traveltime broadcasts it.
+        count = next(iter(lengths.values()), 1)
+        columns = {d: np.broadcast_to(column, (count,)) for d, column in columns.items()}
         if isinstance(points, xr.Dataset):
             # Its variables and coordinates; of its indexes only one that names the points
             # (stations along a dim "station", as a DataFrame indexed by name), not a row

@@ -529,6 +529,10 @@ def test_bad_sources_table(velocity):
         traveltimes(velocity, [])
     with pytest.raises(InputError, match="columns differ in length"):
         traveltimes(velocity, {"z": [0.0, 10.0], "x": [0.0]})
+    # A number for a column is every point's ("columns differ in length: {'z': 1, ...}").
+    line = traveltimes(velocity, {"z": 0.0, "x": [0.0, 10.0]})
+    assert line["source_z"].values.tolist() == [0.0, 0.0]
+    assert line["source_x"].values.tolist() == [0.0, 10.0]
     with pytest.raises(InputError, match="source x=999 is outside"):
         traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 999.0}])
     # Text and booleans are refused as a lone point's are, not read as numbers (True: 1 m).
