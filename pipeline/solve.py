@@ -934,6 +934,15 @@ def traveltime(
     traveltimes : many sources at once.
     """
     source = as_table(source)  # a pandas Series names its dims by its index, as in traveltime_at
+    # A table (a DataFrame, a list of mappings, columns of several points) got "must be a
+    # mapping ... got" with the table printed, or "... is not a number".
+    listed = isinstance(source, list | tuple) and any(isinstance(p, Mapping) for p in source)
+    columns = isinstance(source, Mapping) and any(np.ndim(v) for v in source.values())
+    if listed or columns or hasattr(source, "columns") or isinstance(source, xr.Dataset):
+        raise InputError(
+            "traveltime takes one source, a mapping such as {'z': 0.0, 'x': 100.0}: "
+            "rg.traveltimes(velocity, sources) solves a table of them"
+        )
     if client is not None and tiles is None:  # it was ignored, unsaid
         warn_input(
             "client is for tiled solves (tiles=...): without tiles this source is solved "

@@ -298,6 +298,9 @@ def test_a_point_in_metres_on_a_model_in_km_is_named_so():
         ({"z": "50", "x": 1.0}, "source z='50' is not a number"),  # was taken as 50
         ({"z": True, "x": 1.0}, "source z=True is not a number"),  # was taken as 1
         ([0.0, 50.0], "must be a mapping"),
+        # Several: a pointer to traveltimes, not the table printed or "not a number".
+        ([{"z": 0.0, "x": 5.0}], "takes one source.*rg.traveltimes\\(velocity, sources\\)"),
+        ({"z": [0.0, 1.0], "x": [5.0, 6.0]}, "takes one source, a mapping such as"),
     ],
 )
 def test_bad_source(velocity, source, message):
