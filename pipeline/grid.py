@@ -1018,6 +1018,11 @@ def radius3(radius: int | Mapping[str, int], sizes: Mapping[str, int]) -> tuple[
                 f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
             )
         per_dim = dict(radius)
+    elif isinstance(radius, list | tuple | np.ndarray):  # in what order would it be read?
+        raise InputError(
+            f"radius must be one integer or a mapping from dim name to integer (e.g. "
+            f"{dict.fromkeys(sizes, 3)}), got {radius!r}"
+        )
     else:
         per_dim = dict.fromkeys(sizes, radius)
     for dim, r in per_dim.items():

@@ -171,7 +171,12 @@ def check_options(
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise InputError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
     if not isinstance(precision, str) or precision not in PRECISIONS:
-        raise InputError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        try:  # np.float32 or "f4" for "float32": named, not taken (it is a name everywhere)
+            name = np.dtype(precision).name if not isinstance(precision, str | bool) else None
+        except (TypeError, ValueError):
+            name = None
+        said = f" (by name: {name!r})" if name in PRECISIONS else ""
+        raise InputError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}{said}")
     known = sorted({a for names in ALGORITHMS.values() for a in names})
     if algorithm is not None and algorithm not in known:
         raise InputError(f"algorithm must be one of {known}, got {algorithm!r}")

@@ -388,6 +388,8 @@ def test_raypath_refuses_unknown_weights(velocity):
         ({"z": 2, "x": 2, "q": 1}, "unknown: \\['q'\\]"),
         (2.5, "must be an integer"),
         (True, "must be an integer"),
+        # In which dims' order? Named as what it must be ("radius along 'z' ... got (5, 3)").
+        ((5, 3), r"radius must be one integer or a mapping .*\{'z': 3, 'x': 3\}\), got \(5, 3\)"),
     ],
 )
 def test_bad_radius(velocity, radius, message):
@@ -406,6 +408,7 @@ def test_bad_radius(velocity, radius, message):
         # A list in a dict's "in": TypeError (unhashable), not the option named.
         ({"weights": ["exact"]}, "weights must be one of"),
         ({"precision": ["float32"]}, "precision must be one of"),
+        ({"precision": np.float32}, r"precision must be one of .* \(by name: 'float32'\)$"),
         ({"backend": {"cpu": 1}}, "backend must be one of"),
     ],
 )
