@@ -40,7 +40,7 @@ def per_dim(
     return {d: value.get(d, default) for d in dims}
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
     """A real number, not text and not yes/no (``True`` is no speed)."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_)
@@ -50,7 +50,7 @@ def _is_number(value: object) -> bool:
 def real_number(value: object, what: str, *, positive: bool = False) -> float:
     """``value`` as a float if it is a finite real number (and positive if asked); text
     and yes/no are refused, not converted (``"10"`` and ``True`` are no spacing)."""
-    number = float(value) if _is_number(value) else np.nan
+    number = float(value) if is_number(value) else np.nan
     if not np.isfinite(number) or (positive and number <= 0):
         kind = "a finite positive number" if positive else "a finite number"
         raise InputError(f"{what} must be {kind}, got {value!r}")
@@ -179,7 +179,7 @@ def gradient_model(
 def layers_problem(interfaces: Sequence[float], velocities: Sequence[float]) -> str | None:
     """What is wrong with flat layers' ``interfaces`` and ``velocities``, or ``None``."""
     for name, values in (("interfaces", interfaces), ("velocities", velocities)):
-        if isinstance(values, (str, bytes)) or not all(_is_number(v) for v in values):
+        if isinstance(values, (str, bytes)) or not all(is_number(v) for v in values):
             return f"layer {name} must be a list of numbers, got {values!r}"
     if len(velocities) != len(interfaces) + 1:
         return (

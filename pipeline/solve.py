@@ -30,7 +30,7 @@ from ..kernels import (
 from .errors import InputError, other_case, warn_input
 from .grid import Grid, grid_from_velocity
 from .memory import available_memory, check_fits, footprint, one_of
-from .models import constant_model
+from .models import constant_model, is_number
 from .positions import (
     NAME_COLUMNS,
     check_names,
@@ -533,9 +533,12 @@ def source_list(
         # A station list on disk, read as a workflow reads one (names, ignored columns).
         return csv_points(points, what)
     points = as_table(points)
-    if isinstance(points, np.ndarray) and points.dtype != object:
+    numbers = isinstance(points, list | tuple) and all(is_number(p) for p in points)
+    if numbers and points or isinstance(points, np.ndarray) and points.dtype != object:
+        # A list of numbers was taken as that many points, each "not a mapping".
+        given = "a list of numbers" if numbers else "a NumPy array"
         raise InputError(
-            f"{what} given as a NumPy array have no dim names: give a sequence of mappings "
+            f"{what} given as {given} have no dim names: give a sequence of mappings "
             f"such as [{{'z': 0.0, 'x': 100.0}}], or a table of columns such as "
             f"{{'z': zs, 'x': xs}}"
         )

@@ -535,6 +535,9 @@ def test_bad_sources_table(velocity):
         traveltimes(velocity, [])
     with pytest.raises(InputError, match="columns differ in length"):
         traveltimes(velocity, {"z": [0.0, 10.0], "x": [0.0]})
+    # Not two points each "not a mapping": one position without its dims' names.
+    with pytest.raises(InputError, match="^sources given as a list of numbers have no dim names"):
+        traveltimes(velocity, [0.0, 50.0])
     # A number for a column is every point's ("columns differ in length: {'z': 1, ...}").
     line = traveltimes(velocity, {"z": 0.0, "x": [0.0, 10.0]})
     assert line["source_z"].values.tolist() == [0.0, 0.0]
