@@ -269,12 +269,26 @@ def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -
     if not 0 <= amplitude < 1:
         raise InputError(f"checkerboard amplitude must be in [0, 1), got {amplitude}")
     size = real_number(size, "checkerboard size", positive=True)
-    grid_from_velocity(velocity, load=False, check_values=False)  # dims, units, spacing
+    grid = grid_from_velocity(velocity, load=False, check_values=False)  # dims, units, spacing
+    extent = {d: float(c[-1] - c[0]) for d, c in grid.coords.items()}
+    unit = grid.length_unit
+    if size >= max(extent.values()) or size < min(grid.spacing):
+        # A size in metres on a model in km (or the reverse) made one or two cubes, or
+        # cubes finer than the nodes, without a word.
+        spans = ", ".join(f"{d} {extent[d]:g}" for d in grid.dims)
+        said = (
+            "larger than the model along every axis"
+            if size >= max(extent.values())
+            else (f"smaller than the node spacing ({', '.join(f'{h:g}' for h in grid.spacing)})")
+        )
+        warn_input(
+            f"checkerboard cubes of {size:g} {unit} are {said} (the model spans {spans} "
+            f"{unit}): is the size in the model's length unit, {unit}?"
+        )
     # Which cube a node is in, rounded first: a node on a cube's face in km read as the cube
     # before it (0.06 / 0.02 = 2.9999999999999996).
     parity = sum(np.floor((velocity[d] / size).round(9)).astype(int) for d in velocity.dims) % 2
     out = velocity * (1 + amplitude * (2 * parity - 1))
-    unit = velocity[velocity.dims[0]].attrs.get("units", "m")
     out.attrs = dict(velocity.attrs, checkerboard=f"{size:g} {unit}, +-{amplitude:g}")
     return out.transpose(*velocity.dims)
 
