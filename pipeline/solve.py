@@ -216,6 +216,17 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     return nodes, grid.leg_times(source3, nodes)
 
 
+def model_coords(velocity: xr.DataArray, grid: Grid) -> dict:
+    """A result's coordinates from its model: the model's dims, and its scalar coordinates
+    (``y`` of a 2D section cut from a 3D model with ``.sel(y=...)``, which the result
+    dropped), except what a result names itself (``source_*``, ``source``)."""
+    kept = {d: velocity.coords[d] for d in grid.dims}
+    for name, coord in velocity.coords.items():
+        if coord.ndim == 0 and name != "source" and not str(name).startswith("source_"):
+            kept[name] = coord
+    return kept
+
+
 def source_coords(grid: Grid, sources: Sequence[Mapping] | Mapping) -> dict:
     """The ``source_<dim>`` coordinates of a result: along ``source`` for a list of
     sources, scalar for one. Coordinates, not attributes: ``xr.concat`` of single-source
@@ -810,7 +821,7 @@ def traveltimes(
             grid, star, options, seeds, threads, predecessors=predecessors, solved=bar.update
         )
     attrs = solver_attrs(grid, star, options)
-    coords = {d: velocity.coords[d] for d in grid.dims}
+    coords = model_coords(velocity, grid)
     coords.update(source_coords(grid, points))
     if names is not None:
         coords["source"] = ("source", np.array(names, dtype=object))

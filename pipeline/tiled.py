@@ -21,6 +21,7 @@ from .solve import (
     Options,
     check_launchable,
     held_model,
+    model_coords,
     solver_attrs,
     source_coords,
     source_seeds,
@@ -195,7 +196,7 @@ def traveltime_tiled(
     field = xr.DataArray(
         times,
         dims=grid.dims,
-        coords={**{d: velocity.coords[d] for d in grid.dims}, **source_coords(grid, source)},
+        coords={**model_coords(velocity, grid), **source_coords(grid, source)},
         name="traveltime",
         attrs=attrs,
     )

@@ -63,6 +63,18 @@ def test_dim_order_does_not_matter():
     np.testing.assert_array_equal(a.values, b.values)
 
 
+def test_a_section_of_a_3d_model_keeps_where_it_was_cut():
+    # v3.sel(y=...) solved in 2D: the result dropped the scalar y, so where it lies.
+    velocity = rg.gradient_model({"z": 7, "y": 6, "x": 8}, 10.0, 1000.0, 2000.0)
+    section = velocity.sel(y=20.0)
+    result = rg.traveltime(section, {"z": 10.0, "x": 30.0}, radius=2, predecessors=True)
+    assert result["traveltime"].dims == ("z", "x") and float(result["y"]) == 20.0
+    ray = rg.raypath(result, {"z": 60.0, "x": 70.0})
+    assert ray.attrs["traveltime"] == float(rg.traveltime_at(result, {"z": 60.0, "x": 70.0}))
+    fields = rg.traveltimes(section, {"z": 0.0, "x": [0.0, 70.0]}, radius=2)
+    assert float(fields["y"]) == 20.0 and fields.sizes["source"] == 2
+
+
 def test_anisotropic_spacing_and_mean_rule():
     velocity = rg.constant_model({"z": 11, "x": 16}, {"z": 5.0, "x": 20.0}, 1500.0)
     radius = {"z": 4, "x": 1}  # an even reach: radius 3 would be warned about (4 times longer)
