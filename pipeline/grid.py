@@ -1018,7 +1018,7 @@ def radius3(radius: int | Mapping[str, int], sizes: Mapping[str, int]) -> tuple[
                 f"unknown: {sorted(unknown)}, missing: {sorted(missing)}"
             )
         per_dim = dict(radius)
-    elif isinstance(radius, list | tuple | np.ndarray):  # in what order would it be read?
+    elif isinstance(radius, list | tuple) or np.ndim(radius):  # in which dims' order?
         raise InputError(
             f"radius must be one integer or a mapping from dim name to integer (e.g. "
             f"{dict.fromkeys(sizes, 3)}), got {radius!r}"

@@ -279,7 +279,7 @@ def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -
         said = (
             "larger than the model along every axis"
             if size >= max(extent.values())
-            else (f"smaller than the node spacing ({', '.join(f'{h:g}' for h in grid.spacing)})")
+            else (f"smaller than every node spacing ({', '.join(f'{h:g}' for h in grid.spacing)})")
         )
         warn_input(
             f"checkerboard cubes of {size:g} {unit} are {said} (the model spans {spans} "

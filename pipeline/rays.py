@@ -21,7 +21,7 @@ from .errors import InputError
 from .grid import Grid, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
-from .solve import as_table, source_list
+from .solve import as_table, locate_points, source_list
 
 __all__ = ["raypath", "raypaths"]
 
@@ -245,31 +245,58 @@ def raypaths(
         As :func:`raypath`, naming the receiver; for a table it cannot read.
     """
     stored = isinstance(result, xr.Dataset) and _is_store(result)
-    by_number = isinstance(receivers, list | tuple) and all(
-        isinstance(r, str | int | np.integer) for r in receivers
-    )
-    if stored and by_number:
-        return [_stored_ray(result, r, source) for r in receivers]
+    if _by_name_or_number(receivers):
+        if not stored:
+            _check_result(result)
+            raise InputError(
+                f"receivers must be positions, mappings from dim name to coordinate, got "
+                f"{receivers!r}: receivers by name or number are a survey store's (open_survey)"
+            )
+        # As given: a list's 1 stays a number (an array of names and numbers reads it "1").
+        listed = receivers.tolist() if hasattr(receivers, "tolist") else list(receivers)
+        return [_stored_ray(result, r, source) for r in listed]
     if not stored:
         _check_result(result)
-    listed, _ = source_list(receivers, _dims(result), "receivers")
+    listed, _ = source_list(receivers, _model_dims(result), "receivers")
     if stored:
         return [_stored_ray(result, r, source) for r in listed]
-    return _traced(result, listed, source)
+    return _traced(result, listed, source, numbered=True)
 
 
-def _dims(result: xr.Dataset) -> tuple[str, ...]:
-    """The model's dims a result or store was solved on (its velocity's), in raygrid's
-    order, for reading a table of positions."""
-    dims = result["velocity"].dims if "velocity" in result.variables else ()
-    return tuple(d for d in ("z", "y", "x") if d in dims) or ("z", "x")
+def _model_dims(result: xr.Dataset) -> tuple[str, ...]:
+    """The dims of the model a result or store holds (its ``velocity``), in raygrid's
+    order; refused for a part of a store without it."""
+    if "velocity" not in result.variables:
+        raise InputError(
+            "this part of the store has no 'velocity' (the model), which says the ray's dims "
+            "and length unit: pass the store, or a .sel/.isel of it, not a subset of its "
+            "variables"
+        )
+    return tuple(d for d in ("z", "y", "x") if d in result["velocity"].dims)
+
+
+def _by_name_or_number(receivers: Any) -> bool:
+    """Receivers given as a sequence of names or numbers (a list, a NumPy array or a pandas
+    Series of them), not of positions."""
+    if isinstance(receivers, str | bytes | Mapping) or not hasattr(receivers, "__len__"):
+        return False
+    values = np.asarray(getattr(receivers, "values", receivers))
+    if values.ndim != 1 or not len(values):
+        return False
+    return values.dtype.kind in "iuU" or all(
+        isinstance(r, str | int | np.integer) and not isinstance(r, bool) for r in values
+    )
 
 
 def _traced(
-    result: xr.Dataset, receivers: list[Mapping[str, float]], source: str | int | None
+    result: xr.Dataset,
+    receivers: list[Mapping[str, float]],
+    source: str | int | None,
+    numbered: bool = False,
 ) -> list[xr.Dataset]:
     """Rays to ``receivers`` from a ``predecessors=True`` result's source (``source``: which,
-    of a ``traveltimes`` result), the result and its model checked once."""
+    of a ``traveltimes`` result), the result and its model checked once; ``numbered``: a
+    table's, every receiver outside the model named by its number first."""
     _check_result(result)
     if "source" in result["traveltime"].dims:
         if source is None:
@@ -285,6 +312,8 @@ def _traced(
     # The rays start at the recorded source: checked against the times first (a survey's
     # own fields and positions, traced by ray_field directly, are written together).
     grid.located_source(field.times, field.source, field.radius, field.slowness)
+    if numbered:
+        locate_points(grid, receivers, "receiver")
     return trace_rays(field, receivers, grid)
 
 
@@ -347,12 +376,7 @@ def _stored_ray(
     which = _source_label(store)
     if "ray_start" not in store.variables:
         raise InputError(_no_rays(store, which))
-    if "velocity" not in store.variables:  # a subset of the variables (store[["ray_x", ...]])
-        raise InputError(
-            "this part of the store has no 'velocity' (the model), which says the ray's dims "
-            "and length unit: pass the store, or a .sel/.isel of it, not a subset of its "
-            "variables"
-        )
+    _model_dims(store)  # a subset of the variables (store[["ray_x", ...]]) has none
     grid = solved_grid(store["velocity"])  # the dims' order and length unit, as raypath's
     # A store's parts a user kept (store[["ray_x", ...]]) may lack the completion records.
     records = ["source_done"] if "source_done" in store.variables else []

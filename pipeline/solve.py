@@ -172,7 +172,8 @@ def check_options(
         raise InputError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
     if not isinstance(precision, str) or precision not in PRECISIONS:
         try:  # np.float32 or "f4" for "float32": named, not taken (it is a name everywhere)
-            name = np.dtype(precision).name if not isinstance(precision, str | bool) else None
+            named = precision is not None and not isinstance(precision, str | bool)
+            name = np.dtype(precision).name if named else None  # np.dtype(None): float64
         except (TypeError, ValueError):
             name = None
         said = f" (by name: {name!r})" if name in PRECISIONS else ""

@@ -155,9 +155,7 @@ def traveltime_tiled(
     """
     checked = grid is not None
     if not checked:
-        # Lazily chunked, a model in memory stays the caller's array: copied first where
-        # the result keeps it (held_model).
-        velocity = chunked_lazily(held_model(velocity) if predecessors else velocity)
+        velocity = chunked_lazily(velocity)
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     if not checked:
@@ -202,4 +200,6 @@ def traveltime_tiled(
     )
     if not predecessors:
         return field
-    return with_predecessors(field, predecessor, star, velocity, grid)
+    # The caller's model, copied if in memory (a survey's is its store's copy, lazy).
+    model = velocity if checked else held_model(velocity)
+    return with_predecessors(field, predecessor, star, model, grid)

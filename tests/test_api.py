@@ -353,7 +353,7 @@ def test_synthetic_model_mistakes_are_caught():
     # A size in another unit: one or two cubes, or cubes finer than the nodes, unsaid.
     with pytest.warns(rg.InputWarning, match=r"cubes of 20 km are larger than the model along"):
         rg.checkerboard(km, 20.0)
-    with pytest.warns(rg.InputWarning, match=r"cubes of 0.02 m are smaller than the node spa"):
+    with pytest.warns(rg.InputWarning, match=r"cubes of 0.02 m are smaller than every node spa"):
         rg.checkerboard(base, 0.02)
     # The same squares in km as in m: a node on a square's edge went to the square before it
     # (0.06 / 0.02 = 2.9999999999999996), making squares of one and three nodes.

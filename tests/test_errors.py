@@ -409,6 +409,7 @@ def test_bad_radius(velocity, radius, message):
         ({"weights": ["exact"]}, "weights must be one of"),
         ({"precision": ["float32"]}, "precision must be one of"),
         ({"precision": np.float32}, r"precision must be one of .* \(by name: 'float32'\)$"),
+        ({"precision": None}, r"precision must be one of .*, got None$"),  # not "float64"
         ({"backend": {"cpu": 1}}, "backend must be one of"),
     ],
 )

@@ -116,6 +116,42 @@ def test_raypaths_trace_a_table_of_receivers_as_raypath_does_each(survey):
             xr.testing.assert_identical(ray, one)
     with pytest.raises(InputError, match=r"raypath traces one receiver: raypaths\(result, "):
         raypath(result, columns, source="EV03")
+    # Names or numbers: a store's, in a list, an array or a Series; a result's are refused.
+    named = rg.raypaths(store, np.array(["STA1", "2", "STA3"]), source="EV03")
+    assert [ray.attrs["receiver_x"] for ray in named] == [300.0, 41.7, 250.3]
+    with pytest.raises(InputError, match="receivers by name or number are a survey store's"):
+        rg.raypaths(result, ["STA1", 2], source="EV03")
+    # Every receiver outside the model named by its number, not "receiver x=999 is outside".
+    outside = [prepared.receivers[0], {"z": 10.0, "x": 999.0}]
+    with pytest.raises(InputError, match=r"^receiver 1 \(numbered from 0\): receiver x=999"):
+        rg.raypaths(result, outside, source="EV03")
+
+
+@pytest.mark.parametrize("weights", ["exact", "mean"])
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_inner_legs_timed_at_once_are_the_legs_timed_one_by_one(weights, ndim):
+    # raypaths times a ray's legs between nodes in one compiled call on the model in memory
+    # (node_leg_times); one by one (_leg, on each leg's box of cells: a lazy model's way)
+    # must give the same floats, or "raypath time = traveltime" breaks for one of them.
+    from raygrid.kernels import node_leg_times
+    from raygrid.pipeline.grid import solved_grid
+    from raygrid.pipeline.rays import _leg, ray_field
+
+    shape = {"z": 9, "y": 7, "x": 11} if ndim == 3 else {"z": 21, "x": 31}
+    velocity = rg.checkerboard(rg.gradient_model(shape, 10.0, 1000.0, 3000.0), 30.0, 0.2)
+    source = dict.fromkeys(velocity.dims, 0.0)
+    result = rg.traveltime(velocity, source, radius=2, weights=weights, predecessors=True)
+    grid = solved_grid(result["velocity"])
+    field = ray_field(result, grid)
+    rng = np.random.default_rng(ndim)
+    nodes3 = np.array(grid.shape3)
+    starts = rng.integers(0, nodes3, size=(200, 3))
+    ends = np.clip(starts + rng.integers(-2, 3, size=(200, 3)), 0, nodes3 - 1)
+    at_once = node_leg_times(field.slowness.values, grid.spacing3, starts, ends, weights == "exact")
+    one_by_one = [
+        _leg(grid, field, a.astype(float), b.astype(float), True) for a, b in zip(starts, ends)
+    ]
+    np.testing.assert_array_equal(at_once, one_by_one)
 
 
 def test_a_predecessors_result_keeps_its_model_when_the_callers_array_is_edited(survey):
