@@ -104,20 +104,21 @@ def start_tile(
 
 
 def solve_tile(
-    state: TileState,
+    state: TileState | tuple,
     geometry: TileGrid,
     star: Star,
     spacing: np.ndarray,
     rule: int,
     backend: str,
     seeds: tuple[np.ndarray, np.ndarray] | None,
-    *strips: tuple[Box, np.ndarray],
+    *strips: dict[Index, tuple[Box, np.ndarray]],
 ) -> tuple[TileState, dict[Index, tuple[Box, np.ndarray]], dict]:
     """One round of one tile: merge incoming strips, relax, and emit the strips that changed.
 
     Parameters
     ----------
-    state : TileState
+    state : TileState or tuple
+        The tile's state, or the tile's last :func:`solve_tile` result whose state it is.
     geometry : TileGrid
     star, spacing, rule
         As for :func:`raygrid.kernels.dijkstra`.
@@ -125,8 +126,9 @@ def solve_tile(
         The tile solver: the CPU Dijkstra, or the CUDA pull kernel on the worker's GPU.
     seeds : (nodes, times) or None
         Source seeds inside this tile's interior, as global ``(k, 3)`` node indices.
-    *strips : (box, values)
-        Neighbours' boundary strips (global boxes) that got smaller.
+    *strips : dict
+        What neighbours sent (each an ``outgoing`` of their :func:`solve_tile`): this tile's
+        boundary strips ``(box, values)`` (global boxes) that got smaller.
 
     Returns
     -------
@@ -147,12 +149,14 @@ def solve_tile(
     """
     started = time.perf_counter()
     seconds = {"task": 0.0, "solve": 0.0, "model": 0.0, "relax": 0.0}
+    state = _state(state)
     index = state.index
     times = state.times.copy()
     predecessor = state.predecessor.copy()
     origin = np.array([s.start for s in geometry.extended(index)])
     nodes, values = [], []
-    for box, strip in strips:
+    for sent in strips:
+        box, strip = sent[index]
         local = geometry.local(box, index)
         better = strip < times[local]
         if better.any():
@@ -209,13 +213,21 @@ def solve_tile(
     return new_state, outgoing, summary
 
 
-def _interior(state: TileState, geometry: TileGrid, name: str) -> np.ndarray:
+def _state(state: TileState | tuple) -> TileState:
+    """A tile's state, from :func:`start_tile` or from the last :func:`solve_tile`'s whole
+    result: the next solve takes that result itself, on the same worker, so no task per
+    tile and round only takes its state out (one scheduling hop fewer)."""
+    return state[0] if isinstance(state, tuple) else state
+
+
+def _interior(state: TileState | tuple, geometry: TileGrid, name: str) -> np.ndarray:
+    state = _state(state)
     return getattr(state, name)[geometry.local(geometry.interior(state.index), state.index)]
 
 
-def _strip(solved: tuple, neighbour: Index) -> tuple[Box, np.ndarray]:
-    """The strip a solved tile sends ``neighbour`` (from :func:`solve_tile`'s result)."""
-    return solved[1][neighbour]
+def _outgoing(solved: tuple) -> dict[Index, tuple[Box, np.ndarray]]:
+    """The strips a solved tile sends its neighbours (from :func:`solve_tile`'s result)."""
+    return solved[1]
 
 
 def _key(prefix: str, round_: int, index: Index) -> str:
@@ -294,8 +306,8 @@ def _on(worker: str) -> dict:
 
     Loose (``allow_other_workers``): a lost worker's tasks are recomputed elsewhere instead of
     waiting for an address that never comes back. Every task of a tile carries them, not only
-    the solve: an unrestricted ``getitem`` of the solve's output could run on another worker
-    and pull the whole tile state there.
+    the solve: an unrestricted task taking the summary or the strips out of the solve's
+    output could run on another worker and pull the whole tile state there.
     """
     return {"workers": [worker], "allow_other_workers": True}
 
@@ -340,8 +352,8 @@ def solve_tiled(
 
     Notes
     -----
-    Every task of a tile (reading its slowness, starting, solving, taking its state, summary
-    and strips, and its share of the result) is restricted to the tile's owner, loosely so
+    Every task of a tile (reading its slowness, starting, solving, taking its summary and
+    its strips, and its share of the result) is restricted to the tile's owner, loosely so
     that a lost worker's tiles are recomputed elsewhere. Loose restrictions do not stop
     distributed's work stealing, which honours only strict ones (no per-task annotation turns
     it off): on a cluster with stealing on, an idle worker may take a queued solve and pull
@@ -388,10 +400,7 @@ def solve_tiled(
                 seeds.get(index) if round_ == 0 else None, *(f for _, f in strips),
                 key=_key("solve-tile", round_, index), **_on(owner[index]),
             )  # fmt: skip
-            states[index] = client.submit(
-                operator.getitem, solved[index], 0, key=_key("tile-state", round_, index),
-                **_on(owner[index]),
-            )  # fmt: skip
+            states[index] = solved[index]  # the next solve takes its state out
         summaries = client.gather(
             [
                 client.submit(
@@ -414,15 +423,15 @@ def solve_tiled(
             if not summary["changed"]:
                 continue
             # Strips are cut where the tile was solved: only they travel to the neighbours,
-            # each taken from the solve's result in one task (one scheduling hop on the
-            # rounds' critical path, not two).
+            # all of a tile's in one task (a worker fetches it once for all its tiles that
+            # need it), not one task per strip: in 3D a tile has 26 neighbours, and one
+            # task per strip made most of a round's tasks and its time.
+            sent = client.submit(
+                _outgoing, future, key=_key("strips", round_, index), **_on(owner[index])
+            )
             for neighbour in summary["changed"]:
                 changed += 1
-                strip = client.submit(
-                    _strip, future, neighbour, key=_key("strip", round_, index),
-                    **_on(owner[index]),
-                )  # fmt: skip
-                incoming[neighbour].append((index, strip))
+                incoming[neighbour].append((index, sent))
         tasks += len(solved)
         moved += round_bytes
         wall = time.perf_counter() - started

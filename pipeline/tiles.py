@@ -21,7 +21,7 @@ Index = tuple[int, int, int]
 Box = tuple[slice, slice, slice]
 
 #: Tiles of fewer nodes than this are warned about (:meth:`TileGrid.small_tiles`, which
-#: says what was measured: on 2 workers sharing 2 cores, 7^3 tiles took 33 s where the
+#: says what was measured: on 2 workers sharing 2 cores, 7^3 tiles took 12 s where the
 #: whole 40^3 model took 0.6 s).
 SMALL_TILE_NODES = 4096
 
@@ -72,7 +72,7 @@ class TileGrid:
         return (
             f"tiles of {' x '.join(str(size[d]) for d in dims)} nodes are small: each costs "
             "Dask tasks every round whatever its size, and small tiles take more rounds (a "
-            "40^3 model at radius 2 took 0.6 s whole, 1.2 s in 20^3 tiles and 7.8 s in 10^3); "
+            "40^3 model at radius 2 took 0.6 s whole, 0.9 s in 20^3 tiles and 3.9 s in 10^3); "
             f"tiles of {SMALL_TILE_NODES} nodes or more run faster, and tiles are for models "
             "larger than a worker's memory, not for speed"
         )

@@ -234,16 +234,16 @@ def test_tile_tasks_stay_on_their_owner(model_2d):
         prefix, _, index = re.fullmatch(pattern, key).groups()
         return prefix, tuple(int(i) for i in index.split("."))
 
-    every_kind = set("start-tile solve-tile tile-state summary strip times".split())
+    every_kind = set("start-tile solve-tile summary strips times".split())
     assert {tile(key)[0] for key in restrictions} >= every_kind
     for key, (workers, loose) in restrictions.items():
         assert workers == {owner[tile(key)[1]]} and loose, (key, workers, loose)
     ran = [(r["key"], r["worker"]) for r in stream.data if str(r["key"]).startswith("raygrid-")]
-    assert {tile(key)[0] for key, _ in ran} >= {"solve-tile", "tile-state", "strip"}
+    assert {tile(key)[0] for key, _ in ran} >= {"solve-tile", "summary", "strips"}
     for key, worker in ran:
         assert worker == owner[tile(key)[1]], (key, worker)
     travelled = {tile(key)[0] for keys in moved.values() for key in keys if "raygrid-" in str(key)}
-    assert travelled == {"strip"}, travelled  # strips crossed between workers, nothing else
+    assert travelled == {"strips"}, travelled  # strips crossed between workers, nothing else
     np.testing.assert_array_equal(values, rg.traveltime(model_2d, source, radius=3).values)
 
 
@@ -292,9 +292,9 @@ def test_worker_killed_mid_solve(client, tmp_path):
     from distributed import WorkerPlugin
 
     class KillOnLateTileState(WorkerPlugin):
-        # SIGKILL from inside the victim the moment a tile state of round >= 2 lands in its
-        # memory: the stage is certain, where polling from the client fired before round 0
-        # ended, when the victim held no solved state yet.
+        # SIGKILL from inside the victim the moment a tile solve of round >= 2 (its state)
+        # lands in its memory: the stage is certain, where polling from the client fired
+        # before round 0 ended, when the victim held no solved state yet.
         name = "raygrid-test-kill"
 
         def __init__(self, victim, record):
@@ -304,7 +304,7 @@ def test_worker_killed_mid_solve(client, tmp_path):
             self.worker = worker
 
         def transition(self, key, start, finish, **kwargs):
-            late = re.fullmatch(r"raygrid-tile-state-r(\d+)-.*", str(key))
+            late = re.fullmatch(r"raygrid-solve-tile-r(\d+)-.*", str(key))
             if finish == "memory" and late and int(late[1]) >= 2:
                 if self.worker.address == self.victim and not os.path.exists(self.record):
                     with open(self.record, "w") as file:
@@ -343,7 +343,7 @@ def test_worker_killed_mid_solve(client, tmp_path):
     finally:
         client.unregister_worker_plugin(KillOnLateTileState.name)
     assert record.exists(), "the victim never held a tile state from round 2 or later"
-    killed_in = int(re.fullmatch(r"raygrid-tile-state-r(\d+)-.*", record.read_text())[1])
+    killed_in = int(re.fullmatch(r"raygrid-solve-tile-r(\d+)-.*", record.read_text())[1])
     assert 2 <= killed_in < outcome["rounds"] - 1  # mid-solve: more rounds followed the kill
     assert victim not in client.nthreads()  # that process is gone
     np.testing.assert_array_equal(outcome["values"], expected.values)
