@@ -83,6 +83,15 @@ def test_gpu_session_script_refuses_unknown_parts_and_stops_a_part_at_its_limit(
     assert "no CUDA device" in (out / "gpu-targets.log").read_text()
 
 
+def test_the_readmes_first_python_example_runs_as_written():
+    # Its lines are the API a reader copies first (raypaths was added to it): run them.
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(example, "README.md", "exec"), scope)
+    assert len(scope["rays"]) == 2 and scope["ray"].attrs["traveltime"] > 0
+
+
 def test_ci_runs_the_readme_test_command_unchanged():
     # The README's second command is how anyone runs the suite; CI must run that very line
     # (the brief's rule), so a change to one (e.g. its -n) cannot silently miss the other.
