@@ -22,7 +22,7 @@ from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
 from .grid import MODEL_CHECK_RTOL, Grid, recorded_source, solved_grid
 from .nodevalues import NodeValues
-from .solve import as_table, check_flag, given_path, locate_points, source_list
+from .solve import as_table, check_flag, given_path, locate_points, one_point, source_list
 
 __all__ = ["TraveltimeTable", "traveltime_at", "receiver_times"]
 
@@ -138,11 +138,6 @@ def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict |
             "xr.concat(fields, dim='source', coords='all'), which keeps each one's position"
         )
     return [recorded_source(field.isel(source=s), dims) for s in range(n)]
-
-
-def _single(points: Any) -> bool:
-    """One point: a mapping of numbers (a mapping of sequences is a table)."""
-    return isinstance(points, Mapping) and all(np.ndim(value) == 0 for value in points.values())
 
 
 def traveltime_at(
@@ -407,7 +402,7 @@ class TraveltimeTable:
     def _at(self, points: Any) -> xr.DataArray:
         field, star = self.field, self.star
         points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
-        single = _single(points)
+        single = one_point(points)
         # The same tables as traveltimes' sources, checked the same way.
         listed, names = source_list([points] if single else points, self.grid.dims, "points")
         index = locate_points(self.grid, listed, "point", names, given_path(points))

@@ -21,7 +21,7 @@ from .errors import InputError
 from .grid import Grid, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
-from .solve import as_table, locate_points, source_list
+from .solve import as_table, locate_points, one_point, source_list
 
 __all__ = ["raypath", "raypaths"]
 
@@ -197,7 +197,7 @@ def raypath(
     receiver = as_table(receiver)  # a pandas Series is one point, as for traveltime_at
     if isinstance(result, xr.Dataset) and _is_store(result):
         return _stored_ray(result, receiver, source)
-    if isinstance(receiver, Mapping) and any(np.ndim(v) for v in receiver.values()):
+    if isinstance(receiver, Mapping) and not one_point(receiver):
         raise InputError(
             "raypath traces one receiver: raypaths(result, receivers) traces a table of them "
             "at once (the model and the source checked once)"

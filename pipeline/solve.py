@@ -217,6 +217,11 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     return nodes, grid.leg_times(source3, nodes)
 
 
+def one_point(points: Any) -> bool:
+    """One point: a mapping of numbers (a mapping of sequences is a table of columns)."""
+    return isinstance(points, Mapping) and all(np.ndim(value) == 0 for value in points.values())
+
+
 def model_coords(velocity: xr.DataArray, grid: Grid) -> dict:
     """A result's coordinates from its model: the model's dims, and its scalar coordinates
     (``y`` of a 2D section cut from a 3D model with ``.sel(y=...)``, which the result
@@ -957,7 +962,7 @@ def traveltime(
     # A table (a DataFrame, a list of mappings, columns of several points) got "must be a
     # mapping ... got" with the table printed, or "... is not a number".
     listed = isinstance(source, list | tuple) and any(isinstance(p, Mapping) for p in source)
-    columns = isinstance(source, Mapping) and any(np.ndim(v) for v in source.values())
+    columns = isinstance(source, Mapping) and not one_point(source)
     if listed or columns or hasattr(source, "columns") or isinstance(source, xr.Dataset):
         raise InputError(
             "traveltime takes one source, a mapping such as {'z': 0.0, 'x': 100.0}: "
