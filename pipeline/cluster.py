@@ -397,10 +397,10 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
                 client = stack.enter_context(Client(_started_in(stack, config)))
                 client.register_plugin(IgnoreInterrupts(os.getpid()), name="raygrid-sigint")
         else:
-            client = stack.enter_context(Client(_started_in(stack, config)))
+            cluster = _started_in(stack, config)
+            client = stack.enter_context(Client(cluster))
             if isinstance(config, JobQueueConfig):
-                echo(f"submitted {config.nodes} {config.cluster} worker job(s)")
-                _wait(client, 1, config.wait_timeout, "the first worker job")
+                _wait_for_jobs(client, config, cluster.job_cls, echo)
         from .interrupts import quiet_client_interrupts
 
         quiet_client_interrupts(client)
@@ -472,6 +472,66 @@ def _wait(client, n: int, timeout: float, what: str) -> None:
             arrived = 0
         said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
         raise InputError(f"{said} arrived within {timeout:g} s ({what})") from None
+
+
+def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> None:
+    """Wait for the batch system's answer to every worker job dask-jobqueue submitted
+    (:func:`_answers_kept`), say it, then wait for the first worker.
+
+    Refused jobs are said with the batch system's words; all refused, at once: the
+    submission runs in Dask's event loop, and a refusal surfaced as tracebacks there, then
+    the whole ``wait_timeout`` of silence, then an ``AssertionError`` from Dask's close.
+    """
+    import time
+
+    command = "sbatch" if config.cluster == "slurm" else "qsub"
+    deadline = time.monotonic() + config.wait_timeout
+    while len(jobs.submitted) + len(jobs.refused) < config.nodes:
+        if time.monotonic() > deadline:  # the command itself hangs (a controller down)
+            raise InputError(
+                f"{command} did not answer for the worker jobs within {config.wait_timeout:g} s"
+            )
+        time.sleep(0.05)
+    if jobs.refused:
+        some = f"{len(jobs.refused)} of the {config.nodes}" if jobs.submitted else "the"
+        said = f"{command} refused {some} worker job(s) of the cluster file: {jobs.refused[0]}"
+        if not jobs.submitted:
+            raise InputError(f"{said} (check its queue, account, walltime and memory)")
+        echo(said)
+    n, ids = len(jobs.submitted), ", ".join(jobs.submitted)
+    echo(f"submitted {n} {config.cluster} worker job(s) (job{'s' * (n > 1)} {ids})")
+    _wait(client, 1, max(deadline - time.monotonic(), 0.001), "the first worker job")
+
+
+def _answers_kept(job: type) -> type:
+    """dask-jobqueue's job class ``job`` (``SLURMJob``, ``PBSJob``), keeping what the batch
+    system answered each submission: ``submitted`` job ids, and ``refused``, what it said
+    (its standard error) when it refused one, instead of raising it in Dask's event loop."""
+    from distributed.core import Status
+
+    class Answered(job):
+        submitted: list[str] = []
+        refused: list[str] = []
+
+        async def start(self) -> None:
+            try:
+                await super().start()
+            except RuntimeError as error:  # the submission command exited non-zero
+                text = str(error)
+                said = text.split("stderr:", 1)[-1].strip() or text.strip()
+                type(self).refused.append("; ".join(said.splitlines()))
+                # Dask asserts each started job runs; a refused one has no job id, and
+                # closing it cancels nothing.
+                self.status = Status.running
+            else:
+                type(self).submitted.append(str(self.job_id))
+
+        async def close(self) -> None:
+            await super().close()
+            self.status = Status.closed  # Dask checks every job it made has closed
+
+    Answered.submitted, Answered.refused = [], []  # this cluster's own
+    return Answered
 
 
 @contextmanager
@@ -756,6 +816,6 @@ def _jobqueue(config: JobQueueConfig):
         ) from None
     kind = dask_jobqueue.SLURMCluster if config.cluster == "slurm" else dask_jobqueue.PBSCluster
     config.log_directory.mkdir(parents=True, exist_ok=True)
-    with kind(**jobqueue_kwargs(config)) as cluster:
+    with kind(job_cls=_answers_kept(kind.job_cls), **jobqueue_kwargs(config)) as cluster:
         cluster.scale(jobs=config.nodes)
         yield cluster

@@ -65,12 +65,13 @@ def store_lock(store: str | Path) -> Iterator[None]:
         raise
     finally:
         lock.release()
-        if new and refused:
+        if new and (refused or not store.exists()):
             # A refused run (--overwrite of a folder raygrid did not make, another
-            # workflow's store) left its lock file beside data it said it left untouched.
-            # Safe because the lock is tried once (timeout=0): a run that opened the file
-            # while this one held it was refused, so only one opening it between the
-            # release and the unlink (microseconds) could lock a removed file.
+            # workflow's store) left its lock file beside data it said it left untouched;
+            # so did a run that failed, however, before it made its store (a cluster that
+            # could not be had). Safe because the lock is tried once (timeout=0): a run
+            # that opened the file while this one held it was refused, so only one opening
+            # it between the release and the unlink (microseconds) could lock a removed file.
             path.unlink(missing_ok=True)
         if made and not store.exists():
             # A run stopped before it made its store (a cluster refused, Ctrl-C) leaves no

@@ -378,11 +378,55 @@ def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "submitted 1 slurm worker job(s)" in run.stdout
+    assert "submitted 1 slurm worker job(s) (job " in run.stdout
     assert "dashboard: http://" in run.stdout
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
     assert list((tmp_path / "jobs").glob("*.err")), "the worker ran as a SLURM job"
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_run_with_worker_jobs_sbatch_refuses_says_so_at_once(tmp_path):
+    # A wrong partition printed dask-jobqueue's tracebacks, then "submitted 1 slurm worker
+    # job(s)", waited the whole wait_timeout, and ended in an AssertionError from Dask's
+    # close, leaving a lock file beside a store it never made.
+    pytest.importorskip("dask_jobqueue")
+    workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1, queue="nosuchqueue")
+    exe = Path(sys.executable).parent / "raygrid"
+    started = time.monotonic()
+    run = subprocess.run(
+        [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert time.monotonic() - started < 60  # the cluster file waits 90 s for workers
+    assert "error: sbatch refused the worker job(s) of the cluster file: sbatch: error: " in (
+        run.stderr
+    )
+    assert "invalid partition" in run.stderr.lower()
+    assert "Traceback" not in run.stderr and "submitted" not in run.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
+    from raygrid.pipeline.cluster import JobQueueConfig, _wait_for_jobs
+
+    class Jobs:
+        submitted, refused = ["41"], ["qsub: Job exceeds queue resource limits"]
+
+    class Client:
+        def wait_for_workers(self, n, timeout):
+            assert n == 1 and 0 < timeout <= 90
+
+    said = []
+    config = JobQueueConfig(cluster="pbs", workers=2, wait_timeout=90)
+    _wait_for_jobs(Client(), config, Jobs, said.append)
+    assert said == [
+        "qsub refused 1 of the 2 worker job(s) of the cluster file: qsub: Job exceeds queue "
+        "resource limits",
+        "submitted 1 pbs worker job(s) (job 41)",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -998,6 +998,18 @@ def test_every_name_of_a_store_shares_its_lock(tmp_path, monkeypatch):
     assert lock_path(Path(".")) == lock  # "." has no name of its own
 
 
+def test_a_run_that_fails_before_it_makes_its_store_leaves_no_lock(tmp_path):
+    # A SLURM cluster that refused its worker jobs failed in dask's own close (an
+    # AssertionError, not an InputError), and the run left .survey.zarr.lock beside a store
+    # it never made.
+    from raygrid.pipeline.lock import store_lock
+
+    with pytest.raises(AssertionError):
+        with store_lock(tmp_path / "survey.zarr"):
+            raise AssertionError("a cluster's own failure")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_damaged_store_and_a_file_for_pictures_are_clear_errors(tmp_path, client):
     # Both were tracebacks from `raygrid info` / `raygrid plot` (KeyError, [Errno 17]).
     import shutil
