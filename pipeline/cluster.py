@@ -460,18 +460,78 @@ def _serves_dashboard(link: str) -> bool:
         return True
 
 
-def _wait(client, n: int, timeout: float, what: str) -> None:
+#: Set by ``raygrid submit``'s job script for the ``raygrid run`` inside it: the process id
+#: of the job's worker launcher (``srun``, ``pbsdsh``) and its log, so that workers that
+#: all stopped at start are said at once, with their log, not after the whole timeout.
+WORKERS_PID_ENV, WORKERS_LOG_ENV = "RAYGRID_WORKERS_PID", "RAYGRID_WORKERS_LOG"
+
+
+def _wait(
+    client, n: int, timeout: float, what: str, stopped: Callable[[], str | None] | None = None
+) -> None:
+    """Wait for ``n`` workers; ``stopped`` says why none can come any more (the workers'
+    launcher or jobs ended), or ``None``: by default, :func:`_launcher_ended`."""
+    import time
+
+    stopped_now = stopped or _launcher_ended
     if n <= 0:
         return
-    try:
-        client.wait_for_workers(n, timeout=timeout)
-    except TimeoutError:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
         try:
-            arrived = len(worker_info(client))
-        except Exception:  # the scheduler gone meanwhile: the timeout is the news
-            arrived = 0
-        said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
-        raise InputError(f"{said} arrived within {timeout:g} s ({what})") from None
+            # In steps: the job's workers may all have stopped meanwhile.
+            client.wait_for_workers(n, timeout=max(min(left, 1.0), 0.001))
+            return
+        except TimeoutError:
+            pass
+        ended = stopped_now()
+        if ended or left <= 1.0:
+            break
+    try:
+        arrived = len(worker_info(client))
+    except Exception:  # the scheduler gone meanwhile: the timeout is the news
+        arrived = 0
+    said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
+    if ended:
+        raise InputError(f"{said} joined ({what}), and {ended}")
+    raise InputError(f"{said} arrived within {timeout:g} s ({what}){_see_log()}")
+
+
+def _launcher_ended() -> str | None:
+    """What to say when the job's worker launcher (:data:`WORKERS_PID_ENV`) has ended, all
+    its workers with it, or ``None`` while it runs (or outside such a job)."""
+    pid = os.environ.get(WORKERS_PID_ENV, "")
+    if not pid.isdigit():
+        return None
+    try:
+        # The job script's shell reaps it; a zombie's state is "Z" until then.
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        state = "gone"
+    if state not in ("Z", "X", "gone"):
+        return None
+    where = _see_log(tail=True) or ": see the job's log"
+    return f"the job's workers have all stopped (their launcher, process {pid}, ended){where}"
+
+
+def _see_log(tail: bool = False) -> str:
+    """Where the job's workers wrote what they said (:data:`WORKERS_LOG_ENV`), with its last
+    lines when ``tail``; ``""`` outside a submitted job."""
+    log = os.environ.get(WORKERS_LOG_ENV)
+    if not log:
+        return ""
+    said = f": see {log}"
+    if Path(log).with_name("node.sh").exists():  # PBS: each worker has its own log
+        said += " and the worker-*.log beside it"
+    if tail:
+        try:
+            lines = [line for line in Path(log).read_text().splitlines() if line.strip()]
+        except OSError:
+            lines = []
+        if lines:
+            said += "; it ends:\n  " + "\n  ".join(lines[-4:])
+    return said
 
 
 def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> None:
@@ -500,7 +560,51 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
         echo(said)
     n, ids = len(jobs.submitted), ", ".join(jobs.submitted)
     echo(f"submitted {n} {config.cluster} worker job(s) (job{'s' * (n > 1)} {ids})")
-    _wait(client, 1, max(deadline - time.monotonic(), 0.001), "the first worker job")
+    left = max(deadline - time.monotonic(), 0.001)
+    _wait(client, 1, left, "from the worker jobs", _jobs_ended(config, jobs.submitted))
+
+
+def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | None]:
+    """What to say once every worker job in ``ids`` has ended (asked of ``squeue`` or
+    ``qstat`` at most every 5 s), with the end of the first one's error log; else
+    ``None``. A job whose workers stop at start (a wrong ``python``, a failed prologue)
+    otherwise left the run waiting its whole ``wait_timeout``."""
+    import subprocess
+    import time
+
+    asked = [0.0]
+
+    def ended() -> str | None:
+        if time.monotonic() - asked[0] < 5.0:
+            return None
+        asked[0] = time.monotonic()
+        command = (
+            ["squeue", "-h", "-o", "%i", "-j", ",".join(ids)]
+            if config.cluster == "slurm"
+            else ["qstat", *ids]
+        )
+        try:
+            answer = subprocess.run(command, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None  # cannot tell: the timeout still ends the wait
+        said = (answer.stdout + answer.stderr).lower()
+        if answer.returncode == 0 and config.cluster == "slurm":
+            if answer.stdout.strip():
+                return None
+        elif not any(word in said for word in ("invalid job id", "unknown job", "has finished")):
+            return None
+        logs = sorted(config.log_directory.glob(f"*{ids[0]}*.err"))
+        where = f": see {logs[0]}" if logs else f": see the logs in {config.log_directory}"
+        try:
+            lines = [line for line in logs[0].read_text().splitlines() if line.strip()]
+        except (OSError, IndexError):
+            lines = []
+        if lines:
+            where += "; it ends:\n  " + "\n  ".join(lines[-4:])
+        jobs = "job " + ids[0] if len(ids) == 1 else "jobs " + ", ".join(ids)
+        return f"the worker {jobs} ended{where}"
+
+    return ended
 
 
 def _answers_kept(job: type) -> type:
@@ -563,7 +667,8 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
             where = f"{address} (from {config.scheduler_file})"
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
-        _wait(client, config.wait_for_workers, config.timeout, "at the existing scheduler")
+        whose = "the job's" if os.environ.get(WORKERS_PID_ENV) else "the existing"
+        _wait(client, config.wait_for_workers, config.timeout, f"at {whose} scheduler")
         if not config.wait_for_workers and not worker_info(client):
             # A run then failed at its first task with Dask's "No valid workers found".
             raise InputError(

@@ -28,7 +28,14 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .cluster import JobQueueConfig, gpus_unmatched, memory_bytes, read_cluster
+from .cluster import (
+    WORKERS_LOG_ENV,
+    WORKERS_PID_ENV,
+    JobQueueConfig,
+    gpus_unmatched,
+    memory_bytes,
+    read_cluster,
+)
 from .errors import RESUME_ENV, InputError, warn_input
 from .memory import footprint
 from .store import check_store, store_path, tidy_siblings
@@ -331,6 +338,8 @@ def batch_script(
         lines += [f"pbsdsh -u -- bash {quoted_dir}/node.sh > {quoted_dir}/workers.log 2>&1 &"]
     lines += [
         "workers=$!",
+        "# The run says at once if the workers all stop before they join.",
+        f'export {WORKERS_PID_ENV}="$workers" {WORKERS_LOG_ENV}={quoted_dir}/workers.log',
         "# The workers and the scheduler end with the run, whatever its outcome.",
         'trap \'kill "$workers" "$scheduler" 2>/dev/null || true; wait\' EXIT',
     ]

@@ -387,6 +387,59 @@ def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
 
 @pytest.mark.slurm
 @needs_slurm
+def test_a_job_whose_workers_all_stop_at_start_says_so_at_once(tmp_path):
+    # The job's run idled its whole wait_timeout, then said "no Dask worker arrived ... (at
+    # the existing scheduler)", pointing nowhere near workers.log.
+    workflow, cluster = setup(tmp_path, local_directory="/proc/raygrid-cannot-make-this")
+    started = time.monotonic()
+    job = submit_workflow(workflow, cluster, workdir=tmp_path)
+    assert _wait_for_job(job.job_id) == "FAILED"
+    assert time.monotonic() - started < 75  # the cluster file waits 90 s for workers
+    log = (job.directory / f"job-{job.job_id}.out").read_text()
+    assert (
+        "error: no Dask worker joined (at the job's scheduler), and the job's workers have "
+        "all stopped (their launcher, process "
+    ) in log, log
+    assert f"ended): see {job.directory}/workers.log; it ends:\n" in log
+    assert "FileNotFoundError" in log and "Exited with exit code 1" in log
+
+
+def test_a_job_waiting_for_its_workers_points_at_their_log(tmp_path, monkeypatch):
+    from raygrid.pipeline.cluster import WORKERS_LOG_ENV, WORKERS_PID_ENV, _wait
+
+    class Client:  # a scheduler no worker joins
+        def wait_for_workers(self, n, timeout):
+            time.sleep(timeout)
+            raise TimeoutError
+
+        def sync(self, *args, **kwargs):
+            raise OSError("gone")
+
+    log = tmp_path / "workers.log"
+    log.write_text("starting\n\nworker: out of luck\n")
+    monkeypatch.setenv(WORKERS_LOG_ENV, str(log))
+    monkeypatch.setenv(WORKERS_PID_ENV, str(os.getpid()))  # a launcher still running
+    with pytest.raises(InputError) as waited:
+        _wait(Client(), 2, 1.5, "at the job's scheduler")
+    assert str(waited.value) == (
+        f"no Dask worker arrived within 1.5 s (at the job's scheduler): see {log}"
+    )
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # reaped: its process id names nothing now
+    monkeypatch.setenv(WORKERS_PID_ENV, str(ended.pid))
+    started = time.monotonic()
+    with pytest.raises(InputError) as stopped:
+        _wait(Client(), 2, 600, "at the job's scheduler")
+    assert time.monotonic() - started < 10
+    assert str(stopped.value) == (
+        "no Dask worker joined (at the job's scheduler), and the job's workers have all "
+        f"stopped (their launcher, process {ended.pid}, ended): see {log}; it ends:\n"
+        "  starting\n  worker: out of luck"
+    )
+
+
+@pytest.mark.slurm
+@needs_slurm
 def test_run_with_worker_jobs_sbatch_refuses_says_so_at_once(tmp_path):
     # A wrong partition printed dask-jobqueue's tracebacks, then "submitted 1 slurm worker
     # job(s)", waited the whole wait_timeout, and ended in an AssertionError from Dask's
@@ -407,6 +460,31 @@ def test_run_with_worker_jobs_sbatch_refuses_says_so_at_once(tmp_path):
     assert "invalid partition" in run.stderr.lower()
     assert "Traceback" not in run.stderr and "submitted" not in run.stdout
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_run_with_worker_jobs_that_end_at_start_says_so_with_their_log(tmp_path):
+    # A worker job whose worker could not start (here its local_directory) left the run
+    # waiting the whole wait_timeout for it.
+    pytest.importorskip("dask_jobqueue")
+    workflow, cluster = setup(
+        tmp_path, workers=1, workers_per_node=1, local_directory="/proc/raygrid-no-such"
+    )
+    exe = Path(sys.executable).parent / "raygrid"
+    started = time.monotonic()
+    run = subprocess.run(
+        [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert time.monotonic() - started < 75  # the cluster file waits 90 s for workers
+    job = run.stdout.split("(job ")[1].split(")")[0]
+    assert (
+        f"error: no Dask worker joined (from the worker jobs), and the worker job {job} "
+        f"ended: see jobs/raygrid-{job}.err; it ends:\n"
+    ) in run.stderr, run.stderr
+    assert "FileNotFoundError" in run.stderr and "Traceback" not in run.stderr.split("it ends")[0]
 
 
 def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
