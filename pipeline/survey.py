@@ -38,7 +38,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import LocalConfig, connect, gpus_unmatched, worker_info
+from .cluster import JobQueueConfig, LocalConfig, connect, gpus_unmatched, worker_info
 from .errors import InputError, InputWarning, RunFailed, full_disk, run_again, warn_input
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
@@ -323,9 +323,14 @@ def run_survey(
     """
     echo = echo or (lambda message: None)
     start = time.perf_counter()
-    prepared = prepare_workflow(workflow)
-    compute = workflow.compute
     config = workflow_cluster(workflow, cluster)
+    # Worker jobs dask-jobqueue submits from here (a login node, often without a GPU) solve
+    # on their nodes: the backend is checked, and `auto` resolved, for those.
+    elsewhere = client is None and isinstance(config, JobQueueConfig)
+    prepared = prepare_workflow(
+        workflow, workers_gpu=config.gpus_per_worker > 0 if elsewhere else None
+    )
+    compute = workflow.compute
     backend = prepared.options.backend
     unmatched = None if client else gpus_unmatched(config, backend, compute.backend)
     if unmatched is not None:

@@ -578,7 +578,12 @@ def _cpu_graph_bytes(workflow: Workflow, sizes: dict[str, int]) -> int:
 
 
 def prepare_workflow(
-    workflow: Workflow, *, here: bool = True, values: bool = True, gpu: bool | None = None
+    workflow: Workflow,
+    *,
+    here: bool = True,
+    values: bool = True,
+    gpu: bool | None = None,
+    workers_gpu: bool | None = None,
 ) -> PreparedWorkflow:
     """Build the model and check every option, source and receiver against it.
 
@@ -586,6 +591,12 @@ def prepare_workflow(
     login node): options are not refused for this machine's hardware
     (:func:`raygrid.pipeline.solve.check_options`); ``gpu`` says whether that machine has
     a GPU, where known, so that ``backend: auto`` resolves (and is fingerprinted) as there.
+
+    ``workers_gpu`` (``True`` or ``False``) runs the workflow here with workers elsewhere,
+    whose hardware decides the backend as ``gpu`` does (batch jobs that ``raygrid run
+    --cluster`` submits from a login node with or without GPUs): ``backend: cuda`` is not
+    refused for want of a GPU here, and the model, its checks and the CPU graph are as for
+    a run here.
 
     ``values=False`` checks the same without the model's values in memory (``raygrid
     validate`` on a login node): a synthetic model's values are checked on one column (they
@@ -610,8 +621,8 @@ def prepare_workflow(
             compute.algorithm,
             compute.cuda_batch,
             compute.precompute,
-            here=here,
-            gpu=gpu,
+            here=here and workers_gpu is None,
+            gpu=gpu if workers_gpu is None else workers_gpu,
         )
     except InputError as error:
         raise _located(workflow, ("compute", "backend"), error) from None

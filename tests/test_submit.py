@@ -574,6 +574,36 @@ def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypa
     assert checked == [rg.workflow.prepare_workflow(job, here=False).fingerprint]
 
 
+@pytest.mark.parametrize("gpus, asked, backend", [(1, "auto", "cuda"), (1, "cuda", "cuda"),
+                                                  (0, "auto", "cpu")])  # fmt: skip
+def test_run_from_a_login_node_checks_the_backend_for_its_worker_jobs(
+    tmp_path, monkeypatch, gpus, asked, backend
+):
+    # `raygrid run --cluster` with single-GPU worker jobs, from a login node without a GPU:
+    # backend cuda was refused ("no usable NVIDIA GPU"), though the jobs have one, and auto
+    # resolved to the CPU, leaving their GPUs idle.
+    from raygrid.pipeline import survey
+
+    workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1, gpus_per_worker=gpus)
+    workflow.write_text(yaml.safe_dump(WORKFLOW | {"compute": {"batch": 2, "backend": asked}}))
+    resolved = []
+
+    def prepare(*args, **kwargs):
+        prepared = rg.workflow.prepare_workflow(*args, **kwargs)
+        resolved.append(prepared.options.backend)
+        return prepared
+
+    def connect(config, echo):
+        raise InputError("no cluster in this test")
+
+    monkeypatch.setattr(survey, "prepare_workflow", prepare)
+    monkeypatch.setattr(survey, "connect", connect)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="no cluster in this test"):
+        rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), cluster=cluster)
+    assert resolved == [backend]
+
+
 @pytest.mark.parametrize("kind", ["slurm", "pbs"])
 @pytest.mark.parametrize("name", ["survey$v2-$(date)", "survey$HOME"])
 def test_paths_with_shell_characters_reach_the_job_literally(tmp_path, kind, name):
