@@ -39,7 +39,7 @@ from .cluster import (
 from .errors import RESUME_ENV, InputError, warn_input
 from .memory import footprint
 from .store import check_store, store_path, tidy_siblings
-from .survey import OVERWRITTEN_ENV, store_spec
+from .survey import OVERWRITTEN_ENV, check_workers_memory, store_spec
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
 
 __all__ = ["Job", "DRIVER_BYTES", "batch_script", "driver_bytes", "submit_workflow"]
@@ -107,8 +107,14 @@ def driver_bytes(prepared: PreparedWorkflow) -> int:
     return DRIVER_BYTES + nodes * (grid.velocity.dtype.itemsize + 8) + graph
 
 
+def _worker_threads(config: JobQueueConfig) -> int:
+    """Threads of each of the job's workers: one on a GPU (its sources go to the device one
+    batch after another; more threads would only hold more of them in memory)."""
+    return 1 if config.gpus_per_worker else config.cores_per_worker
+
+
 def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
-    threads = 1 if config.gpus_per_worker else config.cores_per_worker
+    threads = _worker_threads(config)
     command = [
         _python(config), "-m", "distributed.cli.dask_worker",
         "--scheduler-file", str(scheduler_file),
@@ -410,6 +416,16 @@ def submit_workflow(
         # Its job would only say so, after waiting in the queue for its allocation (two
         # nodes and eight GPUs, for slurm-gpu.yaml).
         return None
+    # The job's workers, as they will start: a survey that cannot fit in them is refused
+    # here, not once the job has waited in the queue for its allocation.
+    worker = {
+        "memory_limit": _memory_mb(config.memory_per_worker) * 2**20,
+        "nthreads": _worker_threads(config),
+    }
+    check_workers_memory(
+        prepared, store, [(f"each of the job's {config.workers} worker(s)", worker)],
+        more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
+    )  # fmt: skip
     tool = SUBMIT[config.cluster]
     if not dry_run and shutil.which(tool) is None:
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")

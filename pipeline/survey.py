@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -490,7 +490,33 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
             f"the CPU graph of {shape} nodes (beside the model, loaded already)",
             f"use {', '.join(lower)} or compute.tiles",
         )  # fmt: skip
-    model = int(grid.velocity.nbytes) + int(grid.slowness.nbytes) + cost.model
+    check_workers_memory(prepared, spec, worker_info(client).items())
+
+
+def check_workers_memory(
+    prepared: PreparedWorkflow,
+    spec: StoreSpec,
+    workers: Iterable[tuple[str, dict]],
+    more: str = "give workers more memory (memory_limit in the cluster file)",
+) -> None:
+    """Refuse an untiled survey whose model and concurrent tasks cannot fit in a worker:
+    ``workers`` pairs a name with the scheduler's record of a worker (``memory_limit``,
+    ``nthreads``, ``metrics``; :func:`~raygrid.pipeline.cluster.worker_info`), or with
+    what a batch job's workers will have (``raygrid submit``, before the queue wait);
+    ``more`` is how to give them more memory. The model's values need not be loaded (its
+    bytes are counted from its shape). See :func:`check_survey_memory`."""
+    compute = prepared.workflow.compute
+    if compute.tiles is not None:
+        return
+    grid, star, options = prepared.grid, prepared.star, prepared.options
+    cost = footprint(
+        grid.shape3, star, options.dtype, backend=options.backend,
+        precompute=options.precompute, predecessors=spec.keeps_rays,
+    )  # fmt: skip
+    shape = " x ".join(map(str, grid.shape))
+    # The velocity as given, and the float64 slowness (Grid.slowness_at).
+    nodes = int(np.prod(grid.shape))
+    model = nodes * (grid.velocity.dtype.itemsize + 8) + cost.model
     sources = min(compute.batch, spec.n_sources)  # in one task
     task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
     fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
@@ -500,7 +526,7 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     if options.precompute:
         held_once += " with precomputed weights"
     # Only what would lower the need here: a smaller batch did not, without precompute.
-    hints = ["give workers more memory (memory_limit in the cluster file)"]
+    hints = [more]
     if options.precompute:
         hints.append("precompute: false")
     if sources > 1:
@@ -508,7 +534,7 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     if options.precision == "float64":
         hints.append("precision float32")
     hints.append("compute.tiles")
-    for address, worker in worker_info(client).items():
+    for address, worker in workers:
         limit = worker.get("memory_limit") or 0
         if not limit:
             continue
@@ -516,15 +542,20 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
         # What the worker process holds already (the interpreter, Dask, data it keeps), or
         # will once its first task has loaded raygrid's code, whichever is more.
         held = int(worker.get("metrics", {}).get("memory") or 0)
+        code, least = "raygrid, Numba and the solver's code", format_bytes(WORKER_BYTES)
+        holds = (
+            f"worker {address} holds {format_bytes(held)} already (a worker that has run a "
+            f"task holds at least {least}: {code})"
+            if "metrics" in worker
+            else f"{address} will hold {least} before any data ({code})"  # a batch job's
+        )
         check_fits(
             model + tasks * task,
             int(limit * fraction) - max(held, WORKER_BYTES),
             f"each worker ({held_once} {format_bytes(model)}, then {tasks} task(s) at "
             f"once, each of {sources} source(s) on {shape} nodes)",
-            f"worker {address} holds {format_bytes(held)} already (a worker that has run a "
-            f"task holds at least {format_bytes(WORKER_BYTES)}: raygrid, Numba and the "
-            f"solver's code), has a memory_limit of {format_bytes(limit)} and Dask stops it "
-            f"at {fraction:.0%} of that; "
+            f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask stops it at "
+            f"{fraction:.0%} of that; "
             + one_of(hints[:-1] + (["fewer threads"] if tasks > 1 else []) + hints[-1:]),
         )
 

@@ -240,6 +240,35 @@ def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, mo
     assert job.script.exists()
 
 
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(tmp_path, kind):
+    # `raygrid run` refused it on workers of too little memory, but `submit` wrote and
+    # submitted the job, refused only once it had waited for its allocation.
+    workflow, cluster = setup(tmp_path, kind, workers=2, workers_per_node=1)
+    big = WORKFLOW | {
+        "model": {"synthetic": "gradient", "shape": {"z": 300, "y": 300, "x": 300},
+                  "spacing": 10.0},
+        "sources": [{"z": 0.0, "y": 100.0, "x": 100.0}],
+        "receivers": [{"z": 400.0, "y": 100.0, "x": 100.0}],
+    }  # fmt: skip
+    workflow.write_text(yaml.safe_dump(big))
+    with pytest.raises(InputError) as refused:
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    said = str(refused.value)
+    assert said.startswith("each worker (the model and its CPU graph 1.23 GiB, then 1 task(s) ")
+    assert (
+        "each of the job's 2 worker(s) will hold 250.00 MiB before any data (raygrid, Numba "
+        "and the solver's code), has a memory_limit of 0.93 GiB and Dask stops it at 95% of "
+        "that; more memory_per_worker than 1GB in the cluster file, "
+    ) in said
+    assert not (tmp_path / "jobs").exists()
+    # With the memory it asks for, the same survey is written.
+    cluster.write_text(
+        cluster.read_text().replace("memory_per_worker: 1GB", "memory_per_worker: 4GB")
+    )
+    assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.exists()
+
+
 def test_submit_dry_run_cli(tmp_path):
     workflow, _ = setup(tmp_path)
     exe = Path(sys.executable).parent / "raygrid"
@@ -256,9 +285,11 @@ def test_submit_dry_run_cli(tmp_path):
 
 def test_submit_does_not_hold_the_model_on_the_login_node(tmp_path):
     # A new store needs no fingerprint, so the model's values are never built: a cube far
-    # larger than this machine (30001^3 nodes, 196 TiB as float64) is submitted all the same.
+    # larger than this machine (30001^3 nodes, 196 TiB as float64) is submitted all the same
+    # (in tiles: whole, its workers could not hold it either).
     workflow, cluster = setup(tmp_path)
     huge = WORKFLOW | {"model": WORKFLOW["model"] | {"shape": {"z": 30001, "y": 30001, "x": 30001}}}
+    huge["compute"] = {"tiles": {"z": 1000, "y": 1000, "x": 1000}}
     huge["sources"] = [{"z": 0.0, "y": 100.0, "x": 100.0}]
     huge["receivers"] = [{"z": 400.0, "y": 100.0, "x": 100.0}]
     workflow.write_text(yaml.safe_dump(huge))
