@@ -209,7 +209,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     A file whose top level has a "cluster" key and none of a workflow's sections (model,
     sources, outputs, ...) is a cluster file; any other is a workflow.
     """
-    from .cluster import read_cluster
+    from .cluster import JobQueueConfig, gpus_unmatched, read_cluster
     from .workflow import prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import is_cluster_file, load_yaml
 
@@ -222,20 +222,28 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                 click.echo(f"{path}: valid cluster file ({config.cluster})")
                 continue
             spec = read_workflow(path)
-            workflow_cluster(spec)
+            config = workflow_cluster(spec)
+            # Batch jobs' nodes (its compute.cluster's) have GPUs if their file asks for them.
+            jobs = isinstance(config, JobQueueConfig)
             if check_model:
                 # Checked for the machine the workflow is meant for, not this one: a GPU
                 # workflow is validated on a login node before it is submitted, and that
                 # node may not have the memory for the model (values=False).
-                prepared = prepare_workflow(spec, here=False, values=False)
+                prepared = prepare_workflow(
+                    spec, here=False, values=False, gpu=config.gpus_per_worker > 0 if jobs else None
+                )
                 click.echo(
                     f"{path}: valid workflow: {len(prepared.sources)} source(s), "
                     f"{len(prepared.receivers)} receiver(s), model "
                     + " x ".join(map(str, prepared.grid.shape))
                 )
+                # What `raygrid submit`/`run` would warn of, said before either.
+                unmatched = gpus_unmatched(config, prepared.options.backend, spec.compute.backend)
+                if unmatched and spec.compute.cluster is not None:
+                    click.echo(f"{path}: note: {spec.compute.cluster}: {unmatched}")
             else:
                 click.echo(f"{path}: valid workflow (schema only)")
-            if spec.compute.backend == "cuda" and (reason := _no_gpu_here()):
+            if spec.compute.backend == "cuda" and not jobs and (reason := _no_gpu_here()):
                 click.echo(f"{path}: note: backend cuda cannot run on this machine: {reason}")
         except InputError as error:
             click.echo(f"error: {error}", err=True)

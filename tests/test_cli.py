@@ -200,6 +200,24 @@ def test_validate_checks_a_gpu_workflow_for_its_machine(tmp_path):
     assert "valid workflow" in checked.stdout and note in checked.stdout
 
 
+def test_validate_checks_a_workflow_against_its_own_cluster_file(tmp_path):
+    # A CPU workflow naming GPU batch jobs was valid without a word (submit warned later);
+    # a GPU workflow for them drew "cannot run on this machine", which is not its machine.
+    jobs = ROOT / "configs" / "slurm-gpu.yaml"
+    cpu = write_workflow(tmp_path, compute={"backend": "cpu", "cluster": str(jobs)})
+    checked = raygrid("validate", cpu, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert (
+        f"{cpu}: note: {jobs}: gpus_per_worker: 1 asks 1 GPU for each of the 8 workers (8 in "
+        "all), and backend cpu leaves them idle"
+    ) in checked.stdout
+    for backend in ("cuda", "auto"):  # auto: resolved as on the jobs' nodes
+        gpu = write_workflow(tmp_path, compute={"backend": backend, "cluster": str(jobs)})
+        checked = raygrid("validate", gpu, cwd=tmp_path, real_cuda=True)
+        assert checked.returncode == 0, checked.stderr
+        assert "note" not in checked.stdout, checked.stdout
+
+
 # Runs the CLI in this process and prints its peak resident memory (bytes) when it exits.
 PEAK_MEMORY = """
 import resource, sys
