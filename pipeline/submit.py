@@ -37,6 +37,7 @@ from .cluster import (
     read_cluster,
 )
 from .errors import RESUME_ENV, InputError, warn_input
+from .lock import store_lock
 from .memory import footprint
 from .store import check_store, store_path, tidy_siblings
 from .survey import OVERWRITTEN_ENV, check_workers_memory, store_spec
@@ -201,6 +202,9 @@ def _slurm_header(config: JobQueueConfig, directory: Path, driver: int) -> list[
         f"--mem={_memory_mb(config.memory_per_worker, config.workers_per_node, driver)}M",
         f"--time={config.walltime}",
         f"--output={_directive_value(directory / 'job-%j.out')}",
+        # A requeued job (preempted, a lost node) keeps its id: its second start wrote
+        # over the first's log, the one that said why it stopped.
+        "--open-mode=append",
     ]
     if config.gpus_per_worker:
         lines.append(f"--gpus-per-task={config.gpus_per_worker}")
@@ -275,10 +279,10 @@ def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
         lines += [
             f'  share=("${{visible[@]:$((k * {gpus})):{gpus}}}")',
             '  CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${share[*]}") \\',
-            f"    {worker} > {log} 2>&1 &",
+            f"    {worker} >> {log} 2>&1 &",
         ]
     else:
-        lines += [f"  {worker} > {log} 2>&1 &"]
+        lines += [f"  {worker} >> {log} 2>&1 &"]
     lines += ["done", "wait", ""]
     return "\n".join(lines)
 
@@ -326,9 +330,10 @@ def batch_script(
         f"cd {shlex.quote(str(workdir))}",
         *([f"export {RESUME_ENV}={shlex.quote(resume)}"] if resume else []),
         f"rm -f {shlex.quote(str(scheduler_file))}",
-        f"{_join(_scheduler_command(config, scheduler_file))} > {quoted_dir}/scheduler.log 2>&1 &",
+        f"{_join(_scheduler_command(config, scheduler_file))} >> {quoted_dir}/scheduler.log 2>&1 &",
         "scheduler=$!",
     ]
+    # Logs are appended to: a job started again (requeued) keeps what its last start said.
     if config.cluster == "slurm":
         worker = _join(_worker_command(config, scheduler_file))
         # Each task's CPUs (and GPUs) said again: srun of SLURM 22.05 to 23.02 does not
@@ -338,10 +343,10 @@ def batch_script(
             per_task += f" --gpus-per-task={config.gpus_per_worker}"
         lines += [
             f'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" {per_task} \\',
-            f"  {worker} > {quoted_dir}/workers.log 2>&1 &",
+            f"  {worker} >> {quoted_dir}/workers.log 2>&1 &",
         ]
     else:
-        lines += [f"pbsdsh -u -- bash {quoted_dir}/node.sh > {quoted_dir}/workers.log 2>&1 &"]
+        lines += [f"pbsdsh -u -- bash {quoted_dir}/node.sh >> {quoted_dir}/workers.log 2>&1 &"]
     lines += [
         "workers=$!",
         "# The run says at once if the workers all stop before they join.",
@@ -396,7 +401,12 @@ def submit_workflow(
             f"cluster: {config.cluster} (use raygrid run for that)"
         )
     workdir = Path(workdir or Path.cwd()).resolve()
-    tidy_siblings(store_path(workdir / spec.outputs.store))  # an old store a killed run moved aside
+    # A job whose store a running job (or any run) is writing would be refused as it starts,
+    # after its queue wait: said now. (A job still queued holds no lock yet.)
+    with store_lock(workdir / spec.outputs.store):
+        tidy_siblings(
+            store_path(workdir / spec.outputs.store)
+        )  # an old store a killed run moved aside
     # The model's values are read (and hashed) only to check an existing store against
     # them: a new store needs none, and a login node need not hold the model.
     resumed = (workdir / spec.outputs.store).exists() and not overwrite

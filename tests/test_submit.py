@@ -91,6 +91,9 @@ def test_slurm_script(tmp_path):
         "#SBATCH --nodes=1", "#SBATCH --ntasks=2", "#SBATCH --ntasks-per-node=2",
         "#SBATCH --cpus-per-task=1", "#SBATCH --gpus-per-task=1", "#SBATCH --partition=debug",
         "#SBATCH --account=geo", "#SBATCH --time=00:10:00", "#SBATCH --constraint=h100",
+        # A requeued job keeps its id and log files: its starts are appended, not replaced.
+        "#SBATCH --open-mode=append", f">> {job.directory}/workers.log 2>&1 &",
+        f">> {job.directory}/scheduler.log 2>&1 &",
         "module load cuda", f"cd {tmp_path}", "distributed.cli.dask_scheduler",
         # srun of SLURM 22.05-23.02 does not inherit sbatch's --cpus-per-task: said again.
         'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" --cpus-per-task=1 '
@@ -267,6 +270,30 @@ def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(
         cluster.read_text().replace("memory_per_worker: 1GB", "memory_per_worker: 4GB")
     )
     assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.exists()
+
+
+def test_submit_refuses_a_store_a_running_job_is_writing(tmp_path):
+    # A second `raygrid submit` of a running workflow was queued without a word, and its
+    # job refused once it had its allocation.
+    workflow, cluster = setup(tmp_path)
+    store = tmp_path / "out" / "survey.zarr"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\n"
+         "from raygrid.pipeline.lock import store_lock\n"
+         f"with store_lock({str(store)!r}):\n"
+         "    print('held', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(InputError, match=r"survey.zarr is being written by another raygrid"):
+            submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+        assert not (tmp_path / "jobs").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.exists()
+    assert not store.exists()  # the lock taken and left, no store made
 
 
 def test_submit_dry_run_cli(tmp_path):
