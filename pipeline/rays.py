@@ -254,12 +254,12 @@ def raypaths(
             )
         # As given: a list's 1 stays a number (an array of names and numbers reads it "1").
         listed = receivers.tolist() if hasattr(receivers, "tolist") else list(receivers)
-        return [_stored_ray(result, r, source) for r in listed]
+        return _stored_rays(result, listed, source)
     if not stored:
         _check_result(result)
     listed, _ = source_list(receivers, _model_dims(result), "receivers")
     if stored:
-        return [_stored_ray(result, r, source) for r in listed]
+        return _stored_rays(result, listed, source)
     return _traced(result, listed, source, numbered=True)
 
 
@@ -353,12 +353,23 @@ def _is_store(dataset: xr.Dataset) -> bool:
 def _stored_ray(
     store: xr.Dataset, receiver: Mapping[str, float] | str | int, source: str | int | None
 ) -> xr.Dataset:
-    """A survey store's ray from ``source`` to ``receiver``, as :func:`raypath` gives it.
+    """A survey store's ray from ``source`` to ``receiver``, as :func:`raypath` gives it
+    (:func:`_stored_rays` of one)."""
+    return _stored_rays(store, [receiver], source)[0]
+
+
+def _stored_rays(
+    store: xr.Dataset, receivers: list[Mapping[str, float] | str | int], source: str | int | None
+) -> list[xr.Dataset]:
+    """A survey store's rays from ``source`` to each of ``receivers``, as :func:`raypath`
+    gives them.
 
     Read from the ragged arrays (``ray_start``/``ray_count`` index ``ray_time`` and
-    ``ray_<dim>``): only the chunks holding its points. The store wrote them from
-    :func:`trace_rays`' Datasets, time in the solve's precision and positions in float64,
-    so the floats come back as traced.
+    ``ray_<dim>``): the index and the source's records once, then the points of every ray
+    asked for in one read, of only the chunks holding them (one read a ray, with the
+    source's checks, cost ~50 ms a ray). The store wrote them from :func:`trace_rays`'
+    Datasets, time in the solve's precision and positions in float64, so the floats come
+    back as traced.
     """
     if "source" in store.dims:
         if source is None:
@@ -373,9 +384,8 @@ def _stored_ray(
             f"this part of the store holds one source already{_named(store, 'source')}: "
             "leave source= out"
         )
-    which = _source_label(store)
     if "ray_start" not in store.variables:
-        raise InputError(_no_rays(store, which))
+        raise InputError(_no_rays(store, _source_label(store)))
     _model_dims(store)  # a subset of the variables (store[["ray_x", ...]]) has none
     grid = solved_grid(store["velocity"])  # the dims' order and length unit, as raypath's
     # A store's parts a user kept (store[["ray_x", ...]]) may lack the completion records.
@@ -388,25 +398,33 @@ def _stored_ray(
     if done and not int(done[0]):
         # Rays assembled, then the source forgotten (its chunks were lost): a rerun redoes it.
         raise InputError(
-            f"{which} is not done in the store (its completion record is 0: its chunks were "
-            "lost and it waits to be solved again): rerun the store's workflow"
+            f"{_source_label(store)} is not done in the store (its completion record is 0: "
+            "its chunks were lost and it waits to be solved again): rerun the store's workflow"
         )
     positions = dict(zip(grid.dims, at))
-    r = _receiver_number(store, receiver, positions)
-    start, count = int(starts[r]), int(counts[r])
-    store = store.isel(ray_point=slice(start, start + count))
-    time, *coords = _read(store, ["ray_time", *(f"ray_{d}" for d in grid.dims)])
-    points = dict(zip(grid.dims, coords))
-    at = {d: float(positions[d][r]) for d in grid.dims}
-    read = count > 0 and all(np.isfinite(v).all() for v in (time, *coords))
-    if not read or any(points[d][-1] != at[d] for d in grid.dims):
-        # Chunks lost on disk read as NaN (points) or 0 (counts); raygrid info names them.
-        raise InputError(
-            f"the ray from {which} to receiver {r} is damaged in the store (its points read "
-            f"as NaN or none, chunks lost on disk): `raygrid info` names what is lost; "
-            "rerun its workflow with --overwrite"
-        )
-    return _ray(grid, points, time, at)
+    numbers = [_receiver_number(store, receiver, positions) for receiver in receivers]
+    spans = [(int(starts[r]), int(counts[r])) for r in numbers]
+    wanted = np.concatenate([np.arange(start, start + count) for start, count in spans] or [[]])
+    wanted = wanted.astype(np.int64)
+    read = _read(
+        store.isel(ray_point=wanted), ["ray_time", *(f"ray_{d}" for d in grid.dims)]
+    ) if wanted.size else [np.empty(0)] * (1 + len(grid.dims))  # fmt: skip
+    ends = np.cumsum([count for _, count in spans])
+    rays = []
+    for r, (_, count), end in zip(numbers, spans, ends):
+        time, *coords = (values[end - count : end] for values in read)
+        points = dict(zip(grid.dims, coords))
+        receiver = {d: float(positions[d][r]) for d in grid.dims}
+        whole = count > 0 and all(np.isfinite(v).all() for v in (time, *coords))
+        if not whole or any(points[d][-1] != receiver[d] for d in grid.dims):
+            # Chunks lost on disk read as NaN (points) or 0 (counts); raygrid info names them.
+            raise InputError(
+                f"the ray from {_source_label(store)} to receiver {r} is damaged in the store "
+                "(its points read as NaN or none, chunks lost on disk): `raygrid info` names "
+                "what is lost; rerun its workflow with --overwrite"
+            )
+        rays.append(_ray(grid, points, time, receiver))
+    return rays
 
 
 def _read(store: xr.Dataset, names: list[str]) -> list[np.ndarray]:
