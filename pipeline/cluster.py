@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -305,9 +306,9 @@ def gpus_unmatched(config: AnyConfig, backend: str, asked: str | None = None) ->
     Warned, not refused: some sites give a partition's GPUs whatever the job asks.
     """
     if backend == "cpu":
-        # ``auto`` resolves where the client runs (a login node without a GPU, for
-        # ``raygrid run``), not on the workers.
-        solver = "backend cpu" if asked in (None, "cpu") else f"backend {asked} (the CPU here)"
+        # ``auto`` resolves to the CPU for a CPU algorithm (dijkstra), or where the client
+        # runs without a GPU (raygrid run on local-cuda workers it cannot use).
+        solver = "backend cpu" if asked in (None, "cpu") else f"backend {asked} (the CPU)"
         fix = "compute.backend: cuda" + (" (or auto)" if asked in (None, "cpu") else "")
         if isinstance(config, LocalCUDAConfig):
             return (
@@ -460,17 +461,25 @@ def _serves_dashboard(link: str) -> bool:
         return True
 
 
-#: Set by ``raygrid submit``'s job script for the ``raygrid run`` inside it: the process id
-#: of the job's worker launcher (``srun``, ``pbsdsh``) and its log, so that workers that
-#: all stopped at start are said at once, with their log, not after the whole timeout.
-WORKERS_PID_ENV, WORKERS_LOG_ENV = "RAYGRID_WORKERS_PID", "RAYGRID_WORKERS_LOG"
+#: Set by ``raygrid submit``'s job script for the ``raygrid run`` inside it: a file its
+#: worker launcher (``srun``, ``pbsdsh``) writes its exit status into when it ends, all the
+#: workers with it, and the launcher's log; so that workers that all stopped at start are
+#: said at once, with their log, not after the whole timeout. (A file, not a process id: a
+#: run in a container with its own process namespace sees no process of the job's shell.)
+WORKERS_ENDED_ENV, WORKERS_LOG_ENV = "RAYGRID_WORKERS_ENDED", "RAYGRID_WORKERS_LOG"
 
 
 def _wait(
-    client, n: int, timeout: float, what: str, stopped: Callable[[], str | None] | None = None
+    client,
+    n: int,
+    timeout: float,
+    what: str,
+    stopped: Callable[[], str | None] | None = None,
+    late: str = "",
 ) -> None:
-    """Wait for ``n`` workers; ``stopped`` says why none can come any more (the workers'
-    launcher or jobs ended), or ``None``: by default, :func:`_launcher_ended`."""
+    """Wait up to ``timeout`` s for ``n`` workers; ``stopped`` says why none can come any
+    more (the workers' launcher or jobs ended), or ``None``: by default,
+    :func:`_launcher_ended`. ``late`` is said after the timeout's message."""
     import time
 
     stopped_now = stopped or _launcher_ended
@@ -495,24 +504,39 @@ def _wait(
     said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
     if ended:
         raise InputError(f"{said} joined ({what}), and {ended}")
-    raise InputError(f"{said} arrived within {timeout:g} s ({what}){_see_log()}")
+    raise InputError(f"{said} arrived within {timeout:g} s ({what}){late or _see_log()}")
 
 
 def _launcher_ended() -> str | None:
-    """What to say when the job's worker launcher (:data:`WORKERS_PID_ENV`) has ended, all
-    its workers with it, or ``None`` while it runs (or outside such a job)."""
-    pid = os.environ.get(WORKERS_PID_ENV, "")
-    if not pid.isdigit():
+    """What to say once the job's worker launcher has ended (:data:`WORKERS_ENDED_ENV`),
+    or ``None`` while it runs (or outside such a job)."""
+    ended = os.environ.get(WORKERS_ENDED_ENV)
+    if not ended:
         return None
     try:
-        # The job script's shell reaps it; a zombie's state is "Z" until then.
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        state = "gone"
-    if state not in ("Z", "X", "gone"):
+        status = Path(ended).read_text(errors="replace").strip()
+    except OSError:  # not yet written: the launcher runs
         return None
     where = _see_log(tail=True) or ": see the job's log"
-    return f"the job's workers have all stopped (their launcher, process {pid}, ended){where}"
+    return f"the job's workers have all stopped (their launcher exited with status {status}){where}"
+
+
+def _log_tail(path: Path, lines: int = 4) -> list[str]:
+    """The last ``lines`` lines of a log that are not blank (read from its end, bytes that
+    are not UTF-8 replaced); none if it cannot be read."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - 16384, 0))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def _ending(path: Path) -> str:
+    """``"; it ends:"`` and the end of the log at ``path``, indented; ``""`` if empty."""
+    lines = _log_tail(path)
+    return "; it ends:\n  " + "\n  ".join(lines) if lines else ""
 
 
 def _see_log(tail: bool = False) -> str:
@@ -524,14 +548,7 @@ def _see_log(tail: bool = False) -> str:
     said = f": see {log}"
     if Path(log).with_name("node.sh").exists():  # PBS: each worker has its own log
         said += " and the worker-*.log beside it"
-    if tail:
-        try:
-            lines = [line for line in Path(log).read_text().splitlines() if line.strip()]
-        except OSError:
-            lines = []
-        if lines:
-            said += "; it ends:\n  " + "\n  ".join(lines[-4:])
-    return said
+    return said + (_ending(Path(log)) if tail else "")
 
 
 def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> None:
@@ -544,7 +561,7 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
     """
     import time
 
-    command = "sbatch" if config.cluster == "slurm" else "qsub"
+    command = SUBMIT_COMMANDS[config.cluster]
     deadline = time.monotonic() + config.wait_timeout
     while len(jobs.submitted) + len(jobs.refused) < config.nodes:
         if time.monotonic() > deadline:  # the command itself hangs (a controller down)
@@ -560,58 +577,121 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
         echo(said)
     n, ids = len(jobs.submitted), ", ".join(jobs.submitted)
     echo(f"submitted {n} {config.cluster} worker job(s) (job{'s' * (n > 1)} {ids})")
-    left = max(deadline - time.monotonic(), 0.001)
-    _wait(client, 1, left, "from the worker jobs", _jobs_ended(config, jobs.submitted))
+    queue = "squeue" if config.cluster == "slurm" else "qstat"
+    late = (
+        f" of the cluster file's wait_timeout: are the jobs still queued ({queue})? Their "
+        f"logs go to {config.log_directory}"
+    )
+    _wait(
+        client, 1, max(deadline - time.monotonic(), 0.001), "from the worker jobs",
+        _jobs_ended(config, jobs.submitted), late=late,
+    )  # fmt: skip
+
+
+#: The batch systems' submission commands, by cluster kind.
+SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
+
+#: SLURM's job states (``squeue -t all``) of a job that will start no worker any more.
+_SLURM_ENDED = {
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+    "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
+}  # fmt: skip
+
+
+def _job_states(config: JobQueueConfig, ids: list[str]) -> dict[str, str]:
+    """The batch system's state of each job of ``ids`` it knows: SLURM's names
+    (``RUNNING``, ``FAILED``), PBS's letters (``Q``, ``R``, ``C``, ``F``), or ``"finished"``
+    where ``qstat`` says the job has finished; a job it does not name is left out (gone
+    from its memory, or on another cluster or server). Raises ``OSError`` or
+    ``subprocess.TimeoutExpired`` when it cannot be asked."""
+    import subprocess
+
+    def ask(command: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(command, capture_output=True, text=True, timeout=20)
+
+    states = {}
+    if config.cluster == "slurm":
+        answer = ask(["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)])
+        for line in answer.stdout.splitlines():
+            job, _, state = line.strip().partition(" ")
+            if job in ids:
+                states[job] = state.strip()
+        return states
+    for job in ids:  # one at a time: qstat answers for the others past one it cannot find
+        answer = ask(["qstat", job])
+        if answer.returncode == 0:
+            lines = [line.split() for line in answer.stdout.splitlines() if line.strip()]
+            if lines and len(lines[-1]) >= 2:
+                states[job] = lines[-1][-2]  # Job id, Name, User, Time Use, S, Queue
+        elif "has finished" in (answer.stdout + answer.stderr).lower():  # PBS Pro
+            states[job] = "finished"
+    return states
 
 
 def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | None]:
     """What to say once every worker job in ``ids`` has ended (asked of ``squeue`` or
     ``qstat`` at most every 5 s), with the end of the first one's error log; else
     ``None``. A job whose workers stop at start (a wrong ``python``, a failed prologue)
-    otherwise left the run waiting its whole ``wait_timeout``."""
+    otherwise left the run waiting its whole ``wait_timeout``.
+
+    A job the batch system no longer names has ended only if it named it before: a job
+    on another cluster (``--clusters``) or server (``queue@server``) is never named by a
+    plain ``squeue``/``qstat``.
+    """
     import subprocess
     import time
 
-    asked = [0.0]
+    asked, seen = [0.0], set()
 
     def ended() -> str | None:
         if time.monotonic() - asked[0] < 5.0:
             return None
         asked[0] = time.monotonic()
-        command = (
-            ["squeue", "-h", "-o", "%i", "-j", ",".join(ids)]
-            if config.cluster == "slurm"
-            else ["qstat", *ids]
-        )
         try:
-            answer = subprocess.run(command, capture_output=True, text=True, timeout=20)
+            states = _job_states(config, ids)
         except (OSError, subprocess.TimeoutExpired):
             return None  # cannot tell: the timeout still ends the wait
-        said = (answer.stdout + answer.stderr).lower()
-        if answer.returncode == 0 and config.cluster == "slurm":
-            if answer.stdout.strip():
-                return None
-        elif not any(word in said for word in ("invalid job id", "unknown job", "has finished")):
+        seen.update(states)
+        over = {
+            job for job, state in states.items() if state in _SLURM_ENDED | {"C", "F", "finished"}
+        }
+        over |= seen - set(states)  # named before, forgotten since
+        if not ids or over != set(ids):
             return None
-        logs = sorted(config.log_directory.glob(f"*{ids[0]}*.err"))
-        where = f": see {logs[0]}" if logs else f": see the logs in {config.log_directory}"
-        try:
-            lines = [line for line in logs[0].read_text().splitlines() if line.strip()]
-        except (OSError, IndexError):
-            lines = []
-        if lines:
-            where += "; it ends:\n  " + "\n  ".join(lines[-4:])
-        jobs = "job " + ids[0] if len(ids) == 1 else "jobs " + ", ".join(ids)
+        first = ids[0]
+        number = first.split(".")[0]  # PBS: 123.server
+        logs = sorted({*config.log_directory.glob(f"*-{first}.err"),
+                       *config.log_directory.glob(f"*.e{number}")})  # fmt: skip
+        where = f": see {logs[0]}{_ending(logs[0])}" if logs else (
+            f": see the logs in {config.log_directory}"
+        )  # fmt: skip
+        jobs = "job " + first if len(ids) == 1 else "jobs " + ", ".join(ids)
         return f"the worker {jobs} ended{where}"
 
     return ended
 
 
-def _answers_kept(job: type) -> type:
+def _submission_said(error: BaseException, command: str, kind: str) -> str:
+    """What the batch system said when it refused a job: dask-jobqueue's ``RuntimeError``
+    quotes the command's whole output, of which its standard error (else its standard
+    output: some sites' wrappers write errors there) is the news."""
+    if isinstance(error, FileNotFoundError):
+        return f"{command} not found: is this a {kind.upper()} login node?"
+    text = str(error)
+    if isinstance(error, RuntimeError) and "stderr:" in text:
+        out, _, err = text.partition("stdout:")[2].partition("stderr:")
+        text = err.strip() or out.strip() or text
+    return "; ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+def _answers_kept(job: type, kind: str) -> type:
     """dask-jobqueue's job class ``job`` (``SLURMJob``, ``PBSJob``), keeping what the batch
     system answered each submission: ``submitted`` job ids, and ``refused``, what it said
-    (its standard error) when it refused one, instead of raising it in Dask's event loop."""
+    when it refused one (or why the job could not be submitted at all), instead of raising
+    it in Dask's event loop."""
     from distributed.core import Status
+
+    command = SUBMIT_COMMANDS[kind]
 
     class Answered(job):
         submitted: list[str] = []
@@ -620,10 +700,8 @@ def _answers_kept(job: type) -> type:
         async def start(self) -> None:
             try:
                 await super().start()
-            except RuntimeError as error:  # the submission command exited non-zero
-                text = str(error)
-                said = text.split("stderr:", 1)[-1].strip() or text.strip()
-                type(self).refused.append("; ".join(said.splitlines()))
+            except Exception as error:  # refused, not found, an answer with no job id
+                type(self).refused.append(_submission_said(error, command, kind))
                 # Dask asserts each started job runs; a refused one has no job id, and
                 # closing it cancels nothing.
                 self.status = Status.running
@@ -631,8 +709,10 @@ def _answers_kept(job: type) -> type:
                 type(self).submitted.append(str(self.job_id))
 
         async def close(self) -> None:
-            await super().close()
-            self.status = Status.closed  # Dask checks every job it made has closed
+            try:
+                await super().close()
+            finally:
+                self.status = Status.closed  # Dask checks every job it made has closed
 
     Answered.submitted, Answered.refused = [], []  # this cluster's own
     return Answered
@@ -667,7 +747,7 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
             where = f"{address} (from {config.scheduler_file})"
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
-        whose = "the job's" if os.environ.get(WORKERS_PID_ENV) else "the existing"
+        whose = "the job's" if os.environ.get(WORKERS_ENDED_ENV) else "the existing"
         _wait(client, config.wait_for_workers, config.timeout, f"at {whose} scheduler")
         if not config.wait_for_workers and not worker_info(client):
             # A run then failed at its first task with Dask's "No valid workers found".
@@ -921,6 +1001,13 @@ def _jobqueue(config: JobQueueConfig):
         ) from None
     kind = dask_jobqueue.SLURMCluster if config.cluster == "slurm" else dask_jobqueue.PBSCluster
     config.log_directory.mkdir(parents=True, exist_ok=True)
-    with kind(job_cls=_answers_kept(kind.job_cls), **jobqueue_kwargs(config)) as cluster:
+    command = SUBMIT_COMMANDS[config.cluster]
+    if shutil.which(command) is None:  # else found out in Dask's event loop
+        raise InputError(
+            f"{command} not found: cluster {config.cluster} submits its workers as batch jobs "
+            f"from a {config.cluster.upper()} login node"
+        )
+    job = _answers_kept(kind.job_cls, config.cluster)
+    with kind(job_cls=job, **jobqueue_kwargs(config)) as cluster:
         cluster.scale(jobs=config.nodes)
         yield cluster

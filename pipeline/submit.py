@@ -29,8 +29,9 @@ import numpy as np
 import yaml
 
 from .cluster import (
+    SUBMIT_COMMANDS,
+    WORKERS_ENDED_ENV,
     WORKERS_LOG_ENV,
-    WORKERS_PID_ENV,
     JobQueueConfig,
     gpus_unmatched,
     memory_bytes,
@@ -44,8 +45,6 @@ from .survey import OVERWRITTEN_ENV, check_workers_memory, store_spec
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
 
 __all__ = ["Job", "DRIVER_BYTES", "batch_script", "driver_bytes", "submit_workflow"]
-
-SUBMIT = {"slurm": "sbatch", "pbs": "qsub"}
 
 #: What the job's Dask scheduler and its ``raygrid run`` hold on the first node besides the
 #: model, asked of the batch system on top of the workers' memory: measured idle, the
@@ -341,16 +340,28 @@ def batch_script(
         per_task = f"--cpus-per-task={config.cores_per_worker}"
         if config.gpus_per_worker:
             per_task += f" --gpus-per-task={config.gpus_per_worker}"
-        lines += [
-            f'srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" {per_task} \\',
-            f"  {worker} >> {quoted_dir}/workers.log 2>&1 &",
+        launch = [
+            f'  srun --kill-on-bad-exit=0 --ntasks="$SLURM_NTASKS" {per_task} \\',
+            f"    {worker} &",
         ]
     else:
-        lines += [f"pbsdsh -u -- bash {quoted_dir}/node.sh >> {quoted_dir}/workers.log 2>&1 &"]
+        launch = [f"  pbsdsh -u -- bash {quoted_dir}/node.sh &"]
+    ended = shlex.quote(str(directory / "workers.ended"))
     lines += [
+        "# The workers' launcher writes its exit status when it ends, all the workers with",
+        "# it: the run then says so at once, not after its whole wait for them. Stopped",
+        "# (TERM), it stops the launcher and waits for it.",
+        f"rm -f {ended}",
+        "{",
+        *launch,
+        "  launcher=$!",
+        "  trap 'kill \"$launcher\" 2>/dev/null || true' TERM",
+        '  status=0; wait "$launcher" || status=$?',
+        '  wait "$launcher" 2>/dev/null || true  # after a TERM: until it has stopped',
+        f'  echo "$status" > {ended}',
+        f"}} >> {quoted_dir}/workers.log 2>&1 &",
         "workers=$!",
-        "# The run says at once if the workers all stop before they join.",
-        f'export {WORKERS_PID_ENV}="$workers" {WORKERS_LOG_ENV}={quoted_dir}/workers.log',
+        f"export {WORKERS_ENDED_ENV}={ended} {WORKERS_LOG_ENV}={quoted_dir}/workers.log",
         "# The workers and the scheduler end with the run, whatever its outcome.",
         'trap \'kill "$workers" "$scheduler" 2>/dev/null || true; wait\' EXIT',
     ]
@@ -436,7 +447,7 @@ def submit_workflow(
         prepared, store, [(f"each of the job's {config.workers} worker(s)", worker)],
         more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
     )  # fmt: skip
-    tool = SUBMIT[config.cluster]
+    tool = SUBMIT_COMMANDS[config.cluster]
     if not dry_run and shutil.which(tool) is None:
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")

@@ -447,7 +447,7 @@ def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
     two = gpu_jobs.model_copy(update={"gpus_per_worker": 2})
     assert gpus_unmatched(two, "cpu", "auto").startswith(
         "gpus_per_worker: 2 asks 2 GPUs for each of the 8 workers (16 in all), and backend "
-        "auto (the CPU here) leaves them idle: set compute.backend: cuda in the workflow"
+        "auto (the CPU) leaves them idle: set compute.backend: cuda in the workflow"
     )
     assert gpus_unmatched(gpu_jobs, "cuda") is None
     cpu_jobs = gpu_jobs.model_copy(update={"gpus_per_worker": 0})

@@ -92,7 +92,7 @@ def test_slurm_script(tmp_path):
         "#SBATCH --cpus-per-task=1", "#SBATCH --gpus-per-task=1", "#SBATCH --partition=debug",
         "#SBATCH --account=geo", "#SBATCH --time=00:10:00", "#SBATCH --constraint=h100",
         # A requeued job keeps its id and log files: its starts are appended, not replaced.
-        "#SBATCH --open-mode=append", f">> {job.directory}/workers.log 2>&1 &",
+        "#SBATCH --open-mode=append", f"}} >> {job.directory}/workers.log 2>&1 &",
         f">> {job.directory}/scheduler.log 2>&1 &",
         "module load cuda", f"cd {tmp_path}", "distributed.cli.dask_scheduler",
         # srun of SLURM 22.05-23.02 does not inherit sbatch's --cpus-per-task: said again.
@@ -456,14 +456,14 @@ def test_a_job_whose_workers_all_stop_at_start_says_so_at_once(tmp_path):
     log = (job.directory / f"job-{job.job_id}.out").read_text()
     assert (
         "error: no Dask worker joined (at the job's scheduler), and the job's workers have "
-        "all stopped (their launcher, process "
+        "all stopped (their launcher exited with status 1): see "
+        f"{job.directory}/workers.log; it ends:\n"
     ) in log, log
-    assert f"ended): see {job.directory}/workers.log; it ends:\n" in log
     assert "FileNotFoundError" in log and "Exited with exit code 1" in log
 
 
 def test_a_job_waiting_for_its_workers_points_at_their_log(tmp_path, monkeypatch):
-    from raygrid.pipeline.cluster import WORKERS_LOG_ENV, WORKERS_PID_ENV, _wait
+    from raygrid.pipeline.cluster import WORKERS_ENDED_ENV, WORKERS_LOG_ENV, _wait
 
     class Client:  # a scheduler no worker joins
         def wait_for_workers(self, n, timeout):
@@ -474,25 +474,24 @@ def test_a_job_waiting_for_its_workers_points_at_their_log(tmp_path, monkeypatch
             raise OSError("gone")
 
     log = tmp_path / "workers.log"
-    log.write_text("starting\n\nworker: out of luck\n")
+    log.write_bytes(b"starting\n\nworker: out of luck \xff\n")
+    ended = tmp_path / "workers.ended"
     monkeypatch.setenv(WORKERS_LOG_ENV, str(log))
-    monkeypatch.setenv(WORKERS_PID_ENV, str(os.getpid()))  # a launcher still running
+    monkeypatch.setenv(WORKERS_ENDED_ENV, str(ended))  # not written: the launcher runs
     with pytest.raises(InputError) as waited:
         _wait(Client(), 2, 1.5, "at the job's scheduler")
     assert str(waited.value) == (
         f"no Dask worker arrived within 1.5 s (at the job's scheduler): see {log}"
     )
-    ended = subprocess.Popen(["true"])
-    ended.wait()  # reaped: its process id names nothing now
-    monkeypatch.setenv(WORKERS_PID_ENV, str(ended.pid))
+    ended.write_text("1\n")
     started = time.monotonic()
     with pytest.raises(InputError) as stopped:
         _wait(Client(), 2, 600, "at the job's scheduler")
     assert time.monotonic() - started < 10
     assert str(stopped.value) == (
         "no Dask worker joined (at the job's scheduler), and the job's workers have all "
-        f"stopped (their launcher, process {ended.pid}, ended): see {log}; it ends:\n"
-        "  starting\n  worker: out of luck"
+        f"stopped (their launcher exited with status 1): see {log}; it ends:\n"
+        "  starting\n  worker: out of luck \ufffd"
     )
 
 
@@ -543,6 +542,63 @@ def test_run_with_worker_jobs_that_end_at_start_says_so_with_their_log(tmp_path)
         f"ended: see jobs/raygrid-{job}.err; it ends:\n"
     ) in run.stderr, run.stderr
     assert "FileNotFoundError" in run.stderr and "Traceback" not in run.stderr.split("it ends")[0]
+
+
+def test_run_with_worker_jobs_without_sbatch_or_its_job_id_says_so_at_once(tmp_path):
+    # No sbatch on PATH (FileNotFoundError), or one whose answer holds no job id (a site's
+    # wrapper: ValueError), escaped the refusals kept, and the run waited its whole
+    # wait_timeout.
+    pytest.importorskip("dask_jobqueue")
+    workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
+    exe = Path(sys.executable).parent / "raygrid"
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    path = f"{bin_}:{Path(sys.executable).parent}"  # no system sbatch
+    for sbatch, said in [
+        (None, "error: sbatch not found: cluster slurm submits its workers as batch jobs from "
+               "a SLURM login node"),
+        ("echo 'all good, nothing to see'", "error: sbatch refused the worker job(s) of the "
+         "cluster file: Could not parse job id from submission command output."),
+    ]:  # fmt: skip
+        if sbatch:
+            (bin_ / "sbatch").write_text(f"#!/bin/sh\n{sbatch}\n")
+            (bin_ / "sbatch").chmod(0o755)
+        started = time.monotonic()
+        run = subprocess.run(
+            [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PATH": path},
+        )  # fmt: skip
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert time.monotonic() - started < 60  # the cluster file waits 90 s for workers
+        assert said in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr and not (tmp_path / "out").exists()
+
+
+def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
+    # A job on another SLURM cluster (--clusters) or PBS server (queue@server) is named by
+    # no plain squeue/qstat: it was said to have ended a second after its submission. And
+    # job 25's log was looked for as *25*.err, which raygrid-125.err matched first.
+    from raygrid.pipeline import cluster as clusters
+
+    config = clusters.JobQueueConfig(cluster="slurm", workers=2, log_directory=tmp_path)
+    (tmp_path / "raygrid-125.err").write_text("not this one\n")
+    (tmp_path / "raygrid-25.err").write_text("Traceback ...\nOSError: no such python\n")
+    answers = iter([{}, {"25": "PENDING"}, {"25": "RUNNING", "26": "RUNNING"},
+                    {"25": "FAILED", "26": "RUNNING"}, {"26": "COMPLETED"}])  # fmt: skip
+    monkeypatch.setattr(clusters, "_job_states", lambda config, ids: next(answers))
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the calls' own clock
+    ended = clusters._jobs_ended(config, ["25", "26"])
+    said = []
+    for _ in range(5):
+        clock[0] += 5.0  # squeue is asked at most every 5 s
+        said.append(ended())
+    assert said[:4] == [None] * 4
+    assert said[4] == (
+        f"the worker jobs 25, 26 ended: see {tmp_path / 'raygrid-25.err'}; it ends:\n"
+        "  Traceback ...\n  OSError: no such python"
+    )
 
 
 def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
@@ -676,7 +732,7 @@ def test_paths_with_shell_characters_reach_the_job_literally(tmp_path, kind, nam
         for line in script.read_text().splitlines():
             if "--scheduler-file" not in line and "cli run" not in line:
                 continue
-            command = line.strip().rstrip("\\&").split(" > ")[0].replace(" $overwrite", "")
+            command = line.strip().rstrip("\\&").split(" >> ")[0].replace(" $overwrite", "")
             # The words bash would pass, printed by bash itself (nothing expanded but $HOME).
             words = subprocess.run(
                 ["bash", "-uc", f"printf '%s\\n' {command}"], capture_output=True, text=True,
