@@ -476,10 +476,12 @@ def _wait(
     what: str,
     stopped: Callable[[], str | None] | None = None,
     late: str = "",
+    limit: float | None = None,
 ) -> None:
     """Wait up to ``timeout`` s for ``n`` workers; ``stopped`` says why none can come any
     more (the workers' launcher or jobs ended), or ``None``: by default,
-    :func:`_launcher_ended`. ``late`` is said after the timeout's message."""
+    :func:`_launcher_ended`. ``late`` is said after the timeout's message, which names
+    ``limit`` s (the whole wait, of which ``timeout`` is what is left), or ``timeout``."""
     import time
 
     stopped_now = stopped or _launcher_ended
@@ -504,7 +506,8 @@ def _wait(
     said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
     if ended:
         raise InputError(f"{said} joined ({what}), and {ended}")
-    raise InputError(f"{said} arrived within {timeout:g} s ({what}){late or _see_log()}")
+    limit = timeout if limit is None else limit
+    raise InputError(f"{said} arrived within {limit:g} s ({what}){late or _see_log()}")
 
 
 def _launcher_ended() -> str | None:
@@ -578,13 +581,10 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
     n, ids = len(jobs.submitted), ", ".join(jobs.submitted)
     echo(f"submitted {n} {config.cluster} worker job(s) (job{'s' * (n > 1)} {ids})")
     queue = "squeue" if config.cluster == "slurm" else "qstat"
-    late = (
-        f" of the cluster file's wait_timeout: are the jobs still queued ({queue})? Their "
-        f"logs go to {config.log_directory}"
-    )
+    late = f"; are they still queued ({queue})? Their logs go to {config.log_directory}"
     _wait(
         client, 1, max(deadline - time.monotonic(), 0.001), "from the worker jobs",
-        _jobs_ended(config, jobs.submitted), late=late,
+        _jobs_ended(config, jobs.submitted), late=late, limit=config.wait_timeout,
     )  # fmt: skip
 
 

@@ -614,6 +614,27 @@ def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
     said = []
     config = JobQueueConfig(cluster="pbs", workers=2, wait_timeout=90)
     _wait_for_jobs(Client(), config, Jobs, said.append)
+    # None arrives: said with the cluster file's whole wait, not what was left of it.
+    never = JobQueueConfig(cluster="slurm", workers=1, wait_timeout=1.5, log_directory="jobs")
+
+    class Late(Jobs):
+        submitted, refused = ["999999999"], []
+
+    class Empty:
+        def wait_for_workers(self, n, timeout):
+            time.sleep(timeout)
+            raise TimeoutError
+
+        def sync(self, *args, **kwargs):
+            return {"workers": {}}
+
+    with pytest.raises(InputError) as late:
+        _wait_for_jobs(Empty(), never, Late, said.append)
+    assert str(late.value) == (
+        "no Dask worker arrived within 1.5 s (from the worker jobs); are they still queued "
+        "(squeue)? Their logs go to jobs"
+    )
+    said.pop()
     assert said == [
         "qsub refused 1 of the 2 worker job(s) of the cluster file: qsub: Job exceeds queue "
         "resource limits",
