@@ -355,6 +355,7 @@ def run_survey(
     # Workers on this machine load what the client compiles from Numba's cache; elsewhere
     # (a scheduler, batch jobs) they compile it themselves, so the client would only wait.
     compile_here = client is None and isinstance(config, LocalConfig)
+    local_workers = compile_here and config.processes  # each a process holding the model
     # Held until the store is complete: a second run on it is refused at once.
     with store_lock(spec.path):
         tidy_siblings(spec.path, restore_foreign=True)  # under the lock: see its docstring
@@ -366,7 +367,9 @@ def run_survey(
             if found is None or not found.done.all():
                 if client is None:
                     client = stack.enter_context(connect(config, echo=echo))
-                check_survey_memory(client, prepared, spec)  # before the store is touched
+                # Before the store is touched; a local cluster's workers, with the client,
+                # on this machine.
+                check_survey_memory(client, prepared, spec, local=local_workers)
             state = prepare_store(
                 spec, prepared.fingerprint, overwrite=overwrite, create=create,
                 workflow=prepared.workflow_json, parts=prepared.fingerprint_parts,
@@ -437,7 +440,9 @@ def _check_model_copy(prepared: PreparedWorkflow, copy: xr.DataArray) -> None:
         )
 
 
-def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec) -> None:
+def check_survey_memory(
+    client: Any, prepared: PreparedWorkflow, spec: StoreSpec, *, local: bool = False
+) -> None:
     """Refuse a survey whose tasks cannot fit on the cluster's workers, or whose CPU graph
     cannot be built on this machine, before anything large is allocated.
 
@@ -458,12 +463,18 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
     spec : StoreSpec
         The survey's store: its number of sources, and whether rays (so predecessors) are
         kept.
+    local : bool
+        The workers are processes on this machine (a local cluster raygrid started): then
+        this machine must also hold them all at once, beside the client's model and CPU
+        graph. Each worker's own limit does not say so: ``memory_limit: auto`` shares the
+        machine's memory out between the workers, leaving nothing for the client's copy.
 
     Returns
     -------
     None
         When the CPU graph (CPU backend only) fits here and every joined worker with a
-        memory limit can hold the model and its tasks; at once for a tiled survey.
+        memory limit can hold the model and its tasks (and, ``local``, this machine can
+        hold them all); at once for a tiled survey.
 
     Raises
     ------
@@ -490,7 +501,22 @@ def check_survey_memory(client: Any, prepared: PreparedWorkflow, spec: StoreSpec
             f"the CPU graph of {shape} nodes (beside the model, loaded already)",
             f"use {', '.join(lower)} or compute.tiles",
         )  # fmt: skip
-    check_workers_memory(prepared, spec, worker_info(client).items())
+    workers = worker_info(client)
+    needs = check_workers_memory(prepared, spec, workers.items())
+    if local and needs:
+        hints = ["fewer workers (n_workers in the cluster file)"]
+        if compute.batch > 1 and spec.n_sources > 1:
+            hints.append("a smaller compute.batch")
+        if options.precision == "float64":
+            hints.append("precision float32")
+        graph = cost.model if options.backend == "cpu" else 0
+        check_fits(
+            graph + sum(needs), available_memory(),
+            f"this machine (the CPU graph here, {format_bytes(graph)}, and each of the "
+            f"{len(needs)} local workers' copy of the model with its tasks, "
+            f"{format_bytes(max(needs))})",
+            f"use {one_of([*hints, 'compute.tiles'])}",
+        )  # fmt: skip
 
 
 def check_workers_memory(
@@ -498,8 +524,9 @@ def check_workers_memory(
     spec: StoreSpec,
     workers: Iterable[tuple[str, dict]],
     more: str = "give workers more memory (memory_limit in the cluster file)",
-) -> None:
-    """Refuse an untiled survey whose model and concurrent tasks cannot fit in a worker:
+) -> list[int]:
+    """Refuse an untiled survey whose model and concurrent tasks cannot fit in a worker,
+    or return what each worker will need for them (none for a tiled survey):
     ``workers`` pairs a name with the scheduler's record of a worker (``memory_limit``,
     ``nthreads``, ``metrics``; :func:`~raygrid.pipeline.cluster.worker_info`), or with
     what a batch job's workers will have (``raygrid submit``, before the queue wait);
@@ -507,13 +534,14 @@ def check_workers_memory(
     bytes are counted from its shape). See :func:`check_survey_memory`."""
     compute = prepared.workflow.compute
     if compute.tiles is not None:
-        return
+        return []
     grid, star, options = prepared.grid, prepared.star, prepared.options
     cost = footprint(
         grid.shape3, star, options.dtype, backend=options.backend,
         precompute=options.precompute, predecessors=spec.keeps_rays,
     )  # fmt: skip
     shape = " x ".join(map(str, grid.shape))
+    needs = []
     # The velocity as given, and the float64 slowness (Grid.slowness_at).
     nodes = int(np.prod(grid.shape))
     model = nodes * (grid.velocity.dtype.itemsize + 8) + cost.model
@@ -535,10 +563,11 @@ def check_workers_memory(
         hints.append("precision float32")
     hints.append("compute.tiles")
     for address, worker in workers:
+        tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))
+        needs.append(model + tasks * task)
         limit = worker.get("memory_limit") or 0
         if not limit:
             continue
-        tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))
         # What the worker process holds already (the interpreter, Dask, data it keeps), or
         # will once its first task has loaded raygrid's code, whichever is more.
         held = int(worker.get("metrics", {}).get("memory") or 0)
@@ -558,6 +587,7 @@ def check_workers_memory(
             f"{fraction:.0%} of that; "
             + one_of(hints[:-1] + (["fewer threads"] if tasks > 1 else []) + hints[-1:]),
         )
+    return needs
 
 
 def _solve_pending(

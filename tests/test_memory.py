@@ -242,3 +242,32 @@ def test_out_of_memory_is_one_line_from_the_cli(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.stderr.startswith("error: out of memory (Unable to allocate 196. TiB")
     assert result.stderr.count("\n") == 1
+
+
+def test_a_local_cluster_is_checked_whole_on_this_machine(tmp_path, monkeypatch):
+    # memory_limit: auto shares this machine's memory out between the workers, each check
+    # passed, and the client's model and CPU graph came on top: a survey each worker could
+    # hold could still not be held by the machine, workers and client together.
+    from raygrid.pipeline import survey
+
+    spec = {
+        "model": {"synthetic": "gradient", "shape": {"z": 21, "x": 31}, "spacing": 10.0},
+        "sources": [{"z": 0.0, "x": 100.0}, {"z": 0.0, "x": 200.0}],
+        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None},
+    }
+    path = tmp_path / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    cluster = tmp_path / "local.yaml"
+    cluster.write_text("cluster: local\nn_workers: 2\nmemory_limit: 2GB\ndashboard_address: null\n")
+    left = iter([2**40, 2**10])  # room for the CPU graph here, then 1 kiB for the rest
+    monkeypatch.setattr(survey, "available_memory", lambda: next(left))
+    with pytest.raises(InputError) as refused:
+        run_workflow(read_workflow(path), cluster=cluster)
+    said = str(refused.value)
+    assert said.startswith("this machine (the CPU graph here, ")
+    assert "and each of the 2 local workers' copy of the model with its tasks, " in said
+    assert said.endswith(
+        "of memory and 1.00 kiB is available; use fewer workers (n_workers in the cluster "
+        "file), a smaller compute.batch, precision float32, or compute.tiles"
+    )
+    assert not (tmp_path / "survey.zarr").exists()
