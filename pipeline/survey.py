@@ -38,7 +38,14 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import JobQueueConfig, LocalConfig, connect, gpus_unmatched, worker_info
+from .cluster import (
+    JobQueueConfig,
+    LocalConfig,
+    SchedulerConfig,
+    connect,
+    gpus_unmatched,
+    worker_info,
+)
 from .errors import InputError, InputWarning, RunFailed, full_disk, run_again, warn_input
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
@@ -324,12 +331,7 @@ def run_survey(
     echo = echo or (lambda message: None)
     start = time.perf_counter()
     config = workflow_cluster(workflow, cluster)
-    # Worker jobs dask-jobqueue submits from here (a login node, often without a GPU) solve
-    # on their nodes: the backend is checked, and `auto` resolved, for those.
-    elsewhere = client is None and isinstance(config, JobQueueConfig)
-    prepared = prepare_workflow(
-        workflow, workers_gpu=config.gpus_per_worker > 0 if elsewhere else None
-    )
+    prepared = prepare_workflow(workflow, workers_gpu=_workers_gpu(config, workflow, client))
     compute = workflow.compute
     backend = prepared.options.backend
     unmatched = None if client else gpus_unmatched(config, backend, compute.backend)
@@ -367,6 +369,8 @@ def run_survey(
             if found is None or not found.done.all():
                 if client is None:
                     client = stack.enter_context(connect(config, echo=echo))
+                    if prepared.options.backend == "cuda" and not local_workers:
+                        check_workers_gpu(client)  # not checked here: see _workers_gpu
                 # Before the store is touched; a local cluster's workers, with the client,
                 # on this machine.
                 check_survey_memory(client, prepared, spec, local=local_workers)
@@ -437,6 +441,53 @@ def _check_model_copy(prepared: PreparedWorkflow, copy: xr.DataArray) -> None:
             f"the model file {prepared.workflow.model.path} changed while the run was starting:"
             " the store's copy of it differs from the values that were checked; no store was"
             " made, run again once the file is final"
+        )
+
+
+def _workers_gpu(config: Any, workflow: Any, client: Any) -> bool | None:
+    """Whether the workers of ``config`` have GPUs, where they solve elsewhere than here,
+    for :func:`~raygrid.pipeline.workflow.prepare_workflow`; ``None``: this machine's
+    hardware decides (local clusters, a client given, ``auto`` on a scheduler).
+
+    Worker jobs dask-jobqueue submits from here (a login node, often without a GPU) have
+    the GPUs their cluster file asks for: the backend is checked, and ``auto`` resolved,
+    for them. An existing scheduler's workers may have GPUs this machine lacks: ``cuda`` is
+    not refused here, and is checked on the workers once they have joined
+    (:func:`check_workers_gpu`).
+    """
+    if client is not None:
+        return None
+    if isinstance(config, JobQueueConfig):
+        return config.gpus_per_worker > 0
+    if isinstance(config, SchedulerConfig) and workflow.compute.backend == "cuda":
+        return True
+    return None
+
+
+def _unusable_reason() -> str | None:
+    """Why this worker cannot run CUDA kernels, or ``None`` (the simulator runs them)."""
+    from ..kernels import cuda  # numba.cuda only where it is asked for
+
+    return None if cuda.simulating() else cuda.unusable_reason()
+
+
+def check_workers_gpu(client: Any) -> None:
+    """Refuse a CUDA survey on workers (those joined so far) that cannot run CUDA kernels,
+    naming the first and why, before the store is touched: their tasks would each fail.
+
+    Raises
+    ------
+    InputError
+        Naming the worker and its reason (no GPU, no CUDA compiler).
+    """
+    reasons = client.run(_unusable_reason)
+    unusable = {worker: reason for worker, reason in reasons.items() if reason}
+    if unusable:
+        worker, reason = next(iter(unusable.items()))
+        raise InputError(
+            f"backend cuda, but {len(unusable)} of the {len(reasons)} Dask workers cannot "
+            f"run CUDA kernels: worker {worker}: {reason}; start the workers on GPU nodes, "
+            "or use backend cpu"
         )
 
 

@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import yaml
 
 from raygrid.pipeline.cluster import (
     JobQueueConfig,
@@ -458,3 +459,40 @@ def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
     assert gpus_unmatched(local_cuda, "cuda") is None
     assert gpus_unmatched(read_cluster(None), "cpu") is None  # a LocalCluster: either runs
     assert gpus_unmatched(read_cluster(None), "cuda") is None
+
+
+def test_a_cuda_survey_on_an_existing_schedulers_workers_is_checked_on_them(tmp_path, monkeypatch):
+    # Refused on a client without a GPU ("backend='cuda' cannot run here"), though the
+    # scheduler's workers may have one; checked on the workers instead, before the store.
+    import shutil
+    import subprocess
+
+    from distributed import LocalCluster
+
+    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi"]).returncode == 0:
+        pytest.skip("this machine's workers have a GPU")
+    from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+    spec = {
+        "model": {"synthetic": "gradient", "shape": {"z": 21, "x": 31}, "spacing": 10.0},
+        "sources": [{"z": 0.0, "x": 100.0}],
+        "compute": {"backend": "cuda"},
+        "outputs": {"store": str(tmp_path / "survey.zarr"), "plot": None},
+    }
+    path = tmp_path / "workflow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")  # the workers: real CUDA, or none
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cluster:  # fmt: skip
+        config = tmp_path / "scheduler.yaml"
+        config.write_text(f"cluster: scheduler\naddress: {cluster.scheduler_address}\n")
+        with pytest.raises(InputError) as refused:
+            run_workflow(read_workflow(path), cluster=config)
+    assert str(refused.value).startswith(
+        "backend cuda, but 1 of the 1 Dask workers cannot run CUDA kernels: worker tcp://"
+    )
+    assert str(refused.value).endswith(
+        ": no usable NVIDIA GPU and driver were found; start the workers on GPU nodes, or use "
+        "backend cpu"
+    )
+    assert not (tmp_path / "survey.zarr").exists()
