@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -401,6 +402,9 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
             cluster = _started_in(stack, config)
             client = stack.enter_context(Client(cluster))
             if isinstance(config, JobQueueConfig):
+                from .interrupts import quiet_client_interrupts
+
+                quiet_client_interrupts(client)  # Ctrl-C while the jobs are awaited
                 _wait_for_jobs(client, config, cluster.job_cls, echo)
         from .interrupts import quiet_client_interrupts
 
@@ -983,6 +987,28 @@ def memory_bytes(memory: str, factor: int = 1) -> int:
         raise InputError(f"memory_per_worker {memory!r} is not a size such as 16GB") from None
 
 
+def _import_jobqueue(config: JobQueueConfig) -> Any:
+    """``dask_jobqueue``, imported with this process's Ctrl-C handler kept.
+
+    Its ``runner`` module sets SIGINT to ``sys.exit()`` when imported (for its own runner
+    processes): Ctrl-C of `raygrid run --cluster` then left the run with exit status 0 and
+    no word, as if it had finished, the store part-written.
+    """
+    import signal
+
+    kept = signal.getsignal(signal.SIGINT)
+    try:
+        import dask_jobqueue
+    except ImportError:
+        raise InputError(
+            f'cluster {config.cluster} needs dask-jobqueue: pip install "raygrid[hpc]"'
+        ) from None
+    finally:
+        if kept is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, kept)
+    return dask_jobqueue
+
+
 @contextmanager
 def _jobqueue(config: JobQueueConfig):
     if config.gpus_per_worker and config.workers_per_node > 1:
@@ -993,12 +1019,7 @@ def _jobqueue(config: JobQueueConfig):
             "WORKFLOW --cluster FILE` (one batch job that gives each worker its own GPU), or "
             "set workers_per_node: 1 in the cluster file (one GPU job per worker)"
         )
-    try:
-        import dask_jobqueue
-    except ImportError:
-        raise InputError(
-            f'cluster {config.cluster} needs dask-jobqueue: pip install "raygrid[hpc]"'
-        ) from None
+    dask_jobqueue = _import_jobqueue(config)
     kind = dask_jobqueue.SLURMCluster if config.cluster == "slurm" else dask_jobqueue.PBSCluster
     config.log_directory.mkdir(parents=True, exist_ok=True)
     command = SUBMIT_COMMANDS[config.cluster]

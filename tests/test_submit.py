@@ -601,6 +601,47 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
     )
 
 
+def test_importing_dask_jobqueue_keeps_the_ctrl_c_handler():
+    # dask_jobqueue.runner sets SIGINT to sys.exit() as it is imported: Ctrl-C of `raygrid
+    # run --cluster` exited with status 0 and no word, its store part-written.
+    pytest.importorskip("dask_jobqueue")
+    code = (
+        "import signal, sys\n"
+        "def mine(*args): pass\n"
+        "signal.signal(signal.SIGINT, mine)\n"
+        "from raygrid.pipeline.cluster import JobQueueConfig, _import_jobqueue\n"
+        "_import_jobqueue(JobQueueConfig(cluster='slurm'))\n"
+        "assert 'dask_jobqueue.runner' in sys.modules\n"
+        "print(signal.getsignal(signal.SIGINT) is mine)\n"
+    )
+    kept = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert kept.stdout == "True\n", kept.stdout + kept.stderr
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_ctrl_c_of_a_run_waiting_for_its_worker_jobs_stops_it_as_an_interrupt(tmp_path):
+    import signal
+
+    pytest.importorskip("dask_jobqueue")
+    workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
+    exe = Path(sys.executable).parent / "raygrid"
+    run = subprocess.Popen(
+        [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    said = run.stdout.readline() + run.stdout.readline()  # the run, then its jobs
+    assert "submitted 1 slurm worker job(s) (job " in said, said
+    job = said.split("(job ")[1].split(")")[0]
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, said + out + err
+    assert err.startswith("interrupted: "), err
+    left = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout  # the worker job cancelled
+
+
 def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
     from raygrid.pipeline.cluster import JobQueueConfig, _wait_for_jobs
 
