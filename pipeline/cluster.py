@@ -25,6 +25,7 @@ import shutil
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -406,6 +407,7 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
 
                 quiet_client_interrupts(client)  # Ctrl-C while the jobs are awaited
                 _wait_for_jobs(client, config, cluster.job_cls, echo)
+                _GONE[client] = _jobs_ended(config, cluster.job_cls.submitted)
         from .interrupts import quiet_client_interrupts
 
         quiet_client_interrupts(client)
@@ -471,6 +473,23 @@ def _serves_dashboard(link: str) -> bool:
 #: said at once, with their log, not after the whole timeout. (A file, not a process id: a
 #: run in a container with its own process namespace sees no process of the job's shell.)
 WORKERS_ENDED_ENV, WORKERS_LOG_ENV = "RAYGRID_WORKERS_ENDED", "RAYGRID_WORKERS_LOG"
+#: The same for the job's Dask scheduler: said at once if it stops before it has written
+#: its scheduler file (an interface its node lacks), not after the whole timeout.
+SCHEDULER_ENDED_ENV, SCHEDULER_LOG_ENV = "RAYGRID_SCHEDULER_ENDED", "RAYGRID_SCHEDULER_LOG"
+
+
+#: For the clients of worker jobs (``raygrid run --cluster`` with dask-jobqueue): what says
+#: the jobs have ended (:func:`_jobs_ended`), for :func:`workers_gone`.
+_GONE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def workers_gone(client: Any) -> str | None:
+    """Why no worker will join ``client``'s cluster any more, as a clause ("the worker job
+    12 ended (TIMEOUT): see ..."), or ``None`` when one may: the worker jobs dask-jobqueue
+    submitted for it have all ended (none is submitted again), or a submitted job's
+    workers' launcher has. A survey whose workers all died then stops at once instead of
+    waiting for one to join."""
+    return (_GONE.get(client) or _launcher_ended)()
 
 
 def _wait(
@@ -670,7 +689,8 @@ def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | No
             f": see the logs in {config.log_directory}"
         )  # fmt: skip
         jobs = "job " + first if len(ids) == 1 else "jobs " + ", ".join(ids)
-        return f"the worker {jobs} ended{where}"
+        state = f" ({states[first]})" if first in states else ""
+        return f"the worker {jobs} ended{state}{where}"
 
     return ended
 
@@ -813,9 +833,18 @@ def _wait_for_file(path: Path, timeout: float) -> None:
     import time
 
     deadline = time.monotonic() + timeout
+    ended = os.environ.get(SCHEDULER_ENDED_ENV)
+    log = os.environ.get(SCHEDULER_LOG_ENV)
+    see = f": see {log}" if log else ""
     while not path.exists():
+        if ended and Path(ended).exists():  # a submitted job's scheduler has stopped
+            status = Path(ended).read_text(errors="replace").strip()
+            raise InputError(
+                f"the job's Dask scheduler stopped (exit status {status}) before it wrote "
+                f"{path}{see}{_ending(Path(log)) if log else ''}"
+            )
         if time.monotonic() > deadline:
-            raise InputError(f"scheduler file {path} did not appear within {timeout:g} s")
+            raise InputError(f"scheduler file {path} did not appear within {timeout:g} s{see}")
         time.sleep(0.2)
 
 
@@ -908,10 +937,16 @@ def _started(kind: str, config, start: Callable, **kwargs):
         reason = error
         while reason.__cause__ is not None or reason.__context__ is not None:
             reason = reason.__cause__ or reason.__context__
+        if isinstance(config, JobQueueConfig):  # its scheduler runs here
+            settings = f"interface {config.interface!r}"
+            question = "is the interface one of this machine's (the scheduler runs here)"
+        else:
+            settings = f"host {config.host!r}"
+            question = "is the host an address of this machine"
         raise InputError(
-            f"the {kind} cluster did not start: {type(reason).__name__}: {reason} (host "
-            f"{config.host!r}, dashboard_address {config.dashboard_address!r} in the cluster "
-            "file: is the host an address of this machine, is the port free?)"
+            f"the {kind} cluster did not start: {type(reason).__name__}: {reason} ({settings}, "
+            f"dashboard_address {config.dashboard_address!r} in the cluster file: {question}, "
+            "is the port free?)"
         ) from error
 
 
@@ -1029,6 +1064,6 @@ def _jobqueue(config: JobQueueConfig):
             f"from a {config.cluster.upper()} login node"
         )
     job = _answers_kept(kind.job_cls, config.cluster)
-    with kind(job_cls=job, **jobqueue_kwargs(config)) as cluster:
+    with _started(config.cluster, config, kind, job_cls=job, **jobqueue_kwargs(config)) as cluster:
         cluster.scale(jobs=config.nodes)
         yield cluster

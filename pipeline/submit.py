@@ -29,6 +29,8 @@ import numpy as np
 import yaml
 
 from .cluster import (
+    SCHEDULER_ENDED_ENV,
+    SCHEDULER_LOG_ENV,
     SUBMIT_COMMANDS,
     WORKERS_ENDED_ENV,
     WORKERS_LOG_ENV,
@@ -286,6 +288,25 @@ def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
     return "\n".join(lines)
 
 
+def _watched(launch: list[str], ended: Path, log: Path) -> list[str]:
+    """Script lines that run ``launch`` (lines ending in ``&``: a scheduler, the workers'
+    launcher) in the background, appending to ``log``, and write its exit status into
+    ``ended`` when it ends. ``$!`` after them is the block's: stopped (TERM), the block
+    stops what it runs and waits for it."""
+    quoted = shlex.quote(str(ended))
+    return [
+        f"rm -f {quoted}",
+        "{",
+        *launch,
+        "  child=$!",
+        "  trap 'kill \"$child\" 2>/dev/null || true' TERM",
+        '  status=0; wait "$child" || status=$?',
+        '  wait "$child" 2>/dev/null || true  # after a TERM: until it has stopped',
+        f'  echo "$status" > {quoted}',
+        f"}} >> {shlex.quote(str(log))} 2>&1 &",
+    ]
+
+
 def batch_script(
     workflow: Path,
     config: JobQueueConfig,
@@ -329,9 +350,12 @@ def batch_script(
         f"cd {shlex.quote(str(workdir))}",
         *([f"export {RESUME_ENV}={shlex.quote(resume)}"] if resume else []),
         f"rm -f {shlex.quote(str(scheduler_file))}",
-        f"{_join(_scheduler_command(config, scheduler_file))} >> {quoted_dir}/scheduler.log 2>&1 &",
+        "# The scheduler and the workers' launcher each write their exit status when they",
+        "# end: the run then says so at once, with their log, not after its whole wait.",
+        *_watched([f"  {_join(_scheduler_command(config, scheduler_file))} &"],
+                  directory / "scheduler.ended", directory / "scheduler.log"),
         "scheduler=$!",
-    ]
+    ]  # fmt: skip
     # Logs are appended to: a job started again (requeued) keeps what its last start said.
     if config.cluster == "slurm":
         worker = _join(_worker_command(config, scheduler_file))
@@ -346,24 +370,21 @@ def batch_script(
         ]
     else:
         launch = [f"  pbsdsh -u -- bash {quoted_dir}/node.sh &"]
-    ended = shlex.quote(str(directory / "workers.ended"))
     lines += [
-        "# The workers' launcher writes its exit status when it ends, all the workers with",
-        "# it: the run then says so at once, not after its whole wait for them. Stopped",
-        "# (TERM), it stops the launcher and waits for it.",
-        f"rm -f {ended}",
-        "{",
-        *launch,
-        "  launcher=$!",
-        "  trap 'kill \"$launcher\" 2>/dev/null || true' TERM",
-        '  status=0; wait "$launcher" || status=$?',
-        '  wait "$launcher" 2>/dev/null || true  # after a TERM: until it has stopped',
-        f'  echo "$status" > {ended}',
-        f"}} >> {quoted_dir}/workers.log 2>&1 &",
+        *_watched(launch, directory / "workers.ended", directory / "workers.log"),
         "workers=$!",
-        f"export {WORKERS_ENDED_ENV}={ended} {WORKERS_LOG_ENV}={quoted_dir}/workers.log",
-        "# The workers and the scheduler end with the run, whatever its outcome.",
-        'trap \'kill "$workers" "$scheduler" 2>/dev/null || true; wait\' EXIT',
+        f"export {WORKERS_ENDED_ENV}={shlex.quote(str(directory / 'workers.ended'))} "
+        f"{WORKERS_LOG_ENV}={quoted_dir}/workers.log",
+        f"export {SCHEDULER_ENDED_ENV}={shlex.quote(str(directory / 'scheduler.ended'))} "
+        f"{SCHEDULER_LOG_ENV}={quoted_dir}/scheduler.log",
+        "# The workers and the scheduler end with the run, whatever its outcome (said in",
+        "# the workers' log, whose srun then reports its tasks killed).",
+        "trap "
+        + shlex.quote(
+            f'echo "raygrid: the run has ended: stopping its workers" >> {quoted_dir}/'
+            'workers.log; kill "$workers" "$scheduler" 2>/dev/null || true; wait'
+        )
+        + " EXIT",
     ]
     if overwrite:
         lines += [

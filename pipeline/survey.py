@@ -45,6 +45,7 @@ from .cluster import (
     connect,
     gpus_unmatched,
     worker_info,
+    workers_gone,
 )
 from .errors import InputError, InputWarning, RunFailed, full_disk, run_again, warn_input
 from .fingerprint import model_digest
@@ -711,14 +712,24 @@ def _await_workers(client, bar: Progress) -> None:
     if client.nthreads():
         return
     bar.note(f"no worker is left: waiting up to {WORKERS_BACK_S:g} s for one to join")
-    try:
-        client.wait_for_workers(1, timeout=WORKERS_BACK_S)
-    except TimeoutError:
-        raise RunFailed(
-            f"every worker died and none joined within {WORKERS_BACK_S:g} s (killed for "
-            "memory? see the workers' logs); the finished sources are kept in the store: "
-            f"{run_again()} to resume once workers can start"
-        ) from None
+    kept = f"the finished sources are kept in the store: {run_again()} to resume"
+    deadline = time.monotonic() + WORKERS_BACK_S
+    while True:
+        try:
+            # In steps: batch jobs that ended (their walltime) bring no worker back.
+            client.wait_for_workers(1, timeout=max(min(deadline - time.monotonic(), 1.0), 0.01))
+            return
+        except TimeoutError:
+            pass
+        gone = workers_gone(client)
+        if gone:
+            raise RunFailed(f"every worker died, and {gone}; {kept}")
+        if time.monotonic() >= deadline:
+            raise RunFailed(
+                f"every worker died and none joined within {WORKERS_BACK_S:g} s (killed for "
+                f"memory, or their batch jobs' walltime? see the workers' logs); {kept} once "
+                "workers can start"
+            )
 
 
 #: How many times in a row a survey sends its model again after every worker holding it

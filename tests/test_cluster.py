@@ -496,3 +496,27 @@ def test_a_cuda_survey_on_an_existing_schedulers_workers_is_checked_on_them(tmp_
         "backend cpu"
     )
     assert not (tmp_path / "survey.zarr").exists()
+
+
+def test_a_batch_cluster_whose_scheduler_cannot_start_here_is_a_clear_error(
+    tmp_path, monkeypatch
+):
+    # `raygrid run --cluster` with an interface this machine lacks (ib0 on a login node)
+    # printed dask-jobqueue's 98-line traceback ("Cluster failed to start"), exit status 1.
+    pytest.importorskip("dask_jobqueue")
+    from raygrid.pipeline import cluster as clusters
+
+    monkeypatch.setattr(clusters.shutil, "which", lambda command: f"/usr/bin/{command}")
+    config = JobQueueConfig(
+        cluster="slurm", interface="nosuchif9", dashboard_address=":0",
+        log_directory=tmp_path / "jobs",
+    )  # fmt: skip
+    with pytest.raises(InputError) as refused:
+        with connect(config):
+            pass
+    said = str(refused.value)
+    assert said.startswith("the slurm cluster did not start: ValueError: 'nosuchif9' is not a")
+    assert said.endswith(
+        "(interface 'nosuchif9', dashboard_address ':0' in the cluster file: is the interface "
+        "one of this machine's (the scheduler runs here), is the port free?)"
+    )

@@ -462,6 +462,24 @@ def test_a_job_whose_workers_all_stop_at_start_says_so_at_once(tmp_path):
     assert "FileNotFoundError" in log and "Exited with exit code 1" in log
 
 
+@pytest.mark.slurm
+@needs_slurm
+def test_a_job_whose_scheduler_cannot_start_says_so_at_once(tmp_path):
+    # An interface its node lacks stopped the job's scheduler at once, and the run waited
+    # its whole timeout for the scheduler file, then said only that it did not appear.
+    workflow, cluster = setup(tmp_path, interface="nosuchif9")
+    started = time.monotonic()
+    job = submit_workflow(workflow, cluster, workdir=tmp_path)
+    assert _wait_for_job(job.job_id) == "FAILED"
+    assert time.monotonic() - started < 75  # the cluster file waits 90 s
+    log = (job.directory / f"job-{job.job_id}.out").read_text()
+    assert (
+        "error: the job's Dask scheduler stopped (exit status 1) before it wrote "
+        f"{job.directory}/scheduler.json: see {job.directory}/scheduler.log; it ends:\n"
+    ) in log, log
+    assert "nosuchif9" in log.split("it ends:")[1]
+
+
 def test_a_job_waiting_for_its_workers_points_at_their_log(tmp_path, monkeypatch):
     from raygrid.pipeline.cluster import WORKERS_ENDED_ENV, WORKERS_LOG_ENV, _wait
 

@@ -1406,11 +1406,22 @@ def test_a_survey_with_no_worker_left_waits_for_one_then_stops_clearly(monkeypat
     client = NoWorkers(joins=False)
     with pytest.raises(rg.RunFailed) as stopped:
         survey._await_workers(client, bar)
-    assert client.waited == [(1, 0.5)]
+    assert client.waited and all(n == 1 and 0 < t <= 0.5 for n, t in client.waited)
     assert str(stopped.value) == (
-        "every worker died and none joined within 0.5 s (killed for memory? see the workers' "
-        "logs); the finished sources are kept in the store: run the same command again to "
-        "resume once workers can start"
+        "every worker died and none joined within 0.5 s (killed for memory, or their batch "
+        "jobs' walltime? see the workers' logs); the finished sources are kept in the store: "
+        "run the same command again to resume once workers can start"
+    )
+    # Worker jobs that ended (their walltime) bring none back: said at once, not after the
+    # whole wait, nor blamed on memory.
+    monkeypatch.setattr(survey, "WORKERS_BACK_S", 600)
+    ended = "the worker job 12 ended (TIMEOUT): see jobs/raygrid-12.err"
+    monkeypatch.setattr(survey, "workers_gone", lambda client: ended)
+    with pytest.raises(rg.RunFailed) as stopped:
+        survey._await_workers(NoWorkers(joins=False), bar)
+    assert str(stopped.value) == (
+        f"every worker died, and {ended}; the finished sources are kept in the store: run "
+        "the same command again to resume"
     )
 
 
