@@ -88,25 +88,34 @@ def _size(value: str) -> str:
 
 
 def _worker_memory(value: str) -> str:
-    """A worker's memory (``memory_limit``, ``memory_per_worker``): a size that holds at
-    least what a worker process needs before any data, within Dask's ``terminate``
-    fraction. Less, and the nannies killed the workers as they started, which surfaced as
-    "Stream is closed" or restart loops rather than a word on memory."""
+    """A worker's memory (``memory_limit``, ``memory_per_worker``): a size that holds what
+    a worker process needs before any data and some room for its first task, under Dask's
+    ``pause`` fraction. Less, and the nannies killed the workers as they started ("Stream
+    is closed", restart loops); a 300 MB worker, which passed a check against the
+    ``terminate`` fraction, was paused and restarted over and over on a tiny model."""
     import dask.config
     from dask.utils import format_bytes, parse_bytes
 
     from .memory import WORKER_BYTES
 
     _size(value)  # a size at all, said as for any size
-    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
-    if parse_bytes(value) * fraction < WORKER_BYTES:
+    config = dask.config.get
+    terminate = config("distributed.worker.memory.terminate", 0.95) or 1.0
+    pause = config("distributed.worker.memory.pause", 0.8) or terminate
+    if parse_bytes(value) * pause < WORKER_BYTES + _FIRST_TASK_BYTES:
         raise ValueError(
             f"{value!r} is less than a worker needs before any data: about "
             f"{format_bytes(WORKER_BYTES)} (Python, Dask, raygrid, Numba and the solver's "
-            f"code), and Dask stops a worker at {fraction:.0%} of its limit; give at least "
-            "1GB"
+            f"code) and {format_bytes(_FIRST_TASK_BYTES)} of room for its first task, and "
+            f"Dask pauses a worker at {pause:.0%} of its limit (and stops it at "
+            f"{terminate:.0%}); give at least 1GB"
         )
     return value
+
+
+#: Room a worker needs beyond its code for its first task's data and compile, in the
+#: smallest memory a cluster file may give it (:func:`_worker_memory`).
+_FIRST_TASK_BYTES = 2**27
 
 
 def _memory_limit(value: str) -> str:

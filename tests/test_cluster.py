@@ -81,7 +81,7 @@ def test_default_is_a_local_cluster():
             ":2: memory_limit: Value error, '200MB' is less than a worker needs before any "
             "data: about 250.00 MiB",
         ),
-        ("cluster: slurm\nmemory_per_worker: 256MiB\n", "'256MiB' is less than a worker needs"),
+        ("cluster: slurm\nmemory_per_worker: 300MB\n", "'300MB' is less than a worker needs"),
     ],
 )
 def test_bad_cluster_files(tmp_path, text, message):
