@@ -616,7 +616,7 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
     late = f"; are they still queued ({queue})? Their logs go to {config.log_directory}"
     _wait(
         client, 1, max(deadline - time.monotonic(), 0.001), "from the worker jobs",
-        _jobs_ended(config, jobs.submitted), late=late, limit=config.wait_timeout,
+        _jobs_ended(config, jobs.submitted, echo), late=late, limit=config.wait_timeout,
     )  # fmt: skip
 
 
@@ -630,12 +630,21 @@ _SLURM_ENDED = {
 }  # fmt: skip
 
 
+#: What a worker job's end state says of its cluster file, where it says something.
+_JOB_ENDS = {
+    "TIMEOUT": ": its walltime, {config.walltime} in the cluster file, ran out",
+    "OUT_OF_MEMORY": ": killed for memory, {config.memory_per_worker} a worker in the cluster file",
+    "DEADLINE": ": its deadline passed",
+}
+
+
 def _job_states(config: JobQueueConfig, ids: list[str]) -> dict[str, str]:
-    """The batch system's state of each job of ``ids`` it knows: SLURM's names
-    (``RUNNING``, ``FAILED``), PBS's letters (``Q``, ``R``, ``C``, ``F``), or ``"finished"``
-    where ``qstat`` says the job has finished; a job it does not name is left out (gone
-    from its memory, or on another cluster or server). Raises ``OSError`` or
-    ``subprocess.TimeoutExpired`` when it cannot be asked."""
+    """The batch system's state of each job of ``ids`` it knows: SLURM's name and reason
+    (``RUNNING None``, ``PENDING Priority``, ``FAILED NonZeroExitCode``), PBS's letters
+    (``Q``, ``R``, ``C``, ``F``), or ``"finished"`` where ``qstat`` says the job has
+    finished; a job it does not name is left out (gone from its memory, or on another
+    cluster or server). Raises ``OSError`` or ``subprocess.TimeoutExpired`` when it
+    cannot be asked."""
     import subprocess
 
     def ask(command: list[str]) -> subprocess.CompletedProcess:
@@ -643,11 +652,11 @@ def _job_states(config: JobQueueConfig, ids: list[str]) -> dict[str, str]:
 
     states = {}
     if config.cluster == "slurm":
-        answer = ask(["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(ids)])
+        answer = ask(["squeue", "-h", "-t", "all", "-o", "%i %T %r", "-j", ",".join(ids)])
         for line in answer.stdout.splitlines():
             job, _, state = line.strip().partition(" ")
             if job in ids:
-                states[job] = state.strip()
+                states[job] = state.strip()  # with the reason: "PENDING PartitionNodeLimit"
         return states
     for job in ids:  # one at a time: qstat answers for the others past one it cannot find
         answer = ask(["qstat", job])
@@ -660,7 +669,35 @@ def _job_states(config: JobQueueConfig, ids: list[str]) -> dict[str, str]:
     return states
 
 
-def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | None]:
+#: SLURM's reasons for a pending job that its partition cannot start as asked (until an
+#: administrator changes it), and what in a cluster file asks for it.
+SLURM_CANNOT_START = {
+    "PartitionNodeLimit": "more nodes than the partition gives a job, or nodes that are "
+    "down (workers / workers_per_node nodes)",
+    "PartitionTimeLimit": "a longer walltime than the partition allows",
+    "PartitionConfig": "more CPUs, memory or GPUs on a node than the partition's nodes have "
+    "(cores_per_worker and gpus_per_worker times workers_per_node, memory_per_worker)",
+    "BadConstraints": "constraints (job_directives) that no node of the partition meets",
+    "QOSMaxWallDurationPerJobLimit": "a longer walltime than its QOS allows",
+}
+
+
+def cannot_start(job: str, state: str) -> str | None:
+    """What to say of SLURM job ``job`` whose squeue state and reason are ``state``
+    (``PENDING PartitionNodeLimit``) when its partition cannot start it as asked; else
+    ``None``."""
+    name, _, reason = state.partition(" ")
+    if name != "PENDING" or reason not in SLURM_CANNOT_START:
+        return None
+    return (
+        f"job {job} is pending for {reason}: it asks for {SLURM_CANNOT_START[reason]}, so it "
+        f"may never start; scancel {job} and change the cluster file"
+    )
+
+
+def _jobs_ended(
+    config: JobQueueConfig, ids: list[str], echo: Echo | None = None
+) -> Callable[[], str | None]:
     """What to say once every worker job in ``ids`` has ended (asked of ``squeue`` or
     ``qstat`` at most every 5 s), with the end of the first one's error log; else
     ``None``. A job whose workers stop at start (a wrong ``python``, a failed prologue)
@@ -668,12 +705,13 @@ def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | No
 
     A job the batch system no longer names has ended only if it named it before: a job
     on another cluster (``--clusters``) or server (``queue@server``) is never named by a
-    plain ``squeue``/``qstat``.
+    plain ``squeue``/``qstat``. A job its partition cannot start as asked
+    (:func:`cannot_start`) is said through ``echo``, once.
     """
     import subprocess
     import time
 
-    asked, seen = [0.0], set()
+    asked, seen, said = [0.0], set(), set()
 
     def ended() -> str | None:
         if time.monotonic() - asked[0] < 5.0:
@@ -684,9 +722,13 @@ def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | No
         except (OSError, subprocess.TimeoutExpired):
             return None  # cannot tell: the timeout still ends the wait
         seen.update(states)
-        over = {
-            job for job, state in states.items() if state in _SLURM_ENDED | {"C", "F", "finished"}
-        }
+        for job, state in states.items():
+            stuck = cannot_start(job, state) if config.cluster == "slurm" else None
+            if stuck and echo and job not in said:
+                said.add(job)
+                echo(f"warning: worker {stuck}")
+        ends = _SLURM_ENDED | {"C", "F", "finished"}
+        over = {job for job, state in states.items() if state.split(" ")[0] in ends}
         over |= seen - set(states)  # named before, forgotten since
         if not ids or over != set(ids):
             return None
@@ -694,11 +736,13 @@ def _jobs_ended(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | No
         number = first.split(".")[0]  # PBS: 123.server
         logs = sorted({*config.log_directory.glob(f"*-{first}.err"),
                        *config.log_directory.glob(f"*.e{number}")})  # fmt: skip
-        where = f": see {logs[0]}{_ending(logs[0])}" if logs else (
+        name = states.get(first, "").split(" ")[0]
+        why = _JOB_ENDS.get(name, "").format(config=config)
+        where = f": see {logs[0]}{'' if why else _ending(logs[0])}" if logs else (
             f": see the logs in {config.log_directory}"
         )  # fmt: skip
         jobs = "job " + first if len(ids) == 1 else "jobs " + ", ".join(ids)
-        state = f" ({states[first]})" if first in states else ""
+        state = f" ({name}{why})" if name else ""
         return f"the worker {jobs} ended{state}{where}"
 
     return ended

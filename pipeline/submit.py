@@ -35,6 +35,7 @@ from .cluster import (
     WORKERS_ENDED_ENV,
     WORKERS_LOG_ENV,
     JobQueueConfig,
+    cannot_start,
     gpus_unmatched,
     memory_bytes,
     read_cluster,
@@ -513,4 +514,34 @@ def submit_workflow(
             f"in {directory})"
         )
     job_id = done.stdout.strip().split(";")[0].strip()
+    if tool == "sbatch" and job_id:
+        _warn_if_stuck(job_id)
     return Job(script, directory, shown, job_id)
+
+
+def _warn_if_stuck(job_id: str, wait: float = 3.0) -> None:
+    """Warn if SLURM holds the job just submitted for a reason that will not pass (more
+    nodes or CPUs than its partition has: :func:`~raygrid.pipeline.cluster.cannot_start`),
+    asked for ``wait`` seconds at most: the controller gives a pending job its reason at its
+    next scheduling pass. Such a job sat in the queue without a word until cancelled."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            answer = subprocess.run(
+                ["squeue", "-h", "-o", "%T %r", "-j", job_id],
+                capture_output=True, text=True, timeout=10,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        state = answer.stdout.strip()
+        said = cannot_start(job_id, state)
+        if said:
+            warn_input(said)
+            return
+        if not state.startswith("PENDING"):  # running, or gone: nothing to say
+            return
+        if state.split(" ")[-1] not in ("None", ""):  # a reason that passes (Priority)
+            return
+        time.sleep(0.5)

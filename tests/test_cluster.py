@@ -498,9 +498,7 @@ def test_a_cuda_survey_on_an_existing_schedulers_workers_is_checked_on_them(tmp_
     assert not (tmp_path / "survey.zarr").exists()
 
 
-def test_a_batch_cluster_whose_scheduler_cannot_start_here_is_a_clear_error(
-    tmp_path, monkeypatch
-):
+def test_a_batch_cluster_whose_scheduler_cannot_start_here_is_a_clear_error(tmp_path, monkeypatch):
     # `raygrid run --cluster` with an interface this machine lacks (ib0 on a login node)
     # printed dask-jobqueue's 98-line traceback ("Cluster failed to start"), exit status 1.
     pytest.importorskip("dask_jobqueue")

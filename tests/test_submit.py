@@ -480,6 +480,16 @@ def test_a_job_whose_scheduler_cannot_start_says_so_at_once(tmp_path):
     assert "nosuchif9" in log.split("it ends:")[1]
 
 
+@pytest.mark.slurm
+@needs_slurm
+def test_a_job_its_partition_cannot_start_is_warned_about(tmp_path):
+    # More CPUs a node than the partition's nodes have: the job sat pending without a word.
+    workflow, cluster = setup(tmp_path, cores_per_worker=512)
+    with pytest.warns(rg.InputWarning, match=r"is pending for PartitionConfig: it asks for "):
+        job = submit_workflow(workflow, cluster, workdir=tmp_path)
+    subprocess.run(["scancel", job.job_id], check=True)
+
+
 def test_a_job_waiting_for_its_workers_points_at_their_log(tmp_path, monkeypatch):
     from raygrid.pipeline.cluster import WORKERS_ENDED_ENV, WORKERS_LOG_ENV, _wait
 
@@ -617,6 +627,28 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
         f"the worker jobs 25, 26 ended: see {tmp_path / 'raygrid-25.err'}; it ends:\n"
         "  Traceback ...\n  OSError: no such python"
     )
+    # Their walltime: said as such (its log ends in the workers' own closing lines).
+    answers = iter([{"25": "RUNNING None"}, {"25": "TIMEOUT None"}])
+    ended = clusters._jobs_ended(config, ["25"])
+    clock[0] += 5.0
+    assert ended() is None
+    clock[0] += 5.0
+    assert ended() == (
+        "the worker job 25 ended (TIMEOUT: its walltime, 01:00:00 in the cluster file, ran "
+        f"out): see {tmp_path / 'raygrid-25.err'}"
+    )
+    # A job its partition cannot start: said once, as a warning, and waited for.
+    answers = iter([{"25": "PENDING PartitionNodeLimit"}] * 2)
+    warned = []
+    ended = clusters._jobs_ended(config, ["25"], warned.append)
+    for _ in range(2):
+        clock[0] += 5.0
+        assert ended() is None
+    assert warned == [
+        "warning: worker job 25 is pending for PartitionNodeLimit: it asks for more nodes "
+        "than the partition gives a job, or nodes that are down (workers / workers_per_node "
+        "nodes), so it may never start; scancel 25 and change the cluster file"
+    ]
 
 
 def test_importing_dask_jobqueue_keeps_the_ctrl_c_handler():
