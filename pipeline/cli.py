@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import select
 import signal
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from .errors import InputError, InputWarning, RunFailed, full_disk, run_again
+from .errors import RESUME_ENV, InputError, InputWarning, RunFailed, full_disk, run_again
 from .version import __version__
 
 __all__ = ["main"]
@@ -114,7 +115,8 @@ def _kept(store: str | Path, pictures: bool = True) -> str:
     workflow draws some)."""
     from .store import open_store
 
-    again = f"{run_again()} (without --overwrite)"
+    # A submitted job's way to resume (RESUME_ENV) is a command of its own, without it.
+    again = run_again() if os.environ.get(RESUME_ENV) else f"{run_again()} (without --overwrite)"
     try:
         state = open_store(store)
     except Exception:  # a store stopped while it was made: zarr raises several kinds
@@ -190,6 +192,9 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         else:
             said = "nothing was written"
         how = "interrupted" if stopped_by == signal.SIGINT else "terminated (SIGTERM)"
+        if stopped_by == signal.SIGTERM and os.environ.get(RESUME_ENV):
+            # A batch job's SIGTERM is most often its time limit.
+            said += " (with a longer walltime in its cluster file, if it ran out)"
         click.echo(f"{how}: {said}", err=True)
         sys.exit(128 + stopped_by)  # the shell's status for a command ended by that signal
 

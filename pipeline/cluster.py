@@ -1038,7 +1038,9 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
         "walltime": config.walltime,
         "job_name": _unquoted(config.job_name, "job_name"),
         "job_extra_directives": directives,
-        "job_script_prologue": list(config.prologue),
+        # A failing line stops the job, as in `raygrid submit`'s (set -e there): here the
+        # workers started without the environment it was to set up, and the run went on.
+        "job_script_prologue": ["set -e", *config.prologue, "set +e"] if config.prologue else [],
         "log_directory": _unquoted(config.log_directory, "log_directory"),
         "local_directory": _unquoted(config.local_directory, "local_directory"),
         "scheduler_options": (

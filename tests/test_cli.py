@@ -742,7 +742,19 @@ def test_a_run_inside_a_submitted_job_says_to_submit_it_again(tmp_path, monkeypa
     monkeypatch.setenv("RAYGRID_RESUME", "submit the job again (raygrid submit w.yaml ...)")
     result = _invoked_stopping(["run", "survey.yaml"])
     assert result.exit_code == 130, result.output
+    # (Its command has no --overwrite: "(without --overwrite)" doubled the parentheses.)
     assert result.output.splitlines()[-1] == (
         "interrupted: the sources finished so far are in out/survey.zarr; submit the job "
-        "again (raygrid submit w.yaml ...) (without --overwrite) to resume"
+        "again (raygrid submit w.yaml ...) to resume"
+    )
+    # Stopped by its batch system (SIGTERM), most often at its time limit: said so.
+    from raygrid.pipeline import interrupts
+
+    monkeypatch.setattr(interrupts, "stopping_signal", lambda: int(signal.SIGTERM))
+    result = _invoked_stopping(["run", "survey.yaml"])
+    assert result.exit_code == 143, result.output
+    assert result.output.splitlines()[-1] == (
+        "terminated (SIGTERM): the sources finished so far are in out/survey.zarr; submit the "
+        "job again (raygrid submit w.yaml ...) to resume (with a longer walltime in its "
+        "cluster file, if it ran out)"
     )

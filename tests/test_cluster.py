@@ -152,6 +152,9 @@ def test_jobqueue_arguments():
     assert kwargs["worker_extra_args"] == ["--nthreads", "1"]
     cpu = config.model_copy(update={"gpus_per_worker": 0})
     assert "worker_extra_args" not in jobqueue_kwargs(cpu)
+    # A prologue line that fails stops the job, as in raygrid submit's scripts.
+    assert kwargs["job_script_prologue"] == ["set -e", *config.prologue, "set +e"]
+    assert jobqueue_kwargs(config.model_copy(update={"prologue": []}))["job_script_prologue"] == []
     # dask-jobqueue writes these into its job scripts unquoted: a space cut them.
     for key, value in [("job_name", "my survey"), ("log_directory", Path("my jobs"))]:
         with pytest.raises(InputError, match=f"{key} '{value}' holds whitespace, which dask-"):
