@@ -18,6 +18,7 @@ Everything goes into ``<log_directory>/<workflow>-<time>/``: the script, the nod
 from __future__ import annotations
 
 import datetime
+import json
 import shlex
 import shutil
 import subprocess
@@ -436,10 +437,10 @@ def submit_workflow(
     workdir = Path(workdir or Path.cwd()).resolve()
     # A job whose store a running job (or any run) is writing would be refused as it starts,
     # after its queue wait: said now. (A job still queued holds no lock yet.)
+    _refuse_if_queued(config, workdir, workdir / spec.outputs.store)
     with store_lock(workdir / spec.outputs.store):
-        tidy_siblings(
-            store_path(workdir / spec.outputs.store)
-        )  # an old store a killed run moved aside
+        # An old store a killed run moved aside.
+        tidy_siblings(store_path(workdir / spec.outputs.store))
     # The model's values are read (and hashed) only to check an existing store against
     # them: a new store needs none, and a login node need not hold the model.
     resumed = (workdir / spec.outputs.store).exists() and not overwrite
@@ -514,9 +515,51 @@ def submit_workflow(
             f"in {directory})"
         )
     job_id = done.stdout.strip().split(";")[0].strip()
+    # What a later submit of the same store checks (_refuse_if_queued).
+    (directory / SUBMITTED).write_text(
+        json.dumps({"job_id": job_id, "store": str((workdir / spec.outputs.store).resolve())})
+    )
     if tool == "sbatch" and job_id:
         _warn_if_stuck(job_id)
     return Job(script, directory, shown, job_id)
+
+
+#: The file in a submitted job's folder naming its job id and store.
+SUBMITTED = "submitted.json"
+
+
+def _refuse_if_queued(config: JobQueueConfig, workdir: Path, store: Path) -> None:
+    """Refuse a second job for ``store`` while an earlier one (in the cluster file's
+    ``log_directory``) is still queued or running: a job still queued holds no lock yet,
+    and the second took a whole allocation to find the store taken or finished."""
+    from .cluster import _job_states
+
+    store = store.resolve()
+    earlier = {}
+    for record in (workdir / config.log_directory).glob(f"*/{SUBMITTED}"):
+        try:
+            said = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(said, dict) and said.get("store") == str(store) and said.get("job_id"):
+            earlier[str(said["job_id"])] = record.parent
+    if not earlier:
+        return
+    try:
+        states = _job_states(config, sorted(earlier))
+    except (OSError, subprocess.TimeoutExpired):
+        return  # cannot tell: the job's own run refuses a store in use
+    for job, state in sorted(states.items()):
+        name = state.split(" ")[0]
+        if name in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED",
+                    "REQUEUED", "Q", "R", "H", "W", "S", "E", "B"):  # fmt: skip
+            cancel = "scancel" if config.cluster == "slurm" else "qdel"
+            shown = name.lower() if len(name) > 1 else f"in state {name}"  # PBS: one letter
+            raise InputError(
+                f"job {job} ({earlier[job]}) is {shown} for the same store, {store}: wait "
+                f"for it to finish (then submit again, if it did not), or cancel it first "
+                f"({cancel} {job})"
+            )
 
 
 def _warn_if_stuck(job_id: str, wait: float = 3.0) -> None:

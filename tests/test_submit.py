@@ -482,12 +482,25 @@ def test_a_job_whose_scheduler_cannot_start_says_so_at_once(tmp_path):
 
 @pytest.mark.slurm
 @needs_slurm
-def test_a_job_its_partition_cannot_start_is_warned_about(tmp_path):
+def test_a_job_its_partition_cannot_start_is_warned_about_and_holds_its_store(tmp_path):
     # More CPUs a node than the partition's nodes have: the job sat pending without a word.
     workflow, cluster = setup(tmp_path, cores_per_worker=512)
     with pytest.warns(rg.InputWarning, match=r"is pending for PartitionConfig: it asks for "):
         job = submit_workflow(workflow, cluster, workdir=tmp_path)
-    subprocess.run(["scancel", job.job_id], check=True)
+    try:
+        # A second job for the store while the first is queued (it holds no lock yet) was
+        # queued too, and took an allocation to find the store taken or finished.
+        with pytest.raises(InputError) as refused:
+            submit_workflow(workflow, cluster, workdir=tmp_path)
+        assert str(refused.value) == (
+            f"job {job.job_id} ({job.directory}) is pending for the same store, "
+            f"{tmp_path / 'out' / 'survey.zarr'}: wait for it to finish (then submit again, "
+            f"if it did not), or cancel it first (scancel {job.job_id})"
+        )
+    finally:
+        subprocess.run(["scancel", job.job_id], check=True)
+    assert _wait_for_job(job.job_id) == "CANCELLED"
+    assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path) is not None
 
 
 def test_a_job_waiting_for_its_workers_points_at_their_log(tmp_path, monkeypatch):
