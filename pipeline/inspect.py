@@ -14,6 +14,7 @@ from dask.utils import format_bytes
 
 from .errors import InputError
 from .integrity import damage, listed_sources, lost_sources
+from .lock import is_locked
 from .store import StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
 
@@ -122,6 +123,8 @@ def _describe(path: Path, workflow: bool) -> str:
         status = "complete"
     elif done == total:
         status = "all sources done, not finalised: rerun the workflow to finish it"
+    elif is_locked(path):  # a rerun now would be refused
+        status = "partial: a run is writing it now (it holds the store's lock)"
     else:
         status = "partial: rerun the workflow to resume it"
     velocity = dataset["velocity"]

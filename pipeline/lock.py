@@ -21,7 +21,7 @@ from filelock import FileLock, Timeout
 from .errors import InputError
 from .store import check_writable
 
-__all__ = ["lock_path", "store_lock"]
+__all__ = ["is_locked", "lock_path", "store_lock"]
 
 
 def lock_path(store: Path) -> Path:
@@ -83,3 +83,21 @@ def store_lock(store: str | Path) -> Iterator[None]:
                     folder.rmdir()
                 except OSError:  # no longer empty: someone else's now
                     break
+
+
+def is_locked(store: str | Path) -> bool:
+    """Whether a run holds the lock of the store at ``store`` now. Reads only: a store
+    without a lock file (never run by raygrid, or copied) is not locked, and none is made;
+    nor is one whose lock file this process cannot open (a read-only copy)."""
+    path = lock_path(Path(store))
+    if not path.exists():
+        return False
+    lock = FileLock(path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False
+    lock.release()
+    return False

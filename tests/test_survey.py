@@ -998,6 +998,17 @@ def test_every_name_of_a_store_shares_its_lock(tmp_path, monkeypatch):
     assert lock_path(Path(".")) == lock  # "." has no name of its own
 
 
+def test_is_locked_reads_only(tmp_path):
+    from raygrid.pipeline.lock import is_locked, lock_path, store_lock
+
+    store = tmp_path / "survey.zarr"
+    store.mkdir()
+    assert not is_locked(store) and not lock_path(store).exists()  # none made
+    with store_lock(store):
+        assert lock_path(store).exists()
+    assert not is_locked(store)
+
+
 def test_a_run_that_fails_before_it_makes_its_store_leaves_no_lock(tmp_path):
     # A SLURM cluster that refused its worker jobs failed in dask's own close (an
     # AssertionError, not an InputError), and the run left .survey.zarr.lock beside a store
