@@ -492,6 +492,16 @@ def check_workers_gpu(client: Any) -> None:
         )
 
 
+def _footprint(prepared: PreparedWorkflow, spec: StoreSpec) -> Any:
+    """The memory a survey's solves need (:func:`~raygrid.pipeline.memory.footprint`): its
+    model's graph, and per solve, predecessors included where its store keeps rays."""
+    options = prepared.options
+    return footprint(
+        prepared.grid.shape3, prepared.star, options.dtype, backend=options.backend,
+        precompute=options.precompute, predecessors=spec.keeps_rays,
+    )  # fmt: skip
+
+
 def check_survey_memory(
     client: Any, prepared: PreparedWorkflow, spec: StoreSpec, *, local: bool = False
 ) -> None:
@@ -539,11 +549,8 @@ def check_survey_memory(
     compute = prepared.workflow.compute
     if compute.tiles is not None:
         return
-    grid, star, options = prepared.grid, prepared.star, prepared.options
-    cost = footprint(
-        grid.shape3, star, options.dtype, backend=options.backend,
-        precompute=options.precompute, predecessors=spec.keeps_rays,
-    )  # fmt: skip
+    grid, options = prepared.grid, prepared.options
+    cost = _footprint(prepared, spec)
     shape = " x ".join(map(str, grid.shape))
     if options.backend == "cpu":  # the graph is built here, then sent to the workers
         # Only what would lower the need: "precompute: false" was said where it was false.
@@ -587,11 +594,8 @@ def check_workers_memory(
     compute = prepared.workflow.compute
     if compute.tiles is not None:
         return []
-    grid, star, options = prepared.grid, prepared.star, prepared.options
-    cost = footprint(
-        grid.shape3, star, options.dtype, backend=options.backend,
-        precompute=options.precompute, predecessors=spec.keeps_rays,
-    )  # fmt: skip
+    grid, options = prepared.grid, prepared.options
+    cost = _footprint(prepared, spec)
     shape = " x ".join(map(str, grid.shape))
     needs = []
     # The velocity as given, and the float64 slowness (Grid.slowness_at).

@@ -1,4 +1,5 @@
-"""Dask clusters for tests: one worker in the test's own process, and a cluster file."""
+"""Dask clusters for tests: one worker in the test's own process, and a cluster file; and
+another run holding a store's lock."""
 
 from __future__ import annotations
 
@@ -30,3 +31,25 @@ LOCAL_CLUSTER_FILE = {
     "host": "127.0.0.1",
     "dashboard_address": ":0",
 }
+
+
+@contextmanager
+def lock_held_elsewhere(store):
+    """Another process holds the lock of ``store`` (as a run writing it does) for the block,
+    then is killed (SIGKILL: no cleanup of its own, the kernel drops the lock)."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\n"
+         "from raygrid.pipeline.lock import store_lock\n"
+         f"with store_lock({str(store)!r}):\n"
+         "    print('held', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()

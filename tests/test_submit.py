@@ -277,21 +277,12 @@ def test_submit_refuses_a_store_a_running_job_is_writing(tmp_path):
     # job refused once it had its allocation.
     workflow, cluster = setup(tmp_path)
     store = tmp_path / "out" / "survey.zarr"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import time\n"
-         "from raygrid.pipeline.lock import store_lock\n"
-         f"with store_lock({str(store)!r}):\n"
-         "    print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout.readline() == "held\n"
+    from clusters import lock_held_elsewhere
+
+    with lock_held_elsewhere(store):
         with pytest.raises(InputError, match=r"survey.zarr is being written by another raygrid"):
             submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
         assert not (tmp_path / "jobs").exists()
-    finally:
-        holder.kill()
-        holder.wait()
     assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.exists()
     assert not store.exists()  # the lock taken and left, no store made
 

@@ -955,20 +955,11 @@ def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_p
 def test_a_run_on_a_store_another_run_is_writing_is_refused_until_that_run_ends(tmp_path, client):
     # Two runs on one store both solved the pending sources, and one of them failed with a
     # bare "[Errno 39] Directory not empty" as the other removed the raypath parts.
-    import subprocess
-    import sys
-
     path = workflow_file(tmp_path)
     store = tmp_path / "survey.zarr"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\n"
-         "from raygrid.pipeline.lock import store_lock\n"
-         f"with store_lock({str(store)!r}):\n"
-         "    print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout.readline() == "held\n"
+    from clusters import lock_held_elsewhere
+
+    with lock_held_elsewhere(store):
         # Refused at once: before any cluster (this one is unreachable) or store.
         with pytest.raises(InputError) as refused:
             run_workflow(read_workflow(path), cluster=unreachable_cluster(tmp_path))
@@ -978,9 +969,6 @@ def test_a_run_on_a_store_another_run_is_writing_is_refused_until_that_run_ends(
             "one to find its results, or choose another outputs.store"
         )
         assert not store.exists()
-    finally:
-        holder.kill()  # SIGKILL: no cleanup of its own, the kernel drops the lock
-        holder.wait()
     assert run_workflow(read_workflow(path), client=client).attrs["complete"] == 1
 
 
