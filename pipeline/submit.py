@@ -520,7 +520,7 @@ def submit_workflow(
         json.dumps({"job_id": job_id, "store": str((workdir / spec.outputs.store).resolve())})
     )
     if tool == "sbatch" and job_id:
-        _warn_if_stuck(job_id)
+        _warn_if_stuck(config, job_id)
     return Job(script, directory, shown, job_id)
 
 
@@ -562,23 +562,21 @@ def _refuse_if_queued(config: JobQueueConfig, workdir: Path, store: Path) -> Non
             )
 
 
-def _warn_if_stuck(job_id: str, wait: float = 3.0) -> None:
+def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> None:
     """Warn if SLURM holds the job just submitted for a reason that will not pass (more
     nodes or CPUs than its partition has: :func:`~raygrid.pipeline.cluster.cannot_start`),
     asked for ``wait`` seconds at most: the controller gives a pending job its reason at its
     next scheduling pass. Such a job sat in the queue without a word until cancelled."""
     import time
 
+    from .cluster import _job_states
+
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try:
-            answer = subprocess.run(
-                ["squeue", "-h", "-o", "%T %r", "-j", job_id],
-                capture_output=True, text=True, timeout=10,
-            )  # fmt: skip
+            state = _job_states(config, [job_id]).get(job_id, "")
         except (OSError, subprocess.TimeoutExpired):
             return
-        state = answer.stdout.strip()
         said = cannot_start(job_id, state)
         if said:
             warn_input(said)
