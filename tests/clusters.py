@@ -53,3 +53,20 @@ def lock_held_elsewhere(store):
     finally:
         holder.kill()
         holder.wait()
+
+
+def jobqueue_or_skip():
+    """``pytest.importorskip("dask_jobqueue")``, keeping this process's SIGINT handler: the
+    first import of dask-jobqueue sets it to ``sys.exit()`` (its ``runner`` module), which
+    every later test in the process would have (raygrid's own import keeps it:
+    ``cluster._import_jobqueue``)."""
+    import signal
+
+    import pytest
+
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        return pytest.importorskip("dask_jobqueue")
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)

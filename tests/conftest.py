@@ -45,3 +45,41 @@ def pytest_xdist_auto_num_workers(config) -> int:
 # tests/simulator.py (tests/ is on the path: pyproject's pythonpath); it mends the simulator
 # only where it is on.
 simulator.mend()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handling_kept():
+    """Each test leaves the process's SIGINT and SIGTERM handlers, and the signals blocked
+    in its main thread, as it found them.
+
+    Either left changed (a CLI's ``SIG_IGN`` after an interrupted run in this process,
+    dask-jobqueue's ``sys.exit`` handler set on its first import, SIGINT left blocked)
+    changes every later test in the same xdist worker: a Ctrl-C test then saw no
+    ``KeyboardInterrupt``, in an order-dependent failure. They are put back and the test
+    that changed them fails, so the failure is where the change is.
+    """
+    import signal
+    import threading
+
+    watched = (signal.SIGINT, signal.SIGTERM)
+    main = threading.current_thread() is threading.main_thread()
+    masks = hasattr(signal, "pthread_sigmask") and main
+
+    def blocked() -> set:
+        return set(signal.pthread_sigmask(signal.SIG_BLOCK, set())) if masks else set()
+
+    before = {sig: signal.getsignal(sig) for sig in watched}
+    blocked_before = blocked()
+    yield
+    changed = [signal.Signals(s).name for s in watched if signal.getsignal(s) is not before[s]]
+    for sig in watched:
+        if before[sig] is not None and main:
+            signal.signal(sig, before[sig])
+    blocked_after = blocked()
+    if masks:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked_before)
+    assert not changed, f"the test left the handlers of {', '.join(changed)} changed"
+    assert blocked_after == blocked_before, (
+        f"the test left the main thread blocking {sorted(blocked_after - blocked_before)} "
+        f"and not {sorted(blocked_before - blocked_after)}"
+    )

@@ -21,6 +21,8 @@ from raygrid.pipeline.cluster import (
 )
 from raygrid.pipeline.errors import InputError
 
+from clusters import jobqueue_or_skip
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
@@ -504,7 +506,7 @@ def test_a_cuda_survey_on_an_existing_schedulers_workers_is_checked_on_them(tmp_
 def test_a_batch_cluster_whose_scheduler_cannot_start_here_is_a_clear_error(tmp_path, monkeypatch):
     # `raygrid run --cluster` with an interface this machine lacks (ib0 on a login node)
     # printed dask-jobqueue's 98-line traceback ("Cluster failed to start"), exit status 1.
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     from raygrid.pipeline import cluster as clusters
 
     monkeypatch.setattr(clusters.shutil, "which", lambda command: f"/usr/bin/{command}")

@@ -23,6 +23,8 @@ import raygrid.pipeline as rg
 from raygrid.pipeline.errors import InputError
 from raygrid.pipeline.submit import submit_workflow
 
+from clusters import jobqueue_or_skip
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The script tests pair GPU cluster files with this CPU workflow: its warning of idle GPUs
@@ -419,7 +421,7 @@ def test_an_overwrite_job_started_again_resumes_the_store_it_made(tmp_path):
 @pytest.mark.slurm
 @needs_slurm
 def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
     exe = Path(sys.executable).parent / "raygrid"
     run = subprocess.run(
@@ -533,7 +535,7 @@ def test_run_with_worker_jobs_sbatch_refuses_says_so_at_once(tmp_path):
     # A wrong partition printed dask-jobqueue's tracebacks, then "submitted 1 slurm worker
     # job(s)", waited the whole wait_timeout, and ended in an AssertionError from Dask's
     # close, leaving a lock file beside a store it never made.
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1, queue="nosuchqueue")
     exe = Path(sys.executable).parent / "raygrid"
     started = time.monotonic()
@@ -556,7 +558,7 @@ def test_run_with_worker_jobs_sbatch_refuses_says_so_at_once(tmp_path):
 def test_run_with_worker_jobs_that_end_at_start_says_so_with_their_log(tmp_path):
     # A worker job whose worker could not start (here its local_directory) left the run
     # waiting the whole wait_timeout for it.
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     workflow, cluster = setup(
         tmp_path, workers=1, workers_per_node=1, local_directory="/proc/raygrid-no-such"
     )
@@ -580,7 +582,7 @@ def test_run_with_worker_jobs_without_sbatch_or_its_job_id_says_so_at_once(tmp_p
     # No sbatch on PATH (FileNotFoundError), or one whose answer holds no job id (a site's
     # wrapper: ValueError), escaped the refusals kept, and the run waited its whole
     # wait_timeout.
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -654,7 +656,7 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
 def test_importing_dask_jobqueue_keeps_the_ctrl_c_handler():
     # dask_jobqueue.runner sets SIGINT to sys.exit() as it is imported: Ctrl-C of `raygrid
     # run --cluster` exited with status 0 and no word, its store part-written.
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     code = (
         "import signal, sys\n"
         "def mine(*args): pass\n"
@@ -673,7 +675,7 @@ def test_importing_dask_jobqueue_keeps_the_ctrl_c_handler():
 def test_ctrl_c_of_a_run_waiting_for_its_worker_jobs_stops_it_as_an_interrupt(tmp_path):
     import signal
 
-    pytest.importorskip("dask_jobqueue")
+    jobqueue_or_skip()
     workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
     exe = Path(sys.executable).parent / "raygrid"
     run = subprocess.Popen(
