@@ -31,6 +31,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ..kernels import Star, dijkstra
 from .errors import RunFailed
+from .memory import device_memory_said
 from .tiles import Box, Index, TileGrid
 
 __all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled"]
@@ -178,11 +179,16 @@ def solve_tile(
             from ..kernels.cuda.pull_solver import solve_pull
 
             solver_stats: dict = {}
-            new_times, new_predecessor = solve_pull(
-                state.slowness, spacing, star, [(nodes, values)], rule=rule,
-                dtype=times.dtype, times=flat_times[np.newaxis],
-                predecessor=predecessor.reshape(1, -1), stats=solver_stats,
-            )  # fmt: skip
+            hints = ["smaller tiles"]
+            if times.dtype == np.float64:
+                hints.append('precision="float32"')
+            shape = " x ".join(map(str, times.shape))
+            with device_memory_said(f"a tile ({shape} nodes with its halo)", hints):
+                new_times, new_predecessor = solve_pull(
+                    state.slowness, spacing, star, [(nodes, values)], rule=rule,
+                    dtype=times.dtype, times=flat_times[np.newaxis],
+                    predecessor=predecessor.reshape(1, -1), stats=solver_stats,
+                )  # fmt: skip
             flat_times[:] = new_times[0]
             predecessor.reshape(-1)[:] = new_predecessor[0]
             seconds["model"] = solver_stats["setup_model_s"]

@@ -35,6 +35,8 @@ each source's result          times ``itemsize``, and predecessors ``predecessor
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +46,10 @@ from ..kernels import Star
 from ..kernels.heap import heap_capacity
 from .errors import InputError
 
-__all__ = ["Footprint", "footprint", "available_memory", "check_fits", "one_of", "WORKER_BYTES"]
+__all__ = [
+    "Footprint", "footprint", "available_memory", "check_fits", "device_memory_said", "one_of",
+    "WORKER_BYTES",
+]  # fmt: skip
 
 #: What a worker process holds once it has run a task, before counting its data: Python,
 #: Dask, raygrid and Numba imported and the solver's cached machine code loaded. Measured
@@ -138,3 +143,20 @@ def check_fits(needed: int, available: int, what: str, hint: str) -> None:
             f"{what} needs about {format_bytes(needed)} of memory and "
             f"{format_bytes(max(available, 0))} is available; {hint}"
         )
+
+
+@contextmanager
+def device_memory_said(what: str, hints: list[str]) -> Iterator[None]:
+    """A GPU solver refused in the block for the device's memory
+    (:class:`~raygrid.kernels.cuda.memory.DeviceMemoryError`, raised before it allocates
+    anything) as an :class:`InputError` that names ``what`` did not fit and offers
+    ``hints``. The GPU's memory is counted by the solvers themselves
+    (:mod:`raygrid.kernels.cuda.memory`); this module counts the host's."""
+    try:
+        yield
+    except MemoryError as error:
+        from ..kernels.cuda.memory import DeviceMemoryError  # CUDA imported only if it ran
+
+        if not isinstance(error, DeviceMemoryError):
+            raise
+        raise InputError(f"{what} does not fit on this GPU: {error}; try {one_of(hints)}") from None

@@ -29,7 +29,7 @@ from ..kernels import (
 )
 from .errors import InputError, other_case, warn_input
 from .grid import Grid, grid_from_velocity
-from .memory import available_memory, check_fits, footprint, one_of
+from .memory import available_memory, check_fits, device_memory_said, footprint, one_of
 from .models import constant_model, is_number
 from .positions import (
     NAME_COLUMNS,
@@ -300,20 +300,26 @@ def resident_solver(grid: Grid, star: Star, options: Options) -> Any:
         if held is not None and held[0]() is grid and held[1] == settings:
             return held[2]
         _resident.pop("gpu", None)  # the old model's device memory goes first
-        if options.algorithm == "near-far":
-            from ..kernels.cuda.nearfar import NearFarSolver
+        shape = " x ".join(map(str, grid.shape))
+        what = f"the model ({shape} nodes, {star.size} star offsets)"
+        hints = device_memory_hints(options)
+        if options.algorithm == "pull":  # (Near-Far is untiled)
+            hints.append("tiles= (a Dask cluster solves it in tiles)")
+        with device_memory_said(what, hints):
+            if options.algorithm == "near-far":
+                from ..kernels.cuda.nearfar import NearFarSolver
 
-            solver = NearFarSolver(
-                grid.slowness, grid.spacing3, star, rule=options.rule,
-                precomputed=options.precompute, dtype=options.dtype,
-            )  # fmt: skip
-        else:
-            from ..kernels.cuda.pull_solver import PullSolver
+                solver = NearFarSolver(
+                    grid.slowness, grid.spacing3, star, rule=options.rule,
+                    precomputed=options.precompute, dtype=options.dtype,
+                )  # fmt: skip
+            else:
+                from ..kernels.cuda.pull_solver import PullSolver
 
-            solver = PullSolver(
-                grid.slowness, grid.spacing3, star, rule=options.rule,
-                precomputed=options.precompute, dtype=options.dtype, batch=options.batch,
-            )  # fmt: skip
+                solver = PullSolver(
+                    grid.slowness, grid.spacing3, star, rule=options.rule,
+                    precomputed=options.precompute, dtype=options.dtype, batch=options.batch,
+                )  # fmt: skip
 
         def forget(reference: weakref.ref) -> None:
             # Runs when the grid is collected, in any thread, so without the lock (which that
@@ -323,6 +329,20 @@ def resident_solver(grid: Grid, star: Star, options: Options) -> Any:
 
         _resident["gpu"] = (weakref.ref(grid, forget), settings, solver)
         return solver
+
+
+def device_memory_hints(options: Options) -> list[str]:
+    """What a GPU solve with ``options`` can change to need less device memory."""
+    hints = []
+    if options.precompute:
+        hints.append("precompute=False")
+    if options.precision == "float64":
+        hints.append('precision="float32"')
+    if options.algorithm == "pull" and options.batch > 1:
+        hints.append("a smaller batch (a workflow's compute.cuda_batch)")
+    if options.algorithm == "near-far":
+        hints.append('algorithm="pull" (less memory per node, and it can be tiled)')
+    return hints
 
 
 def solve_seeds(

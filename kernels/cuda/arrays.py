@@ -278,11 +278,7 @@ class Staging:
     """
 
     def __init__(self, arrays: dict[str, tuple[tuple[int, ...], type]]) -> None:
-        offsets, end = {}, 0
-        for name, (shape, dtype) in arrays.items():
-            offsets[name] = end
-            size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-            end += -(-max(size, 1) // _ALIGN) * _ALIGN
+        offsets, end = self._offsets(arrays)
         self._host = cuda.pinned_array(end, dtype=np.uint8)
         self._device = cuda.device_array(end, dtype=np.uint8)
         self._sent = cuda.event()  # recorded after each upload (the simulator takes no flag)
@@ -292,6 +288,20 @@ class Staging:
             stop = start + int(np.prod(shape)) * np.dtype(dtype).itemsize
             self.host[name] = self._host[start:stop].view(dtype).reshape(shape)
             self.device[name] = self._device[start:stop].view(dtype).reshape(shape)
+
+    @staticmethod
+    def _offsets(arrays: dict[str, tuple[tuple[int, ...], type]]) -> tuple[dict, int]:
+        offsets, end = {}, 0
+        for name, (shape, dtype) in arrays.items():
+            offsets[name] = end
+            size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            end += -(-max(size, 1) // _ALIGN) * _ALIGN
+        return offsets, end
+
+    @classmethod
+    def nbytes(cls, arrays: dict[str, tuple[tuple[int, ...], type]]) -> int:
+        """Bytes of the device buffer (and of the pinned one) for ``arrays``."""
+        return cls._offsets(arrays)[1]
 
     def upload(self) -> None:
         """Copy every array to the device (asynchronously, in stream order)."""

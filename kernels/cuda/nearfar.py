@@ -29,6 +29,7 @@ from ..star import Star
 from .arrays import from_padded, padded_slowness
 from .device import edge_weight_gpu, simulating
 from .launch import prepared_launch
+from .memory import check_device_memory
 from .predecessor import recover_predecessors, star_tables
 from .weights import precompute_weights_gpu
 
@@ -36,6 +37,7 @@ __all__ = [
     "DELTA_FACTOR",
     "default_delta",
     "NearFarSolver",
+    "near_far_device_bytes",
     "solve_near_far",
     "near_far_kernels",
 ]
@@ -416,6 +418,10 @@ class NearFarSolver:
         n_padded = int(np.prod(layout.padded))
         if n_padded >= np.iinfo(np.int32).max:
             raise ValueError(f"grid too large for int32 node indices ({n_padded} padded nodes)")
+        check_device_memory(
+            near_far_device_bytes(layout, star, precomputed=precomputed, dtype=dtype),
+            f"the CUDA Near-Far solver of {self.n_real:,} nodes",
+        )
         self._slowness = padded_slowness(layout, slowness)  # padded on the device
         if delta is None:  # (from a model now known to be finite and positive)
             self.delta = delta = default_delta(slowness, spacing, star)
@@ -568,6 +574,35 @@ class NearFarSolver:
                 self._weights if self.precomputed else None, threads=self.threads,
             )  # fmt: skip
             from_padded(layout, padded_predecessor, out_predecessor[rows], self._predecessor_real)
+
+
+def near_far_device_bytes(
+    layout: PaddedLayout, star: Star, *, precomputed: bool = False, dtype: type = np.float64
+) -> int:
+    """Device memory a :class:`NearFarSolver` on ``layout`` holds (as its constructor
+    allocates it), checked before it allocates any.
+
+    Per padded node: the slowness (8 bytes), the time (8: a float64, or a float32 packed
+    with its predecessor), two frontier stamps (4 each), precomputed, half the star's
+    weights and, in float64, the predecessors a solve recovers after its search; per real
+    node: two near and three far frontier slots (4 each) and one source's times and
+    predecessors on their way out.
+    """
+    itemsize, predecessor = np.dtype(dtype).itemsize, star.predecessor_dtype.itemsize
+    padded = int(np.prod(layout.padded, dtype=np.int64))
+    nodes = int(np.prod(layout.shape, dtype=np.int64))
+    weights = padded * star.forward.shape[0] if precomputed else 1
+    tables = star.offsets.shape[0] * (24 + 8 + 8 + 1)  # offsets, steps, half, is_forward
+    # In float64 a solve recovers the predecessors in a pass of its own, with its own tables.
+    recovered = padded * predecessor + tables + itemsize if np.dtype(dtype) == np.float64 else 0
+    return (
+        padded * (8 + 8 + 4 + 4)
+        + weights * itemsize
+        + recovered
+        + nodes * (5 * 4 + 8 + predecessor)
+        + 8 * CONTROL_SIZE
+        + tables
+    )
 
 
 def solve_near_far(

@@ -41,6 +41,7 @@ from .arrays import (
 )
 from .device import simulating
 from .launch import prepared_launch
+from .memory import check_device_memory
 from .pull import (
     DEFAULT_BLOCK_2D,
     DEFAULT_BLOCK_3D,
@@ -56,8 +57,8 @@ from .pull import (
 from .weights import precompute_weights_gpu
 
 __all__ = [
-    "PullSolver", "solve_pull", "pull_layout", "check_launch", "default_delta", "DELTA_TILES",
-    "SCHEDULES",
+    "PullSolver", "solve_pull", "pull_layout", "pull_device_bytes", "check_launch",
+    "default_delta", "DELTA_TILES", "SCHEDULES",
 ]  # fmt: skip
 
 logger = logging.getLogger("raygrid")
@@ -232,6 +233,13 @@ class PullSolver:
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
+        check_device_memory(
+            pull_device_bytes(
+                layout, star, precomputed=precomputed, dtype=dtype, batch=batch,
+                schedule=schedule,
+            ),
+            f"the CUDA pull solver of {slowness.size:,} nodes",
+        )  # fmt: skip
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
         self.schedule = schedule
         self._lock = threading.Lock()
@@ -293,19 +301,7 @@ class PullSolver:
         schedules' update map (each tile's pending time, queued flag and the queue, by pass
         parity; the queue lengths and smallest pending times, rings of three), the seeds,
         and the star's lengths, sent to the device in one copy per batch."""
-        n_tiles, dtype = self.layout.n_blocks, self.dtype
-        self._staging = Staging({
-            "pending": ((2, n_tiles), np.float64),
-            "queued": ((2, n_tiles), np.int32),
-            "queue": ((2, n_tiles), np.int32),
-            "counts": ((3,), np.int32),
-            "lowest": ((3,), np.float64),
-            "seed_index": ((seeds,), np.int64),
-            "seed_time": ((seeds,), dtype),
-            "seed_predecessor": ((seeds,), self.star.predecessor_dtype),
-            "reach": (self._length.shape, np.float64),
-            "length": (self._length.shape, np.float64),
-        })  # fmt: skip
+        self._staging = Staging(_staged(self.layout, self.star, self.dtype, seeds))
         host = self._staging.host
         host["seed_predecessor"][:] = -1
         host["reach"][:] = reach_lengths(self._length)
@@ -536,6 +532,61 @@ class PullSolver:
             self._pass_launch = (self.delta, launch)
         launch = self._pass_launch[1]
         return _run_passes(launch, self.layout, arguments, self._limit, seconds, self._snapshot)
+
+
+def _staged(layout: PaddedLayout, star: Star, dtype: np.dtype, seeds: int) -> dict:
+    """The arrays a batch stages (:meth:`PullSolver._stage`), as :class:`Staging` takes them."""
+    n_tiles, n_forward = layout.n_blocks, star.forward.shape[0]
+    return {
+        "pending": ((2, n_tiles), np.float64),
+        "queued": ((2, n_tiles), np.int32),
+        "queue": ((2, n_tiles), np.int32),
+        "counts": ((3,), np.int32),
+        "lowest": ((3,), np.float64),
+        "seed_index": ((seeds,), np.int64),
+        "seed_time": ((seeds,), dtype),
+        "seed_predecessor": ((seeds,), star.predecessor_dtype),
+        "reach": ((n_forward,), np.float64),
+        "length": ((n_forward,), np.float64),
+    }
+
+
+def pull_device_bytes(
+    layout: PaddedLayout,
+    star: Star,
+    *,
+    precomputed: bool = False,
+    dtype: type = np.float64,
+    batch: int = 1,
+    schedule: str = "passes",
+) -> int:
+    """Device memory a :class:`PullSolver` of ``layout`` holds (every array it keeps, as
+    :meth:`PullSolver.__init__` allocates them), checked before it allocates any.
+
+    Per padded node ``P``: the slowness (8 bytes), ``batch`` times and predecessors, a
+    pass stamp (4, not for ``"phases"``) and, precomputed, half the star's weights; per
+    real node: one source's times and predecessors on their way out; per tile: the update
+    map's stamps and staged state (and, for ``"phases"``, the tile queue).
+    """
+    itemsize, predecessor = np.dtype(dtype).itemsize, star.predecessor_dtype.itemsize
+    padded = int(np.prod(layout.padded, dtype=np.int64))
+    nodes = int(np.prod(layout.shape, dtype=np.int64))
+    weights = padded * star.forward.shape[0] if precomputed else 1
+    stamps = 1 if schedule == "phases" else padded
+    # A phases solve's tile queue (tile_queue.first_phase), sent with each batch: per tile
+    # its pending time, state, near slot, two far slots and far mark.
+    queue = 32 * (layout.n_blocks + 1) + 4 * tile_queue.CONTROL_SIZE + 16
+    return (
+        8 * padded
+        + weights * itemsize
+        + batch * padded * (itemsize + predecessor)
+        + nodes * (itemsize + predecessor)
+        + 4 * stamps
+        + 4 * layout.n_blocks
+        + 8 * 6  # the statistics' counters
+        + Staging.nbytes(_staged(layout, star, np.dtype(dtype), SEED_ROOM * batch))
+        + (queue if schedule == "phases" else 0)
+    )
 
 
 def solve_pull(
