@@ -175,3 +175,29 @@ def test_a_tile_too_large_for_the_gpu_says_smaller_tiles(monkeypatch):
         "this GPU: the CUDA pull solver of"
     )
     assert str(refused.value).endswith('try smaller tiles, or precision="float32"')
+
+
+def test_free_memory_is_read_after_numbas_deferred_frees_and_may_be_unknown(monkeypatch):
+    events = []
+
+    class Deallocations:
+        def clear(self):
+            events.append("cleared")
+
+    class Context:
+        deallocations = Deallocations()
+
+        def get_memory_info(self):
+            events.append("read")
+            return 5 * 2**30, 80 * 2**30
+
+    monkeypatch.setattr(cuda, "current_context", Context)
+    assert memory.device_memory() == (5 * 2**30, 80 * 2**30)
+    assert events == ["cleared", "read"]  # a dropped solver's memory counts as free
+
+    def unknown(self):
+        raise NotImplementedError  # an external memory manager that cannot say
+
+    monkeypatch.setattr(Context, "get_memory_info", unknown)
+    assert memory.device_memory() == (float("inf"), float("inf"))
+    memory.check_device_memory(2**50, "a solve")  # not checked
