@@ -299,12 +299,15 @@ def resident_solver(grid: Grid, star: Star, options: Options) -> Any:
         held = _resident.get("gpu")
         if held is not None and held[0]() is grid and held[1] == settings:
             return held[2]
-        _resident.pop("gpu", None)  # the old model's device memory goes first
+        # The old model's device memory goes first (this reference too: the new model's
+        # memory check counted it as taken).
+        held = None
+        _resident.pop("gpu", None)
         shape = " x ".join(map(str, grid.shape))
         what = f"the model ({shape} nodes, {star.size} star offsets)"
         hints = device_memory_hints(options)
         if options.algorithm == "pull":  # (Near-Far is untiled)
-            hints.append("tiles= (a Dask cluster solves it in tiles)")
+            hints.append("traveltime(..., tiles=) for one source at a time on a Dask cluster")
         with device_memory_said(what, hints):
             if options.algorithm == "near-far":
                 from ..kernels.cuda.nearfar import NearFarSolver
@@ -336,7 +339,9 @@ def device_memory_hints(options: Options) -> list[str]:
     hints = []
     if options.precompute:
         hints.append("precompute=False")
-    if options.precision == "float64":
+    # (Near-Far packs a float32 time with its predecessor in 8 bytes, as a float64 takes:
+    # float32 saves it little but its precomputed weights' half.)
+    if options.precision == "float64" and (options.algorithm == "pull" or options.precompute):
         hints.append('precision="float32"')
     if options.algorithm == "pull" and options.batch > 1:
         hints.append("a smaller batch (a workflow's compute.cuda_batch)")

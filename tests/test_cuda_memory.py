@@ -112,8 +112,9 @@ def test_a_near_far_solver_holds_what_it_counted(monkeypatch, dtype, precomputed
     assert_counted(expected, counted)
 
 
-def small_gpu(monkeypatch, free: int, total: int = 16 * 2**30) -> None:
-    monkeypatch.setattr(memory, "device_memory", lambda: (free, total))
+def small_gpu(monkeypatch, free: int, total: int = 16 * 2**30, held=None) -> None:
+    """A GPU with ``free`` bytes free, less what ``held`` (:class:`DeviceBytes`) holds now."""
+    monkeypatch.setattr(memory, "device_memory", lambda: (free - (held.held if held else 0), total))
 
 
 @pytest.mark.parametrize("solver", [PullSolver, NearFarSolver])
@@ -146,7 +147,8 @@ def test_the_api_says_what_would_fit_on_the_gpu(monkeypatch):
     )
     assert str(refused.value).endswith(
         "of GPU memory and the GPU has 256.00 MiB free (of 80.00 GiB); try precompute=False, "
-        'precision="float32", or tiles= (a Dask cluster solves it in tiles)'
+        'precision="float32", or traveltime(..., tiles=) for one source at a time on a Dask '
+        "cluster"
     )
     only_pull = r'try algorithm="pull" \(less memory per node, and it can be tiled\)$'
     with pytest.raises(InputError, match=only_pull):
@@ -201,3 +203,38 @@ def test_free_memory_is_read_after_numbas_deferred_frees_and_may_be_unknown(monk
     monkeypatch.setattr(Context, "get_memory_info", unknown)
     assert memory.device_memory() == (float("inf"), float("inf"))
     memory.check_device_memory(2**50, "a solve")  # not checked
+
+
+def test_a_tile_solve_counts_its_boundary_seeds_and_starting_times(monkeypatch):
+    # A decomposition tile is seeded along its boundary strips (thousands of nodes on a
+    # large tile) and starts from its last times: both are device memory too.
+    from raygrid.kernels.cuda.pull_solver import solve_pull
+
+    star = forward_star((2, 0, 2))
+    slowness = slowness_model()
+    nodes = np.arange(0, slowness.size, 2)  # 111 seeds, more than the default room (64)
+    seeds = [(nodes, np.full(nodes.size, 0.01))]
+    times = np.full((1, slowness.size), np.inf)
+    block = (2, 1, 4)
+    counted = DeviceBytes(monkeypatch)
+    start = np.full((1, slowness.size), -1, star.predecessor_dtype)
+    solve_pull(slowness, SPACING, star, seeds, block=block, times=times, predecessor=start)
+    layout = pull_layout(SHAPE, star.radius, block)
+    expected = pull_device_bytes(layout, star, seed_room=nodes.size)
+    # The starting times and predecessors are uploaded on top, one at a time.
+    assert_counted(expected + times.nbytes, counted)
+    # A GPU that holds the solver but not its starting times on top refuses the solve.
+    counted = DeviceBytes(monkeypatch)
+    small_gpu(monkeypatch, free=expected + DEVICE_HEADROOM + times.nbytes - 1, held=counted)
+    with pytest.raises(DeviceMemoryError, match=r"^the starting times of 1 source\(s\) on 221"):
+        solve_pull(slowness, SPACING, star, seeds, block=block, times=times, predecessor=start)
+
+
+def test_a_device_memory_error_travels_from_a_worker_whole():
+    import pickle
+
+    error = DeviceMemoryError("the CUDA pull solver of 5 nodes", 3 * 2**30, 2**30, 80 * 2**30)
+    said = "the CUDA pull solver of 5 nodes needs about 3.00 GiB of GPU memory and the GPU has "
+    assert str(error) == said + "1.00 GiB free (of 80.00 GiB)"
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error) and again.needed == error.needed

@@ -100,3 +100,22 @@ def test_ci_runs_the_readme_test_command_unchanged():
     assert len(block) == 2 and "pytest" in block[1], block
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert block[1] in ci
+
+
+def test_the_kernels_import_no_dask_xarray_or_zarr():
+    # raygrid.kernels is numeric kernels only (its docstring): a CUDA solver's message once
+    # borrowed Dask's byte formatter.
+    modules = sorted(
+        "raygrid.kernels." + ".".join(path.relative_to(ROOT / "kernels").with_suffix("").parts)
+        for path in (ROOT / "kernels").rglob("*.py")
+        if path.name != "__init__.py"
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "print(sorted(m for m in ('dask', 'distributed', 'xarray', 'zarr') if m in sys.modules))\n"
+    )
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "[]\n"

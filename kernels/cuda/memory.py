@@ -11,7 +11,6 @@ function, next to its allocations) and calls :func:`check_device_memory`.
 
 from __future__ import annotations
 
-from dask.utils import format_bytes
 from numba import cuda
 
 __all__ = ["DeviceMemoryError", "DEVICE_HEADROOM", "device_memory", "check_device_memory"]
@@ -26,18 +25,32 @@ DEVICE_HEADROOM = 256 * 2**20
 class DeviceMemoryError(MemoryError):
     """A GPU solver would need more device memory than the GPU has free.
 
-    Attributes
+    Parameters
     ----------
+    what : str
+        What needs the memory (``"the CUDA pull solver of 2,563,201 nodes"``).
     needed, free, total : int
-        Bytes the solver would hold, free on the device now, and the device's total.
+        Bytes it would hold, free on the device now, and the device's total.
     """
 
     def __init__(self, what: str, needed: int, free: int, total: int) -> None:
-        self.needed, self.free, self.total = needed, free, total
-        super().__init__(
-            f"{what} needs about {format_bytes(needed)} of GPU memory and the GPU has "
-            f"{format_bytes(free)} free (of {format_bytes(total)})"
+        super().__init__(what, needed, free, total)  # all four: it pickles (Dask tasks)
+        self.what, self.needed, self.free, self.total = what, needed, free, total
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what} needs about {_bytes(self.needed)} of GPU memory and the GPU has "
+            f"{_bytes(self.free)} free (of {_bytes(self.total)})"
         )
+
+
+def _bytes(n: float) -> str:
+    """``n`` bytes in binary units, as Dask's ``format_bytes`` writes them (the kernels do
+    not import Dask)."""
+    for prefix, k in (("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("ki", 1)):
+        if n >= 0.9 * 1024**k:
+            return f"{n / 1024**k:.2f} {prefix}B"
+    return f"{int(n)} B"
 
 
 def device_memory() -> tuple[float, float]:
@@ -61,8 +74,21 @@ def device_memory() -> tuple[float, float]:
 
 
 def check_device_memory(needed: int, what: str) -> None:
-    """Raise :class:`DeviceMemoryError` if ``needed`` bytes (and :data:`DEVICE_HEADROOM`)
-    exceed the current device's free memory; ``what`` names what needs them."""
+    """Refuse an allocation of ``needed`` bytes the current device cannot hold.
+
+    Parameters
+    ----------
+    needed : int
+        Bytes about to be allocated.
+    what : str
+        What needs them, for the message.
+
+    Raises
+    ------
+    DeviceMemoryError
+        If ``needed`` and :data:`DEVICE_HEADROOM` exceed the device's free memory
+        (:func:`device_memory`).
+    """
     free, total = device_memory()
     if needed + DEVICE_HEADROOM > free:
         raise DeviceMemoryError(what, needed, int(free), int(total))

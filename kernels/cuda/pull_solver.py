@@ -194,6 +194,10 @@ class PullSolver:
         smallest over all queued tiles; the others wait. ``None``: :data:`DELTA_TILES`
         tiles' worth of the model's median slowness; ``numpy.inf``: every queued tile in
         every pass. Any value gives the same times; it sets how much work is repeated.
+    seed_room : int, optional
+        Seeds of a batch (all its sources together) the solver makes room for as it is
+        built, and counts in its device memory; default :data:`SEED_ROOM` per source. A
+        batch with more grows the room as it is solved.
 
     Attributes
     ----------
@@ -224,6 +228,7 @@ class PullSolver:
         schedule: str = "passes",
         delta: float | None = None,
         walk: str = "scan",
+        seed_room: int | None = None,
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
@@ -233,10 +238,11 @@ class PullSolver:
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
+        seed_room = SEED_ROOM * batch if seed_room is None else max(seed_room, 1)
         check_device_memory(
             pull_device_bytes(
                 layout, star, precomputed=precomputed, dtype=dtype, batch=batch,
-                schedule=schedule,
+                schedule=schedule, seed_room=seed_room,
             ),
             f"the CUDA pull solver of {slowness.size:,} nodes",
         )  # fmt: skip
@@ -249,7 +255,7 @@ class PullSolver:
         # kernels hold the cells and fractions as constants, the lengths (and the bounds'
         # reach) depend on the spacing and ride with each batch's staged state.
         self._length = star_crossings(star, spacing, rule, layout.tile).length
-        self._stage(SEED_ROOM * batch)
+        self._stage(seed_room)
         if precomputed:
             weights = precompute_weights_gpu(slowness_padded, spacing, star.forward, rule, dtype)
         else:
@@ -455,12 +461,19 @@ class PullSolver:
             smaller = seed_time < old
             seed_index, seed_time = seed_index[smaller], seed_time[smaller]
             real = (count, *layout.shape)
+            # Each start is uploaded whole before it is padded into the solver's buffers.
+            check_device_memory(
+                bounds.nbytes, f"the starting times of {count} source(s) on {bounds.size:,} nodes"
+            )
             to_padded(layout, bounds.reshape(real), np.inf, self.batch, self._times)
             start_predecessor = np.asarray(start[1], dtype=self.star.predecessor_dtype)
             to_padded(layout, start_predecessor.reshape(real), -1, self.batch, self._predecessor)
         n_seeds = len(seed_index)
         if n_seeds > self._seed_room:
-            self._stage(max(n_seeds, 2 * self._seed_room))
+            room = max(n_seeds, 2 * self._seed_room)
+            staged = Staging.nbytes(_staged(layout, self.star, dtype, room))
+            check_device_memory(staged, f"room for {room:,} seeds")
+            self._stage(room)
         self._staging.wait()  # the last batch's upload has read the host views
         host = self._staging.host
         host["seed_index"][:n_seeds] = seed_index
@@ -559,6 +572,7 @@ def pull_device_bytes(
     dtype: type = np.float64,
     batch: int = 1,
     schedule: str = "passes",
+    seed_room: int | None = None,
 ) -> int:
     """Device memory a :class:`PullSolver` of ``layout`` holds (every array it keeps, as
     :meth:`PullSolver.__init__` allocates them), checked before it allocates any.
@@ -584,7 +598,7 @@ def pull_device_bytes(
         + 4 * stamps
         + 4 * layout.n_blocks
         + 8 * 6  # the statistics' counters
-        + Staging.nbytes(_staged(layout, star, np.dtype(dtype), SEED_ROOM * batch))
+        + Staging.nbytes(_staged(layout, star, np.dtype(dtype), seed_room or SEED_ROOM * batch))
         + (queue if schedule == "phases" else 0)
     )
 
@@ -608,6 +622,10 @@ def solve_pull(
     :meth:`PullSolver.solve`'s, with ``setup_s`` counting the solver's construction too
     (``setup_model_s`` of it).
     """
+    # Room for every seed at once (a decomposition tile's boundary can seed thousands of
+    # nodes), counted with the solver's memory instead of grown mid-solve.
+    room = sum(len(np.atleast_1d(nodes)) for nodes, _ in seeds)
+    settings.setdefault("seed_room", max(room, SEED_ROOM * settings.get("batch", 1)))
     solver = PullSolver(slowness, spacing, star, **settings)
     out = solver.solve(
         seeds, stats=stats, times=times, predecessor=predecessor, predecessors=predecessors
