@@ -42,6 +42,20 @@ def stopping_signal() -> int:
     return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
 
 
+def _not_ignored() -> list[int]:
+    """SIGINT and SIGTERM, less those this process ignores.
+
+    A signal ignored as raygrid started stays ignored: a shell ignores SIGINT in a script's
+    background job (``raygrid run ... &``), so that a Ctrl-C meant for the script's
+    foreground command does not stop it (the job shares its process group), and Python
+    keeps that (it sets no ``KeyboardInterrupt`` handler then). Replaced here, a background
+    it would be stopped by that Ctrl-C.
+    """
+    return [
+        sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) != signal.SIG_IGN
+    ]
+
+
 @contextmanager
 def interrupts_held() -> Iterator[None]:
     """Hold Ctrl-C back while a local cluster starts; act on it when the block ends.
@@ -84,8 +98,8 @@ def interrupts_held() -> Iterator[None]:
             print("stopping once the workers have started...", file=sys.stderr, flush=True)
         noted.append(signum)
 
-    handlers = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handlers = {sig: signal.signal(sig, note) for sig in _not_ignored()}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT} & set(handlers))
     try:
         yield
     finally:
@@ -132,7 +146,7 @@ def interrupts_kept() -> Iterator[None]:
     # and go in inside the `try`: a signal as soon as one is in raises there, and both are
     # restored all the same (None: one set outside Python, which cannot be put back).
     _stopped_by.clear()
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.getsignal(sig) for sig in _not_ignored()}
     try:
         sys.unraisablehook = drop_kept
         for sig in previous:

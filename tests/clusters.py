@@ -56,17 +56,34 @@ def lock_held_elsewhere(store):
 
 
 def jobqueue_or_skip():
-    """``pytest.importorskip("dask_jobqueue")``, keeping this process's SIGINT handler: the
-    first import of dask-jobqueue sets it to ``sys.exit()`` (its ``runner`` module), which
-    every later test in the process would have (raygrid's own import keeps it:
-    ``cluster._import_jobqueue``)."""
-    import signal
-
+    """dask-jobqueue, imported as raygrid imports it (``cluster._import_jobqueue``: this
+    process's SIGINT handler kept, which its first import sets to ``sys.exit()``), or the
+    test skipped where it is not installed."""
     import pytest
 
-    handler = signal.getsignal(signal.SIGINT)
+    from raygrid.pipeline.cluster import JobQueueConfig, _import_jobqueue
+    from raygrid.pipeline.errors import InputError
+
     try:
-        return pytest.importorskip("dask_jobqueue")
+        return _import_jobqueue(JobQueueConfig(cluster="slurm"))
+    except InputError:
+        pytest.skip("dask-jobqueue is not installed")
+
+
+@contextmanager
+def ctrl_c_taken():
+    """SIGINT handled as in a run started from a terminal, for the block: in this process
+    (Python's ``KeyboardInterrupt``) and so in the processes started in the block (a
+    handled signal is reset to its default as a process starts a program; an ignored one
+    stays ignored). The tests started in a script's background inherit SIGINT ignored, as
+    shells set it, and raygrid leaves a signal ignored as it started
+    (``interrupts._not_ignored``)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
     finally:
-        if handler is not None:
-            signal.signal(signal.SIGINT, handler)
+        if before is not None:
+            signal.signal(signal.SIGINT, before)

@@ -71,7 +71,7 @@ def _signal_handling_kept():
     before = {sig: signal.getsignal(sig) for sig in watched}
     blocked_before = blocked()
     yield
-    changed = [signal.Signals(s).name for s in watched if signal.getsignal(s) is not before[s]]
+    changed = [signal.Signals(s).name for s in watched if signal.getsignal(s) != before[s]]
     for sig in watched:
         if before[sig] is not None and main:
             signal.signal(sig, before[sig])

@@ -24,7 +24,7 @@ import yaml
 
 import raygrid.pipeline as rg
 
-from clusters import LOCAL_CLUSTER_FILE
+from clusters import LOCAL_CLUSTER_FILE, ctrl_c_taken
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "workflows" / "quickstart.yaml"
@@ -425,10 +425,11 @@ def survey_dir(directory: Path, sources: int = 24) -> Path:
 
 def start(directory: Path) -> subprocess.Popen:
     exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
-    return subprocess.Popen(
-        [exe, "run", "survey.yaml"], cwd=directory, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    with ctrl_c_taken():  # (it is sent one)
+        return subprocess.Popen(
+            [exe, "run", "survey.yaml"], cwd=directory, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
 
 
 def files_of(store: Path) -> dict[str, bytes]:

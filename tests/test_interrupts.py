@@ -25,9 +25,17 @@ from raygrid.pipeline.interrupts import (
     interrupts_kept,
 )
 
-from clusters import LOCAL_CLUSTER_FILE
+from clusters import LOCAL_CLUSTER_FILE, ctrl_c_taken
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_taken():
+    """Each test runs (and starts its runs) with SIGINT handled, as from a terminal: the
+    suite started in a script's background has it ignored (tests/clusters.ctrl_c_taken)."""
+    with ctrl_c_taken():
+        yield
 
 
 def blocked_signals(pid: int | str = "self", thread: int | None = None) -> int:
@@ -52,6 +60,24 @@ def test_a_ctrl_c_inside_is_raised_when_the_block_ends():
             reached_end = True
     assert reached_end
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT}  # restored
+
+
+def test_a_run_started_with_ctrl_c_ignored_leaves_it_ignored():
+    # A script's background job (`raygrid run ... &`) starts with SIGINT ignored, so that
+    # a Ctrl-C meant for the script's foreground command does not stop it; Python keeps
+    # that, and so does raygrid. SIGTERM (a batch system's) is still taken.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the shell sets it (fixture restores)
+    terminate = signal.getsignal(signal.SIGTERM)
+    with interrupts_kept():
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) != terminate
+        signal.raise_signal(signal.SIGINT)  # nothing happens
+    with interrupts_held():
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT}
+        signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) == terminate
 
 
 def ctrl_c_in_a_gc_callback() -> None:

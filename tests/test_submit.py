@@ -23,7 +23,7 @@ import raygrid.pipeline as rg
 from raygrid.pipeline.errors import InputError
 from raygrid.pipeline.submit import submit_workflow
 
-from clusters import jobqueue_or_skip
+from clusters import ctrl_c_taken, jobqueue_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -678,11 +678,11 @@ def test_ctrl_c_of_a_run_waiting_for_its_worker_jobs_stops_it_as_an_interrupt(tm
     jobqueue_or_skip()
     workflow, cluster = setup(tmp_path, workers=1, workers_per_node=1)
     exe = Path(sys.executable).parent / "raygrid"
-    run = subprocess.Popen(
-        [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    with ctrl_c_taken():
+        run = subprocess.Popen(
+            [str(exe), "run", str(workflow), "--cluster", str(cluster), "--no-progress"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
     said = run.stdout.readline() + run.stdout.readline()  # the run, then its jobs
     assert "submitted 1 slurm worker job(s) (job " in said, said
     job = said.split("(job ")[1].split(")")[0]
