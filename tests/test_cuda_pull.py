@@ -660,3 +660,43 @@ def test_large_3d_stars_run_on_shrunk_tiles_on_a_real_gpu():
         # FMA contraction on the GPU: a few ulps per edge (see test_pull_on_a_real_gpu).
         expected = cpu_reference(slowness, spacing, star, seeds, dtype=dtype)
         np.testing.assert_allclose(times, expected, rtol=rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
+def test_solvers_on_a_real_gpu_take_about_the_memory_they_counted():
+    # The device memory check (raygrid.kernels.cuda.memory) counts each solver's arrays;
+    # here the driver's own free memory says what building one took. Allocations are
+    # rounded up (2 MiB pages), and the first build of a kind loads its kernels' code:
+    # each solver is built once before it is measured.
+    from raygrid.kernels.cuda.memory import device_memory
+    from raygrid.kernels.cuda.nearfar import NearFarSolver, near_far_device_bytes
+    from raygrid.kernels.cuda.pull_solver import PullSolver, pull_device_bytes, pull_layout
+    from raygrid.kernels.layout import PaddedLayout
+
+    slowness = model((1201, 1, 1201), seed=5)
+    spacing = np.array([10.0, 1.0, 10.0])
+    star = forward_star((3, 0, 3))
+    layout = pull_layout(slowness.shape, star.radius)
+    cases = [
+        (lambda: PullSolver(slowness, spacing, star), pull_device_bytes(layout, star)),
+        (
+            lambda: PullSolver(slowness, spacing, star, precomputed=True, batch=2),
+            pull_device_bytes(
+                pull_layout(slowness.shape, star.radius, None, 2), star, precomputed=True,
+                batch=2,
+            ),
+        ),
+        (
+            lambda: NearFarSolver(slowness, spacing, star),
+            near_far_device_bytes(PaddedLayout(slowness.shape, star.radius, (3, 1, 3)), star),
+        ),
+    ]  # fmt: skip
+    for build, counted in cases:
+        build()  # its kernels loaded; dropped
+        before = device_memory()[0]
+        solver = build()
+        taken = before - device_memory()[0]
+        del solver
+        # The near-far float64 count holds the predecessors a solve recovers (not built yet).
+        assert counted - 8 * 2**20 - 4 * 1201**2 <= taken <= counted + 64 * 2**20, (taken, counted)
