@@ -268,8 +268,9 @@ def plot_directory(
     where the store names them; default: the first, middle and last of the sources done so
     far), and the receiver gathers once every source is done; written to ``out`` (default:
     beside the store). ``echo`` is told what an unfinished store's pictures lack (rays are
-    assembled when the run completes). ``map_z``: a 3D store's map depth
-    (:func:`~raygrid.pipeline.plot.plot_field`)."""
+    assembled when the run completes), and which chosen sources are not done yet and so
+    not drawn (without ``echo``, or when none is done, that is refused). ``map_z``: a 3D
+    store's map depth (:func:`~raygrid.pipeline.plot.plot_field`)."""
     from .plot import plot_field, plot_gathers
 
     path = Path(path)
@@ -293,11 +294,17 @@ def plot_directory(
             "rerun the workflow to solve them again, or pick others with --source"
         )
     not_done = [s for s in sources if not state.done[s]]
-    if not_done:
+    if not_done and (len(not_done) == len(sources) or echo is None):
         raise InputError(
             f"sources {not_done} are not done yet in {path} ({done.size} of {n} are): "
             "rerun the workflow, or pick done ones with --source"
         )
+    if not_done:  # a run under way: what is done is drawn, and the rest named
+        echo(
+            f"note: sources {not_done} are not done yet in {path} ({done.size} of {n} are): "
+            "not drawn"
+        )
+        sources = [s for s in sources if state.done[s]]
     if lost.any() and echo is not None:
         echo(
             f"note: {path} is damaged: source(s) {listed_sources(np.flatnonzero(lost))} marked "

@@ -498,6 +498,17 @@ def test_ctrl_c_stops_quietly_and_the_run_resumes(tmp_path):
     )
     missing = raygrid_here("plot", "out/survey.zarr", "--source", "95", cwd=tmp_path)
     assert missing.returncode == 2 and "sources [95] are not done yet" in missing.stderr
+    # One done and one not: the done one is drawn, the other named (it refused both).
+    some = raygrid_here(
+        "plot", "out/survey.zarr", "--source", "95", "--source", done[0], "--out", "some",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert some.returncode == 0, some.stderr
+    assert (
+        f"note: sources [95] are not done yet in out/survey.zarr ({done.size} of 96 are): not drawn"
+        in some.stdout
+    )
+    assert [p.name for p in (tmp_path / "some").iterdir()] == [f"survey-source{done[0]}.png"]
     info = raygrid_here("info", "out/survey.zarr", cwd=tmp_path)
     assert "partial: rerun the workflow to resume it" in info.stdout, info.stdout
     # While a run writes it, "rerun" would be refused: info says what is going on.
