@@ -1482,6 +1482,30 @@ def test_gpu_survey_keeps_one_model_per_worker(tmp_path, monkeypatch):
     assert dataset.attrs["backend"] == "cuda"
 
 
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="CUDA simulator")
+def test_a_gpu_survey_whose_model_does_not_fit_the_gpu_says_what_would(tmp_path, monkeypatch):
+    # On a worker the driver's out-of-memory error came from the middle of the first task;
+    # now the solver refuses before it allocates, and the run says so in a line.
+    from raygrid.kernels.cuda import memory
+
+    monkeypatch.setattr(memory, "device_memory", lambda: (memory.DEVICE_HEADROOM + 10, 2**34))
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["model"]["shape"] = {"z": 6, "x": 9}
+    spec["grid"] = {"radius": 2}
+    spec["sources"] = [{"z": 0.0, "x": 10.0}]
+    spec["receivers"] = [{"z": 50.0, "x": 40.0}]
+    spec["compute"] = {"backend": "cuda", "batch": 1}
+    with in_process_client() as own, pytest.raises(InputError) as refused:
+        run_workflow(read_workflow(workflow_file(tmp_path, spec)), client=own)
+    said = str(refused.value)
+    assert said.startswith("the model (6 x 9 nodes, 16 star offsets) does not fit on this GPU: ")
+    assert said.endswith(
+        'free (of 16.00 GiB); try precision="float32", or traveltime(..., tiles=) for one '
+        "source at a time on a Dask cluster"
+    ), said
+    assert "Traceback" not in said and "CUDA_ERROR" not in said
+
+
 @pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}])
 def test_a_zarr_v2_model_file_gives_the_synthetic_models_store(tmp_path, client, tiles):
     # The file's own encodings (v2 compressors on the model and its coordinates) used to be
