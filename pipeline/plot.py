@@ -142,8 +142,7 @@ def plot_field(
     if "traveltime" in dataset:
         _contours(ax, _cut(dataset, "traveltime", source, "y"))
     rays = _rays_of(dataset, source)
-    for ray_x, ray_z in rays:
-        ax.plot(ray_x, ray_z, color="red", lw=1.2)
+    _draw_rays(ax, rays)
     has_receivers = "receiver_x" in dataset
     off_section = np.zeros(dataset.sizes.get("receiver", 0), dtype=bool)
     if has_receivers:
@@ -239,8 +238,7 @@ def _plan(
     if "traveltime" in dataset:
         _contours(plan, _cut(dataset, "traveltime", source, "z", map_z))
     rays = _rays_of(dataset, source, ("x", "y"))
-    for ray_x, ray_y in rays:
-        plan.plot(ray_x, ray_y, color="red", lw=1.2)
+    _draw_rays(plan, rays)
     plan.axhline(section, color="white", ls="--", lw=1)
     has_receivers = "receiver_x" in dataset
     depth = float(plane["z"])
@@ -327,6 +325,15 @@ def _contours(ax: Axes, field: xr.DataArray) -> None:
         )
         # Every other level labelled: neighbours' labels ran into each other.
         ax.clabel(contours, levels[1::2], fmt=f"%.{decimals}f s", fontsize=7)
+
+
+def _draw_rays(ax: Axes, rays: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """The rays in red, over the receivers' triangles and unclipped: a ray along the
+    surface ran under the triangles of the receivers it passed, out of sight, and one
+    along the model's top edge was half cut off by the frame. The source's star and the
+    names stay on top."""
+    for along, down in rays:
+        ax.plot(along, down, color="red", lw=1.2, zorder=3.5, clip_on=False)
 
 
 def _receivers(

@@ -305,6 +305,17 @@ def test_3d_survey_has_a_map_beside_its_section(tmp_path, figures):
     np.testing.assert_array_equal(solid.get_ydata(), [600.0, 1100.0, 100.0])
     rays = [line for line in plan.get_lines() if line.get_color() == "red"]
     assert [list(line.get_ydata()) for line in rays] == [[600.0, r["y"]] for r in receivers]
+    # Over the receivers (a ray along the surface ran under their triangles), under the
+    # source, and unclipped (one along the top edge was half cut off), here and on the
+    # section.
+    for ax in (plan, section):
+        drawn = [line for line in ax.get_lines() if line.get_color() == "red"]
+        assert drawn and all(not line.get_clip_on() for line in drawn)
+        assert (
+            max(line.get_zorder() for line in _markers(ax, "v"))
+            < min(line.get_zorder() for line in drawn)
+            < _markers(ax, "*")[-1].get_zorder()  # the drawn source's star (gold)
+        )
     sources = _markers(plan, "*")  # the others, then this one
     assert len(sources[0].get_xdata()) == 8 and list(sources[1].get_ydata()) == [600.0]
     assert [line.get_ydata() for line in plan.get_lines() if line.get_linestyle() == "--"] == [
