@@ -48,8 +48,8 @@ def _not_ignored() -> list[int]:
     A signal ignored as raygrid started stays ignored: a shell ignores SIGINT in a script's
     background job (``raygrid run ... &``), so that a Ctrl-C meant for the script's
     foreground command does not stop it (the job shares its process group), and Python
-    keeps that (it sets no ``KeyboardInterrupt`` handler then). Replaced here, a background
-    it would be stopped by that Ctrl-C.
+    keeps that (it sets no ``KeyboardInterrupt`` handler then). Were it replaced here, that
+    Ctrl-C would stop the background run.
     """
     return [
         sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) != signal.SIG_IGN
