@@ -42,18 +42,19 @@ def stopping_signal() -> int:
     return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
 
 
-def _not_ignored() -> list[int]:
-    """SIGINT and SIGTERM, less those this process ignores.
+def _taken() -> list[int]:
+    """The signals raygrid stops a run on: SIGINT, unless this process ignores it, and
+    SIGTERM.
 
-    A signal ignored as raygrid started stays ignored: a shell ignores SIGINT in a script's
-    background job (``raygrid run ... &``), so that a Ctrl-C meant for the script's
-    foreground command does not stop it (the job shares its process group), and Python
-    keeps that (it sets no ``KeyboardInterrupt`` handler then). Were it replaced here, that
-    Ctrl-C would stop the background run.
+    An ignored SIGINT stays ignored: a shell starts a script's background job (``raygrid
+    run ... &``) with SIGINT ignored, so that a Ctrl-C meant for the script's foreground
+    command does not stop it (the job shares its process group), and Python keeps that (it
+    sets no ``KeyboardInterrupt`` handler then); were it replaced here, that Ctrl-C would
+    stop the background run. SIGTERM is taken whatever its handler: it is how a batch
+    system's time limit and ``kill`` stop a run, background or not.
     """
-    return [
-        sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) != signal.SIG_IGN
-    ]
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    return ([] if ignored else [signal.SIGINT]) + [signal.SIGTERM]
 
 
 @contextmanager
@@ -79,8 +80,10 @@ def interrupts_held() -> Iterator[None]:
       still starting (some 40 lines of ``Status.init`` tracebacks).
 
     At the end the mask and the handlers are restored and the first noted signal is raised
-    again, so the caller gets its ``KeyboardInterrupt`` with the cluster whole and
-    closable. A no-op off the main thread or without POSIX signal masks (Windows).
+    again, for the restored handler to act on: in :func:`interrupts_kept` the caller gets
+    its ``KeyboardInterrupt`` with the cluster whole and closable. An ignored SIGINT is
+    left alone (:func:`_taken`). A no-op off the main thread or without POSIX signal masks
+    (Windows).
     """
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
         threading.main_thread()
@@ -98,14 +101,15 @@ def interrupts_held() -> Iterator[None]:
             print("stopping once the workers have started...", file=sys.stderr, flush=True)
         noted.append(signum)
 
-    handlers = {sig: signal.signal(sig, note) for sig in _not_ignored()}
+    handlers = {sig: signal.signal(sig, note) for sig in _taken()}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT} & set(handlers))
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT is noted here
         for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+            if handler is not None:  # (None: one set outside Python, which cannot be put back)
+                signal.signal(sig, handler)
         if noted:
             signal.raise_signal(noted[0])  # the restored handler's to act on
 
@@ -125,7 +129,7 @@ def interrupts_kept() -> Iterator[None]:
     The traceback Python prints for a dropped one ("Exception ignored in: <bound method
     GCDiagnosis._gc_callback ...> ... KeyboardInterrupt", in about 1 of 3 interrupted runs)
     is left out, since it is raised again; every other unraisable exception is printed as
-    before (:data:`sys.unraisablehook`).
+    before (:data:`sys.unraisablehook`). An ignored SIGINT is left alone (:func:`_taken`).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -146,7 +150,7 @@ def interrupts_kept() -> Iterator[None]:
     # and go in inside the `try`: a signal as soon as one is in raises there, and both are
     # restored all the same (None: one set outside Python, which cannot be put back).
     _stopped_by.clear()
-    previous = {sig: signal.getsignal(sig) for sig in _not_ignored()}
+    previous = {sig: signal.getsignal(sig) for sig in _taken()}
     try:
         sys.unraisablehook = drop_kept
         for sig in previous:
@@ -164,7 +168,8 @@ def interrupts_kept() -> Iterator[None]:
 @contextmanager
 def closing_uninterrupted() -> Iterator[Callable[[], None]]:
     """Yield ``hold``: called as the block starts closing what it started (a cluster), it
-    makes Ctrl-C ignored until the block has ended, then the handler is restored.
+    makes Ctrl-C (and SIGTERM) ignored until the block has ended, then the handlers are
+    restored.
 
     Ctrl-C pressed again while a cluster closed broke the close midway: the rest was left
     to Dask's exit hook, which took 10 s more on timeouts and printed a traceback when a
@@ -175,12 +180,15 @@ def closing_uninterrupted() -> Iterator[Callable[[], None]]:
     is on its way out, ``hold`` also quiets, until the block ends, what the scheduler of a
     client connected in the block logs of the close (:class:`_QuietInterruptedClose`).
     """
-    previous: list[Any] = []
+    previous: dict[int, Any] = {}
     quiets: list[_QuietInterruptedClose] = []
 
     def hold() -> None:
+        # SIGTERM too: a background run (SIGINT ignored, _taken) is stopped by `kill`, and
+        # a second one broke the close as a second Ctrl-C did.
         if threading.current_thread() is threading.main_thread() and not previous:
-            previous.append(signal.signal(signal.SIGINT, signal.SIG_IGN))
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, signal.SIG_IGN)
         if _kept or isinstance(sys.exc_info()[1], KeyboardInterrupt):
             for quiet in quiets:
                 quiet.closing = True
@@ -193,8 +201,9 @@ def closing_uninterrupted() -> Iterator[Callable[[], None]]:
         _closings()[:] = [block for block in _closings() if block is not quiets]
         for quiet in quiets:
             logging.getLogger("distributed.scheduler").removeFilter(quiet)
-        if previous:
-            signal.signal(signal.SIGINT, previous[0])
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 class _QuietInterruptedClose(logging.Filter):

@@ -76,10 +76,14 @@ def ctrl_c_taken():
     (Python's ``KeyboardInterrupt``) and so in the processes started in the block (a
     handled signal is reset to its default as a process starts a program; an ignored one
     stays ignored). The tests started in a script's background inherit SIGINT ignored, as
-    shells set it, and raygrid leaves a signal ignored as it started
-    (``interrupts._not_ignored``)."""
+    shells set it, and raygrid leaves an ignored SIGINT ignored (``interrupts._taken``).
+    Off the main thread (where no handler can be set) it does nothing."""
     import signal
+    import threading
 
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     before = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

@@ -23,6 +23,7 @@ from raygrid.pipeline.interrupts import (
     closing_uninterrupted,
     interrupts_held,
     interrupts_kept,
+    stopping_signal,
 )
 
 from clusters import LOCAL_CLUSTER_FILE, ctrl_c_taken
@@ -78,6 +79,24 @@ def test_a_run_started_with_ctrl_c_ignored_leaves_it_ignored():
         signal.raise_signal(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     assert signal.getsignal(signal.SIGTERM) == terminate
+    # `kill` (SIGTERM) still stops it, also while its cluster starts (held, then raised).
+    with pytest.raises(KeyboardInterrupt), interrupts_kept():
+        with interrupts_held():
+            signal.raise_signal(signal.SIGTERM)
+            reached = True
+    assert reached and stopping_signal() == signal.SIGTERM
+
+
+def test_what_the_tests_start_takes_ctrl_c_even_when_they_were_started_ignoring_it():
+    # Started in a script's background, the suite has SIGINT ignored, and so would every
+    # raygrid it starts: tests/clusters.ctrl_c_taken hands them SIGINT at its default.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the autouse fixture restores)
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    run = [sys.executable, "-c", code]
+    assert subprocess.run(run, capture_output=True, text=True).stdout == "False\n"
+    with ctrl_c_taken():
+        assert subprocess.run(run, capture_output=True, text=True).stdout == "True\n"
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 def ctrl_c_in_a_gc_callback() -> None:
@@ -243,6 +262,8 @@ def test_a_close_under_way_ignores_ctrl_c_until_it_ends():
         hold()
         signal.raise_signal(signal.SIGINT)  # ignored: nothing raised
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        # A second `kill` too (a background run's only way to be stopped).
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     assert signal.getsignal(signal.SIGINT) is before
 
 
