@@ -334,13 +334,14 @@ class NearFarSolver:
     delta : float, optional
         Bucket width (s); ``inf`` gives plain frontier Bellman-Ford. Default
         :func:`default_delta`.
-    threads : int
-        Threads per block.
+    threads : int, optional
+        Threads per block. Default 128 (32 under the simulator: :func:`_default_launch`).
     blocks : int, optional
         Blocks of each step launch; the step kernels loop over their work with a grid
         stride. Default: enough to fill the device (4 under the simulator).
-    sync_every : int
-        Steps launched between two reads of the control array by the host.
+    sync_every : int, optional
+        Steps launched between two reads of the control array by the host. Default 32 (4
+        under the simulator).
 
     Attributes
     ----------
@@ -391,9 +392,9 @@ class NearFarSolver:
         precomputed: bool = False,
         dtype: np.dtype | type = np.float64,
         delta: float | None = None,
-        threads: int = 128,
+        threads: int | None = None,
         blocks: int | None = None,
-        sync_every: int = 32,
+        sync_every: int | None = None,
     ) -> None:
         clock = time.perf_counter()
         dtype = np.dtype(dtype)
@@ -403,6 +404,9 @@ class NearFarSolver:
         spacing = np.asarray(spacing, dtype=np.float64)
         if delta is not None and not delta > 0:
             raise ValueError(f"delta must be positive, got {delta}")
+        default_threads, default_sync = _default_launch()
+        threads = default_threads if threads is None else threads
+        sync_every = default_sync if sync_every is None else sync_every
         if threads < 1 or sync_every < 1:
             raise ValueError("threads and sync_every must be >= 1")
         self.star, self.dtype, self.rule, self.precomputed = star, dtype, rule, precomputed
@@ -630,6 +634,17 @@ def solve_near_far(
     if return_stats:
         return times, predecessor, stats
     return times, predecessor
+
+
+def _default_launch() -> tuple[int, int]:
+    """Threads per block and steps per host read: 128 and 32 on a GPU.
+
+    Under the simulator every thread is a Python thread started anew for each launch, and
+    the steps launched after the search ends (up to ``sync_every - 1``) still start them
+    all: 32 threads and 4 steps a read run the same kernels with a few thousand threads a
+    search instead of tens of thousands.
+    """
+    return (32, 4) if simulating() else (128, 32)
 
 
 def _default_blocks(threads: int) -> int:
