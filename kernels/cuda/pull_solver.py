@@ -105,8 +105,9 @@ def pull_layout(
     block : tuple of int, optional
         Tile shape ``(bz, by, bx)``, kept as given. ``None``: the default tile for 2D or 3D
         (:data:`~raygrid.kernels.cuda.pull.DEFAULT_BLOCK_2D`, ``DEFAULT_BLOCK_3D``; 256
-        threads) grown to at least the halo along each axis, then shrunk while its tile,
-        halo and ``batch`` time tiles in ``dtype`` exceed a block's shared memory.
+        threads) cut to the grid and grown to at least the halo along each axis, then
+        shrunk while its tile, halo and ``batch`` time tiles in ``dtype`` exceed a block's
+        shared memory.
     batch : int
         Sources relaxed together by one block.
     dtype : numpy dtype
@@ -130,7 +131,9 @@ def pull_layout(
     """
     if block is None:
         default = DEFAULT_BLOCK_2D if shape3[1] == 1 else DEFAULT_BLOCK_3D
-        block = tuple(max(b, r) for b, r in zip(default, radius))  # tiles >= halo
+        # No longer than the grid along an axis (a small model's one tile is not mostly
+        # padding: threads that relax nothing), nor shorter than the halo.
+        block = tuple(max(min(b, n), r) for b, n, r in zip(default, shape3, radius))
         while shared_bytes(PaddedLayout(shape3, radius, block), batch, dtype) > SHARED_BYTES:
             halved = [max(b // 2, r, 1) for b, r in zip(block, radius)]
             shrinkable = [
