@@ -30,8 +30,8 @@ from dask.sizeof import sizeof
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ..kernels import Star, dijkstra
-from .errors import RunFailed
-from .memory import device_memory_said
+from .errors import RunFailed, setting, spelt_for_workflows, workflow_spelling
+from .memory import device_memory_said, float32_hint
 from .tiles import Box, Index, TileGrid
 
 __all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled"]
@@ -113,6 +113,7 @@ def solve_tile(
     backend: str,
     seeds: tuple[np.ndarray, np.ndarray] | None,
     *strips: dict[Index, tuple[Box, np.ndarray]],
+    workflow: bool = False,
 ) -> tuple[TileState, dict[Index, tuple[Box, np.ndarray]], dict]:
     """One round of one tile: merge incoming strips, relax, and emit the strips that changed.
 
@@ -130,6 +131,10 @@ def solve_tile(
     *strips : dict
         What neighbours sent (each an ``outgoing`` of their :func:`solve_tile`): this tile's
         boundary strips ``(box, values)`` (global boxes) that got smaller.
+    workflow : bool
+        The solve is a workflow's: a refusal names the settings to change as its file
+        spells them (:func:`raygrid.pipeline.errors.spelt_for_workflows`, which the
+        caller's process was in).
 
     Returns
     -------
@@ -179,9 +184,10 @@ def solve_tile(
             from ..kernels.cuda.pull_solver import solve_pull
 
             solver_stats: dict = {}
-            hints = ["smaller tiles"]
-            if times.dtype == np.float64:
-                hints.append('precision="float32"')
+            with spelt_for_workflows(workflow):
+                hints = [setting("smaller tiles=", "smaller compute.tiles")]
+                if times.dtype == np.float64:
+                    hints.append(float32_hint())
             shape = " x ".join(map(str, times.shape))
             with device_memory_said(f"a tile ({shape} nodes with its halo)", hints):
                 new_times, new_predecessor = solve_pull(
@@ -372,6 +378,7 @@ def solve_tiled(
     if not workers:
         raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
     free_orphaned_tasks(client)
+    workflow = workflow_spelling()  # (a context of this process: the tasks are told)
     owner = _owners(geometry, workers)
     states = {}
     for index in geometry:
@@ -404,7 +411,7 @@ def solve_tiled(
             solved[index] = client.submit(
                 solve_tile, states[index], geometry, star, spacing, rule, backend,
                 seeds.get(index) if round_ == 0 else None, *(f for _, f in strips),
-                key=_key("solve-tile", round_, index), **_on(owner[index]),
+                workflow=workflow, key=_key("solve-tile", round_, index), **_on(owner[index]),
             )  # fmt: skip
             states[index] = solved[index]  # the next solve takes its state out
         summaries = client.gather(

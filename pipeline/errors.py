@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 __all__ = [
     "InputError",
     "InputWarning",
     "RunFailed",
     "as_path",
+    "for_workflows",
     "full_disk",
     "missing_file",
     "other_case",
     "run_again",
     "RESUME_ENV",
+    "setting",
+    "spelt_for_workflows",
     "warn_input",
+    "workflow_spelling",
 ]
 
 
@@ -61,6 +70,54 @@ def full_disk(error: BaseException | None) -> str:
             "keeps what it finished and resumes)"
         )
     return ""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Whether refusals name settings as a workflow file spells them (:func:`setting`).
+_WORKFLOW_SPELLING: ContextVar[bool] = ContextVar("raygrid_workflow_spelling", default=False)
+
+
+@contextmanager
+def spelt_for_workflows(on: bool = True) -> Iterator[None]:
+    """Refusals raised in the block (in this thread or task) name the settings they offer to
+    change as a workflow file spells them (:func:`setting`); ``on=False``: as the Python API
+    does. A workflow's checks and runs, and the Dask tasks they start, run inside it (a task
+    is told by an argument: the context stays in the process that set it)."""
+    token = _WORKFLOW_SPELLING.set(on)
+    try:
+        yield
+    finally:
+        _WORKFLOW_SPELLING.reset(token)
+
+
+def for_workflows(function: Callable[P, R]) -> Callable[P, R]:
+    """``function`` run inside :func:`spelt_for_workflows`: a workflow's entry points.
+
+    Not contextlib's own decorator, whose frame (outside raygrid) :func:`warn_input` would
+    take for the user's line.
+    """
+
+    @functools.wraps(function)
+    def spelt(*args: P.args, **kwargs: P.kwargs) -> R:
+        with spelt_for_workflows():
+            return function(*args, **kwargs)
+
+    return spelt
+
+
+def workflow_spelling() -> bool:
+    """True inside :func:`spelt_for_workflows`: for a task started from there to be told."""
+    return _WORKFLOW_SPELLING.get()
+
+
+def setting(api: str, workflow: str) -> str:
+    """A setting a refusal offers to change, spelt as its reader writes it: ``api`` for the
+    Python API (``'precision="float32"'``), ``workflow`` inside
+    :func:`spelt_for_workflows` (``"grid.precision: float32"``). The same checks refuse
+    both (a GPU's memory, a block's shared memory), so only the words differ."""
+    return workflow if _WORKFLOW_SPELLING.get() else api
 
 
 class InputWarning(UserWarning):

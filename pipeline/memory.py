@@ -44,7 +44,7 @@ from dask.utils import format_bytes
 
 from ..kernels import Star
 from ..kernels.heap import heap_capacity
-from .errors import InputError
+from .errors import InputError, setting
 
 __all__ = [
     "Footprint", "footprint", "available_memory", "check_fits", "device_memory_said", "one_of",
@@ -126,6 +126,24 @@ def available_memory() -> int:
 
     process = psutil.Process(os.getpid()).memory_info().rss
     return int(min(psutil.virtual_memory().available, MEMORY_LIMIT - process))
+
+
+def float32_hint() -> str:
+    """A refusal's offer of float32 times, spelt for its reader (:func:`errors.setting`)."""
+    return setting('precision="float32"', "grid.precision: float32")
+
+
+def batch_hint() -> str:
+    """A refusal's offer of fewer sources per CUDA block, spelt for its reader."""
+    return setting("a smaller batch=", "a smaller compute.cuda_batch")
+
+
+def tiles_hint() -> str:
+    """A refusal's offer of a tiled solve, spelt for its reader."""
+    return setting(
+        "traveltime(..., tiles=) for one source at a time on a Dask cluster",
+        "compute.tiles (one source at a time, over the cluster)",
+    )
 
 
 def one_of(hints: list[str]) -> str:

@@ -27,9 +27,18 @@ from ..kernels import (
     moser_graph,
     with_weights,
 )
-from .errors import InputError, other_case, warn_input
+from .errors import InputError, other_case, setting, warn_input
 from .grid import Grid, grid_from_velocity
-from .memory import available_memory, check_fits, device_memory_said, footprint, one_of
+from .memory import (
+    available_memory,
+    batch_hint,
+    check_fits,
+    device_memory_said,
+    float32_hint,
+    footprint,
+    one_of,
+    tiles_hint,
+)
 from .models import constant_model, is_number
 from .positions import (
     NAME_COLUMNS,
@@ -307,7 +316,7 @@ def resident_solver(grid: Grid, star: Star, options: Options) -> Any:
         what = f"the model ({shape} nodes, {star.size} star offsets)"
         hints = device_memory_hints(options)
         if options.algorithm == "pull":  # (Near-Far is untiled)
-            hints.append("traveltime(..., tiles=) for one source at a time on a Dask cluster")
+            hints.append(tiles_hint())
         with device_memory_said(what, hints):
             if options.algorithm == "near-far":
                 from ..kernels.cuda.nearfar import NearFarSolver
@@ -338,15 +347,16 @@ def device_memory_hints(options: Options) -> list[str]:
     """What a GPU solve with ``options`` can change to need less device memory."""
     hints = []
     if options.precompute:
-        hints.append("precompute=False")
+        hints.append(setting("precompute=False", "compute.precompute: false"))
     # (Near-Far packs a float32 time with its predecessor in 8 bytes, as a float64 takes:
     # float32 saves it little but its precomputed weights' half.)
     if options.precision == "float64" and (options.algorithm == "pull" or options.precompute):
-        hints.append('precision="float32"')
+        hints.append(float32_hint())
     if options.algorithm == "pull" and options.batch > 1:
-        hints.append("a smaller batch (a workflow's compute.cuda_batch)")
+        hints.append(batch_hint())
     if options.algorithm == "near-far":
-        hints.append('algorithm="pull" (less memory per node, and it can be tiled)')
+        pull = setting('algorithm="pull"', "compute.algorithm: pull")
+        hints.append(f"{pull} (less memory per node, and it can be tiled)")
     return hints
 
 
@@ -473,11 +483,11 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
         return
     hints = ["a smaller radius"]  # what would fit, of what a user can change
     if batch > 1 and fits(1, options.dtype):
-        hints.insert(0, "a smaller batch (a workflow's compute.cuda_batch)")
+        hints.insert(0, batch_hint())
     if options.precision == "float64" and fits(batch, np.float32):
-        hints.append('precision="float32"')
+        hints.append(float32_hint())
     if len(hints) == 1:  # Near-Far keeps no tiles in shared memory
-        hints.append('algorithm="near-far" (untiled)')
+        hints.append(setting('algorithm="near-far"', "compute.algorithm: near-far") + " (untiled)")
     raise InputError(
         f"the CUDA pull solver cannot run radius {tuple(star.radius)} with batch {batch} in "
         f"{options.precision}: even its smallest tiles (at least the halo wide and 32 "
@@ -525,8 +535,8 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     if options.precompute:
         hints.append("precompute=False")
     if options.precision == "float64":
-        hints.append('precision="float32"')
-    hints.append("traveltime(..., tiles=) for one source at a time on a Dask cluster")
+        hints.append(float32_hint())
+    hints.append(tiles_hint())
     shape = " x ".join(map(str, grid.shape))
     what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
     check_fits(need, available_memory(), what, "try " + one_of(hints))

@@ -47,14 +47,22 @@ from .cluster import (
     worker_info,
     workers_gone,
 )
-from .errors import InputError, InputWarning, RunFailed, full_disk, run_again, warn_input
+from .errors import (
+    InputError,
+    InputWarning,
+    RunFailed,
+    for_workflows,
+    full_disk,
+    run_again,
+    warn_input,
+)
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .integrity import listed_sources
 from .interrupts import check_interrupts
 from .lock import store_lock
 from .lookup import receiver_times
-from .memory import WORKER_BYTES, available_memory, check_fits, footprint, one_of
+from .memory import WORKER_BYTES, available_memory, check_fits, float32_hint, footprint, one_of
 from .nodevalues import NodeValues
 from .progress import Progress
 from .rays import ray_field, trace_rays
@@ -202,6 +210,7 @@ def _source_result(
     return SourceResult(int(index), field, table_kept, points, counts)
 
 
+@for_workflows
 def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     """Solve sources ``indices``, write their results and completion records (a Dask task).
 
@@ -286,6 +295,7 @@ def _store_attrs(prepared: PreparedWorkflow) -> dict:
     return attrs
 
 
+@for_workflows
 def run_survey(
     workflow: Workflow,
     *,
@@ -502,6 +512,7 @@ def _footprint(prepared: PreparedWorkflow, spec: StoreSpec) -> Any:
     )  # fmt: skip
 
 
+@for_workflows
 def check_survey_memory(
     client: Any, prepared: PreparedWorkflow, spec: StoreSpec, *, local: bool = False
 ) -> None:
@@ -554,7 +565,8 @@ def check_survey_memory(
     shape = " x ".join(map(str, grid.shape))
     if options.backend == "cpu":  # the graph is built here, then sent to the workers
         # Only what would lower the need: "precompute: false" was said where it was false.
-        lower = ["a smaller model", *(["precompute: false"] if options.precompute else [])]
+        precompute = ["compute.precompute: false"] if options.precompute else []
+        lower = ["a smaller model", *precompute]
         check_fits(
             cost.model, available_memory(),
             f"the CPU graph of {shape} nodes (beside the model, loaded already)",
@@ -567,7 +579,7 @@ def check_survey_memory(
         if compute.batch > 1 and spec.n_sources > 1:
             hints.append("a smaller compute.batch")
         if options.precision == "float64":
-            hints.append("precision float32")
+            hints.append(float32_hint())
         graph = cost.model if options.backend == "cpu" else 0
         check_fits(
             graph + sum(needs), available_memory(),
@@ -578,6 +590,7 @@ def check_survey_memory(
         )  # fmt: skip
 
 
+@for_workflows
 def check_workers_memory(
     prepared: PreparedWorkflow,
     spec: StoreSpec,
@@ -612,11 +625,11 @@ def check_workers_memory(
     # Only what would lower the need here: a smaller batch did not, without precompute.
     hints = [more]
     if options.precompute:
-        hints.append("precompute: false")
+        hints.append("compute.precompute: false")
     if sources > 1:
         hints.append("a smaller compute.batch")
     if options.precision == "float64":
-        hints.append("precision float32")
+        hints.append(float32_hint())
     hints.append("compute.tiles")
     for address, worker in workers:
         tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))

@@ -38,7 +38,7 @@ from pydantic import (
 
 from ..kernels import Star, forward_star
 from .cluster import AnyConfig, read_cluster
-from .errors import InputError, InputWarning, warn_input
+from .errors import InputError, InputWarning, for_workflows, warn_input
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity, radius3
 from .io import load_velocity
@@ -554,7 +554,7 @@ def _check_model_fits(workflow: Workflow, sizes: dict[str, int], graph: bool) ->
     elif 8 * nodes <= available:  # tiles leave the velocity whole, built here
         lower.insert(0, "compute.tiles (then only the velocity is held whole)")
     if with_graph and workflow.compute.precompute:  # only what would lower the need
-        lower.append("precompute: false")
+        lower.append("compute.precompute: false")
     check_fits(
         needed, available,
         f"the model of {shape} nodes{with_graph} (velocity and slowness in float64)",
@@ -577,6 +577,7 @@ def _cpu_graph_bytes(workflow: Workflow, sizes: dict[str, int]) -> int:
     return footprint(shape3, star, dtype, precompute=workflow.compute.precompute).model
 
 
+@for_workflows
 def prepare_workflow(
     workflow: Workflow,
     *,

@@ -176,7 +176,13 @@ def test_a_tile_too_large_for_the_gpu_says_smaller_tiles(monkeypatch):
         f"a tile ({' x '.join(map(str, slowness.shape))} nodes with its halo) does not fit on "
         "this GPU: the CUDA pull solver of"
     )
-    assert str(refused.value).endswith('try smaller tiles, or precision="float32"')
+    assert str(refused.value).endswith('try smaller tiles=, or precision="float32"')
+    # A tiled survey's tile task is told it is a workflow's (its context stays on the
+    # client): the settings as the workflow file spells them.
+    state = start_tile((0, 0, 0), slowness, np.float64, star.predecessor_dtype)
+    with pytest.raises(InputError) as refused:
+        solve_tile(state, geometry, star, SPACING, EXACT, "cuda", seeds, workflow=True)
+    assert str(refused.value).endswith("try smaller compute.tiles, or grid.precision: float32")
 
 
 def test_free_memory_is_read_after_numbas_deferred_frees_and_may_be_unknown(monkeypatch):

@@ -355,6 +355,28 @@ def test_a_cuda_batch_beyond_shared_memory_is_an_input_error(velocity):
         traveltimes(velocity, line_of_sources(64), backend="cuda", batch=64, radius=2)
 
 
+def test_a_refusal_names_the_settings_as_its_reader_writes_them(velocity):
+    # The same check refuses a Python call and a workflow: each told in its own words.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raygrid.pipeline.errors import spelt_for_workflows, workflow_spelling
+
+    def refused() -> str:
+        with pytest.raises(InputError) as error:
+            traveltimes(velocity, line_of_sources(64), backend="cuda", batch=64, radius=2)
+        return str(error.value)
+
+    assert refused().endswith('use a smaller batch= or a smaller radius or precision="float32"')
+    with spelt_for_workflows():
+        said = refused()
+        with ThreadPoolExecutor(1) as pool:  # a context of this thread: told, not inherited
+            assert pool.submit(workflow_spelling).result() is False
+    assert said.endswith(
+        "use a smaller compute.cuda_batch or a smaller radius or grid.precision: float32"
+    )
+    assert not workflow_spelling()
+
+
 def test_a_cuda_batch_counts_only_up_to_the_sources(velocity, monkeypatch):
     # One source in a batch of 64 used to be refused (or solved on shrunk tiles).
     import raygrid.pipeline.solve as solve

@@ -161,11 +161,12 @@ def test_a_survey_too_large_for_its_workers_is_refused_before_any_store(tmp_path
     assert not (tmp_path / "survey.zarr").exists()
     said = str(plain.value)
     assert "each worker (the model and its CPU graph " in said
-    assert "precompute: false" not in said and "precomputed" not in said
-    assert "file), a smaller compute.batch, precision float32" in said  # 2 sources a task
+    assert "compute.precompute: false" not in said and "precomputed" not in said
+    assert "file), a smaller compute.batch, grid.precision: float32" in said  # 2 sources a task
     said = str(precomputed.value)
     assert "each worker (the model and its CPU graph with precomputed weights " in said
-    assert "file), precompute: false, a smaller compute.batch, precision float32, or" in said
+    listed = "compute.precompute: false, a smaller compute.batch, grid.precision: float32, or"
+    assert f"file), {listed}" in said
 
 
 def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):
@@ -268,6 +269,6 @@ def test_a_local_cluster_is_checked_whole_on_this_machine(tmp_path, monkeypatch)
     assert "and each of the 2 local workers' copy of the model with its tasks, " in said
     assert said.endswith(
         "of memory and 1.00 kiB is available; use fewer workers (n_workers in the cluster "
-        "file), a smaller compute.batch, precision float32, or compute.tiles"
+        "file), a smaller compute.batch, grid.precision: float32, or compute.tiles"
     )
     assert not (tmp_path / "survey.zarr").exists()

@@ -1500,10 +1500,17 @@ def test_a_gpu_survey_whose_model_does_not_fit_the_gpu_says_what_would(tmp_path,
     said = str(refused.value)
     assert said.startswith("the model (6 x 9 nodes, 16 star offsets) does not fit on this GPU: ")
     assert said.endswith(
-        'free (of 16.00 GiB); try precision="float32", or traveltime(..., tiles=) for one '
-        "source at a time on a Dask cluster"
+        "free (of 16.00 GiB); try grid.precision: float32, or compute.tiles (one source at "
+        "a time, over the cluster)"
     ), said
     assert "Traceback" not in said and "CUDA_ERROR" not in said
+    # A tiled run's tile, refused on the worker, is told in the file's words too.
+    spec["compute"]["tiles"] = {"z": 4, "x": 5}
+    with in_process_client() as own, pytest.raises(InputError) as refused:
+        run_workflow(read_workflow(workflow_file(tmp_path / "tiled", spec)), client=own)
+    said = str(refused.value)
+    assert said.startswith("a tile (") and "does not fit on this GPU" in said, said
+    assert said.endswith("; try smaller compute.tiles, or grid.precision: float32"), said
 
 
 @pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}])

@@ -476,8 +476,8 @@ def test_a_cuda_configuration_no_gpu_can_launch_is_refused_at_its_line(tmp_path)
     with pytest.raises(
         InputError,
         match=r"wf.yaml:15: compute.cuda_batch: the CUDA pull solver cannot run radius "
-        r"\(2, 0, 2\) with batch 64 in float64: .*use a smaller batch .* or a smaller radius "
-        r'or precision="float32"$',
+        r"\(2, 0, 2\) with batch 64 in float64: .*use a smaller compute.cuda_batch or a "
+        r"smaller radius or grid.precision: float32$",
     ):
         prepare_workflow(read_workflow(write(tmp_path, batched)), here=False, values=False)
     fits = batched.replace("cuda_batch: 64", "cuda_batch: 16")  # on smaller tiles
@@ -731,7 +731,7 @@ def test_a_cpu_graph_too_large_names_only_what_would_lower_it(tmp_path, monkeypa
         survey.check_survey_memory(None, prepared, survey.store_spec(prepared))
     said = str(refused.value)
     assert said.startswith("the CPU graph of 21 x 31 nodes (beside the model, loaded already)")
-    lower = "a smaller model, precompute: false" if precompute else "a smaller model"
+    lower = "a smaller model, compute.precompute: false" if precompute else "a smaller model"
     assert said.endswith(f"is available; use {lower} or compute.tiles")
 
 
