@@ -63,6 +63,7 @@ __all__ = [
     "SCHEDULER_CONFIG",
     "read_cluster",
     "connect",
+    "job_states",
 ]
 
 
@@ -638,7 +639,7 @@ _JOB_ENDS = {
 }
 
 
-def _job_states(config: JobQueueConfig, ids: list[str]) -> dict[str, str]:
+def job_states(config: JobQueueConfig, ids: list[str]) -> dict[str, str]:
     """The batch system's state of each job of ``ids`` it knows: SLURM's name and reason
     (``RUNNING None``, ``PENDING Priority``, ``FAILED NonZeroExitCode``), PBS's letters
     (``Q``, ``R``, ``C``, ``F``), or ``"finished"`` where ``qstat`` says the job has
@@ -718,7 +719,7 @@ def _jobs_ended(
             return None
         asked[0] = time.monotonic()
         try:
-            states = _job_states(config, ids)
+            states = job_states(config, ids)
         except (OSError, subprocess.TimeoutExpired):
             return None  # cannot tell: the timeout still ends the wait
         seen.update(states)

@@ -532,7 +532,7 @@ def _refuse_if_queued(config: JobQueueConfig, workdir: Path, store: Path) -> Non
     """Refuse a second job for ``store`` while an earlier one (in the cluster file's
     ``log_directory``) is still queued or running: a job still queued holds no lock yet,
     and the second took a whole allocation to find the store taken or finished."""
-    from .cluster import _job_states
+    from .cluster import job_states
 
     store = store.resolve()
     earlier = {}
@@ -546,7 +546,7 @@ def _refuse_if_queued(config: JobQueueConfig, workdir: Path, store: Path) -> Non
     if not earlier:
         return
     try:
-        states = _job_states(config, sorted(earlier))
+        states = job_states(config, sorted(earlier))
     except (OSError, subprocess.TimeoutExpired):
         return  # cannot tell: the job's own run refuses a store in use
     for job, state in sorted(states.items()):
@@ -569,12 +569,12 @@ def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> No
     next scheduling pass. Such a job sat in the queue without a word until cancelled."""
     import time
 
-    from .cluster import _job_states
+    from .cluster import job_states
 
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try:
-            state = _job_states(config, [job_id]).get(job_id, "")
+            state = job_states(config, [job_id]).get(job_id, "")
         except (OSError, subprocess.TimeoutExpired):
             return
         said = cannot_start(job_id, state)

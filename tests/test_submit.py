@@ -616,7 +616,7 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
     (tmp_path / "raygrid-25.err").write_text("Traceback ...\nOSError: no such python\n")
     answers = iter([{}, {"25": "PENDING"}, {"25": "RUNNING", "26": "RUNNING"},
                     {"25": "FAILED", "26": "RUNNING"}, {"26": "COMPLETED"}])  # fmt: skip
-    monkeypatch.setattr(clusters, "_job_states", lambda config, ids: next(answers))
+    monkeypatch.setattr(clusters, "job_states", lambda config, ids: next(answers))
     clock = [0.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the calls' own clock
     ended = clusters._jobs_ended(config, ["25", "26"])
