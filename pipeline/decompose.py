@@ -134,7 +134,7 @@ def solve_tile(
     workflow : bool
         The solve is a workflow's: a refusal names the settings to change as its file
         spells them (:func:`raygrid.pipeline.errors.spelt_for_workflows`, which the
-        caller's process was in).
+        caller's thread was in).
 
     Returns
     -------
@@ -378,7 +378,7 @@ def solve_tiled(
     if not workers:
         raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
     free_orphaned_tasks(client)
-    workflow = workflow_spelling()  # (a context of this process: the tasks are told)
+    workflow = workflow_spelling()  # (a context of this thread: the tasks are told)
     owner = _owners(geometry, workers)
     states = {}
     for index in geometry:

@@ -84,7 +84,7 @@ def spelt_for_workflows(on: bool = True) -> Iterator[None]:
     """Refusals raised in the block (in this thread or task) name the settings they offer to
     change as a workflow file spells them (:func:`setting`); ``on=False``: as the Python API
     does. A workflow's checks and runs, and the Dask tasks they start, run inside it (a task
-    is told by an argument: the context stays in the process that set it)."""
+    is told by an argument: the context stays in the thread that set it)."""
     token = _WORKFLOW_SPELLING.set(on)
     try:
         yield

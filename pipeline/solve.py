@@ -124,18 +124,24 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool 
             return "cuda"
         reason = cuda_kernels.unusable_reason()
         if algorithm in ALGORITHMS["cuda"]:
+            # (A workflow's refusals are said at compute.backend's line: the key is there.)
+            auto = setting("backend='auto'", "auto")
+            chosen = setting(f"algorithm={algorithm!r}", f"compute.algorithm: {algorithm}")
             raise InputError(
-                f"backend='auto' cannot use a GPU here: {reason}. And algorithm="
-                f"{algorithm!r} runs only on one: leave algorithm out (each backend has its "
-                "default), or run where there is a GPU"
+                f"{auto} cannot use a GPU here: {reason}. And {chosen} runs only on one: "
+                "leave the algorithm out (each backend has its default), or run where there "
+                "is a GPU"
             )
         if cuda_kernels.gpu_present():  # a GPU its user expects used: say why it is not
-            warn_input(f"backend='auto' runs on the CPU: {reason}")
+            auto = setting("backend='auto'", "compute.backend: auto")
+            warn_input(f"{auto} runs on the CPU: {reason}")
         return "cpu"
     if not (cuda_kernels.cuda_usable() or cuda_kernels.simulating()):
+        cuda = setting("backend='cuda'", "cuda")
+        cpu, auto = setting("backend='cpu'", "cpu"), setting("'auto'", "auto")
         raise InputError(
-            f"backend='cuda' cannot run here: {cuda_kernels.unusable_reason()}; use "
-            "backend='cpu', or 'auto' to use a GPU only when there is one"
+            f"{cuda} cannot run here: {cuda_kernels.unusable_reason()}; use {cpu}, or {auto} "
+            "to use a GPU only when there is one"
         )
     return "cuda"
 
@@ -197,9 +203,13 @@ def check_options(
     if algorithm is None:
         algorithm = ALGORITHMS[resolved][0]
     elif algorithm not in ALGORITHMS[resolved]:
+        offers = list(ALGORITHMS[resolved])
         raise InputError(
-            f"algorithm={algorithm!r} does not run on backend={resolved!r}; "
-            f"it offers {list(ALGORITHMS[resolved])}"
+            setting(
+                f"algorithm={algorithm!r} does not run on backend={resolved!r}",
+                f"{resolved} does not run compute.algorithm: {algorithm}",
+            )
+            + f"; it offers {offers}"
         )
     return Options(
         rule=WEIGHT_RULES[weights],
@@ -491,7 +501,8 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
     raise InputError(
         f"the CUDA pull solver cannot run radius {tuple(star.radius)} with batch {batch} in "
         f"{options.precision}: even its smallest tiles (at least the halo wide and 32 "
-        f"threads) with their halo need more shared memory than a block has; use "
+        f"threads, or the model's size) with their halo need more shared memory than a "
+        f"block has; use "
         f"{' or '.join(hints)}"
     )
 
@@ -533,10 +544,11 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     if options.backend == "cpu" and n_sources > 1:
         hints.append("fewer threads=")
     if options.precompute:
-        hints.append("precompute=False")
+        hints.append(setting("precompute=False", "compute.precompute: false"))
     if options.precision == "float64":
         hints.append(float32_hint())
-    hints.append(tiles_hint())
+    # Near-Far is untiled: a model too large for it alone is too large for it.
+    hints.append(tiles_hint() if options.algorithm != "near-far" else "a smaller model")
     shape = " x ".join(map(str, grid.shape))
     what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
     check_fits(need, available_memory(), what, "try " + one_of(hints))

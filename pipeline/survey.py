@@ -564,7 +564,8 @@ def check_survey_memory(
     cost = _footprint(prepared, spec)
     shape = " x ".join(map(str, grid.shape))
     if options.backend == "cpu":  # the graph is built here, then sent to the workers
-        # Only what would lower the need: "precompute: false" was said where it was false.
+        # Only what would lower the need: "compute.precompute: false" was said where it
+        # was false.
         precompute = ["compute.precompute: false"] if options.precompute else []
         lower = ["a smaller model", *precompute]
         check_fits(
@@ -588,6 +589,10 @@ def check_survey_memory(
             f"{format_bytes(max(needs))})",
             f"use {one_of([*hints, 'compute.tiles'])}",
         )  # fmt: skip
+
+
+#: What a worker running several tasks at once can lower (its threads, in the cluster file).
+FEWER_THREADS = "fewer threads per worker (threads_per_worker in the cluster file)"
 
 
 @for_workflows
@@ -630,7 +635,7 @@ def check_workers_memory(
         hints.append("a smaller compute.batch")
     if options.precision == "float64":
         hints.append(float32_hint())
-    hints.append("compute.tiles")
+    tiles = [] if options.algorithm == "near-far" else ["compute.tiles"]  # (Near-Far: untiled)
     for address, worker in workers:
         tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))
         needs.append(model + tasks * task)
@@ -654,7 +659,7 @@ def check_workers_memory(
             f"once, each of {sources} source(s) on {shape} nodes)",
             f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask stops it at "
             f"{fraction:.0%} of that; "
-            + one_of(hints[:-1] + (["fewer threads"] if tasks > 1 else []) + hints[-1:]),
+            + one_of(hints + ([FEWER_THREADS] if tasks > 1 else []) + tiles),
         )
     return needs
 

@@ -15,7 +15,7 @@ import xarray as xr
 from ..kernels import Star, forward_star
 from .cluster import LocalConfig, connect
 from .decompose import solve_tiled
-from .errors import InputError, warn_input
+from .errors import InputError, setting, warn_input
 from .grid import Grid, grid_from_velocity
 from .solve import (
     Options,
@@ -127,9 +127,9 @@ def tiled_geometry(tiles: Mapping[str, int], grid: Grid, star: Star, options: Op
         positive integers, a tile smaller than the halo).
     """
     if options.algorithm == "near-far":
+        near_far = setting("algorithm='near-far'", "compute.algorithm: near-far")
         raise InputError(
-            "tiled solves use the pull tile solver on CUDA; algorithm='near-far' runs "
-            "single-domain only"
+            f"tiled solves use the pull tile solver on CUDA; {near_far} runs single-domain only"
         )
     check_launchable(grid, star, options, batch=1)  # tiles are solved one source at a time
     return tile_grid(tiles, grid.dims, grid.shape3, star.radius)

@@ -356,7 +356,8 @@ def test_cuda_backend_without_gpu_fails_before_any_store(tmp_path):
     path = write_workflow(tmp_path, compute={"backend": "cuda"})
     run = raygrid("run", path, cwd=tmp_path, real_cuda=True)
     assert run.returncode == 2
-    assert "compute.backend: backend='cuda' cannot run here: no usable NVIDIA GPU" in run.stderr
+    assert "compute.backend: cuda cannot run here: no usable NVIDIA GPU" in run.stderr
+    assert "use cpu, or auto to use a GPU only when there is one" in run.stderr
     assert not (tmp_path / "quickstart-output").exists()
 
 

@@ -452,8 +452,22 @@ def test_tiles_are_validated(tmp_path):
     with pytest.raises(InputError, match=r"wf.yaml:14: compute.tiles: .*smaller than the halo"):
         prepare_workflow(read_workflow(small), here=False, values=False)
     near_far = SMALL + "compute:\n  backend: cuda\n  algorithm: near-far\n  tiles: {z: 8, x: 8}\n"
-    with pytest.raises(InputError, match=r"compute.tiles: .*algorithm='near-far' runs single"):
+    with pytest.raises(
+        InputError, match=r"compute.tiles: .*compute.algorithm: near-far runs single"
+    ):
         prepare_workflow(read_workflow(write(tmp_path, near_far)), here=False, values=False)
+
+
+def test_a_backend_refusal_is_said_in_the_files_words(tmp_path, monkeypatch):
+    # Said at compute.backend's line as the file spells it, not as the Python call does
+    # ("backend='auto' cannot use a GPU here ... And algorithm='near-far' runs only on one").
+    import raygrid.kernels.cuda as cuda_kernels
+
+    monkeypatch.setattr(cuda_kernels, "cuda_usable", lambda: False)  # (GPU hosts too)
+    auto = SMALL + "compute:\n  backend: auto\n  algorithm: near-far\n"
+    said = r"compute.backend: auto cannot use a GPU here: .* And compute.algorithm: near-far runs"
+    with pytest.raises(InputError, match=said):
+        prepare_workflow(read_workflow(write(tmp_path, auto)))
 
 
 @pytest.mark.filterwarnings("ignore:.*does not apply to a tiled solve")  # batch + tiles

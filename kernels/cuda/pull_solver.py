@@ -78,7 +78,8 @@ PHASES_PER_CHECK = 4
 #: How passes are run: see ``schedule`` in :class:`PullSolver`.
 SCHEDULES = ("passes", "cooperative", "phases")
 
-#: Fewest threads a default tile shrinks to (a warp: smaller blocks leave lanes idle).
+#: Fewest threads a default tile shrinks to (a warp: smaller blocks leave lanes idle); a
+#: model smaller than that has one tile of its own size.
 MIN_THREADS = 32
 #: Seeds per source a solver stages room for at first (it grows the room for more).
 SEED_ROOM = 64
@@ -105,9 +106,10 @@ def pull_layout(
     block : tuple of int, optional
         Tile shape ``(bz, by, bx)``, kept as given. ``None``: the default tile for 2D or 3D
         (:data:`~raygrid.kernels.cuda.pull.DEFAULT_BLOCK_2D`, ``DEFAULT_BLOCK_3D``; 256
-        threads) cut to the grid and grown to at least the halo along each axis, then
-        shrunk while its tile, halo and ``batch`` time tiles in ``dtype`` exceed a block's
-        shared memory.
+        threads) grown to at least the halo along each axis, shrunk while its tile, halo
+        and ``batch`` time tiles in ``dtype`` exceed a block's shared memory, then cut to
+        the grid (a model smaller than a tile gets one tile of its own size, which may have
+        fewer than :data:`MIN_THREADS` threads).
     batch : int
         Sources relaxed together by one block.
     dtype : numpy dtype
@@ -131,9 +133,7 @@ def pull_layout(
     """
     if block is None:
         default = DEFAULT_BLOCK_2D if shape3[1] == 1 else DEFAULT_BLOCK_3D
-        # No longer than the grid along an axis (a small model's one tile is not mostly
-        # padding: threads that relax nothing), nor shorter than the halo.
-        block = tuple(max(min(b, n), r) for b, n, r in zip(default, shape3, radius))
+        block = tuple(max(b, r) for b, r in zip(default, radius))  # tiles >= halo
         while shared_bytes(PaddedLayout(shape3, radius, block), batch, dtype) > SHARED_BYTES:
             halved = [max(b // 2, r, 1) for b, r in zip(block, radius)]
             shrinkable = [
@@ -146,6 +146,11 @@ def pull_layout(
                 break
             axis = max(shrinkable, key=lambda axis: (block[axis], -axis))
             block = tuple(halved[axis] if a == axis else b for a, b in enumerate(block))
+        # Then no longer than the grid along an axis (a small model's one tile is not
+        # mostly padding: threads that relax nothing), still no shorter than the halo.
+        # After the shrinking, not before: cutting first gave sizes (7, 14) whose halves
+        # stopped at the thread floor still too large, refusing batches that fit.
+        block = tuple(max(min(b, n), r) for b, n, r in zip(block, shape3, radius))
     return PaddedLayout(tuple(shape3), tuple(radius), tuple(block))
 
 
@@ -739,7 +744,12 @@ def default_delta(slowness: np.ndarray, spacing: np.ndarray, layout: PaddedLayou
     the full median of 1601^2 nodes took 14 ms, a quarter of the GPU solve. The band only
     orders the work, so any estimate gives the same times.
     """
-    extents = [b * h for b, h, n in zip(layout.block, spacing, layout.shape) if n > 1]
+    # Along the axes the wavefront crosses tiles (a tile cut to a thin grid's width would
+    # narrow the band for nothing), else along every axis of the model.
+    real = [
+        (b, h, k) for b, h, n, k in zip(layout.block, spacing, layout.shape, layout.blocks) if n > 1
+    ]
+    extents = [b * h for b, h, k in real if k > 1] or [b * h for b, h, _ in real]
     plane = layout.shape[1] * layout.shape[2]
     step = max(slowness.size // DELTA_SAMPLE, 1)
     while math.gcd(step, plane) > 1:
