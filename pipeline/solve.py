@@ -501,8 +501,7 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
     raise InputError(
         f"the CUDA pull solver cannot run radius {tuple(star.radius)} with batch {batch} in "
         f"{options.precision}: even its smallest tiles (at least the halo wide and 32 "
-        f"threads, or the model's size) with their halo need more shared memory than a "
-        f"block has; use "
+        f"threads) with their halo need more shared memory than a block has; use "
         f"{' or '.join(hints)}"
     )
 

@@ -78,8 +78,8 @@ PHASES_PER_CHECK = 4
 #: How passes are run: see ``schedule`` in :class:`PullSolver`.
 SCHEDULES = ("passes", "cooperative", "phases")
 
-#: Fewest threads a default tile shrinks to (a warp: smaller blocks leave lanes idle); a
-#: model smaller than that has one tile of its own size.
+#: Fewest threads a default tile shrinks to (a warp: smaller blocks leave lanes idle);
+#: under the simulator a model smaller than that has one tile of its own size.
 MIN_THREADS = 32
 #: Seeds per source a solver stages room for at first (it grows the room for more).
 SEED_ROOM = 64
@@ -107,9 +107,9 @@ def pull_layout(
         Tile shape ``(bz, by, bx)``, kept as given. ``None``: the default tile for 2D or 3D
         (:data:`~raygrid.kernels.cuda.pull.DEFAULT_BLOCK_2D`, ``DEFAULT_BLOCK_3D``; 256
         threads) grown to at least the halo along each axis, shrunk while its tile, halo
-        and ``batch`` time tiles in ``dtype`` exceed a block's shared memory, then cut to
-        the grid (a model smaller than a tile gets one tile of its own size, which may have
-        fewer than :data:`MIN_THREADS` threads).
+        and ``batch`` time tiles in ``dtype`` exceed a block's shared memory; under the
+        simulator, then cut to the grid (a model smaller than a tile gets one tile of its
+        own size, which may have fewer than :data:`MIN_THREADS` threads).
     batch : int
         Sources relaxed together by one block.
     dtype : numpy dtype
@@ -146,11 +146,14 @@ def pull_layout(
                 break
             axis = max(shrinkable, key=lambda axis: (block[axis], -axis))
             block = tuple(halved[axis] if a == axis else b for a, b in enumerate(block))
-        # Then no longer than the grid along an axis (a small model's one tile is not
-        # mostly padding: threads that relax nothing), still no shorter than the halo.
-        # After the shrinking, not before: cutting first gave sizes (7, 14) whose halves
-        # stopped at the thread floor still too large, refusing batches that fit.
-        block = tuple(max(min(b, n), r) for b, n, r in zip(block, shape3, radius))
+        if simulating():
+            # Under the simulator, no longer than the grid along an axis: each thread is a
+            # Python thread, and a small model's one tile was mostly padding. Not on a GPU,
+            # where idle lanes cost little and each tile shape is a kernel compiled anew
+            # (its shared arrays' sizes are constants): small models and a tiled solve's
+            # edge tiles share the default's. After the shrinking, not before: cut first,
+            # sizes such as 7 or 14 halved to the thread floor still did not fit.
+            block = tuple(max(min(b, n), r) for b, n, r in zip(block, shape3, radius))
     return PaddedLayout(tuple(shape3), tuple(radius), tuple(block))
 
 
@@ -744,12 +747,7 @@ def default_delta(slowness: np.ndarray, spacing: np.ndarray, layout: PaddedLayou
     the full median of 1601^2 nodes took 14 ms, a quarter of the GPU solve. The band only
     orders the work, so any estimate gives the same times.
     """
-    # Along the axes the wavefront crosses tiles (a tile cut to a thin grid's width would
-    # narrow the band for nothing), else along every axis of the model.
-    real = [
-        (b, h, k) for b, h, n, k in zip(layout.block, spacing, layout.shape, layout.blocks) if n > 1
-    ]
-    extents = [b * h for b, h, k in real if k > 1] or [b * h for b, h, _ in real]
+    extents = [b * h for b, h, n in zip(layout.block, spacing, layout.shape) if n > 1]
     plane = layout.shape[1] * layout.shape[2]
     step = max(slowness.size // DELTA_SAMPLE, 1)
     while math.gcd(step, plane) > 1:
