@@ -369,8 +369,11 @@ def test_a_refusal_names_the_settings_as_its_reader_writes_them(velocity):
     assert refused().endswith('use a smaller batch= or a smaller radius or precision="float32"')
     with spelt_for_workflows():
         said = refused()
-        with ThreadPoolExecutor(1) as pool:  # a context of this thread: told, not inherited
-            assert pool.submit(workflow_spelling).result() is False
+        # A context of this thread: a task is told (Dask's threads do not inherit it; new
+        # threads do only where Python is built to, free-threaded 3.14's default).
+        inherits = bool(getattr(sys.flags, "thread_inherit_context", False))
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(workflow_spelling).result() is inherits
     assert said.endswith(
         "use a smaller compute.cuda_batch or a smaller radius or grid.precision: float32"
     )
