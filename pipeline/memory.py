@@ -133,6 +133,11 @@ def float32_hint() -> str:
     return setting('precision="float32"', "grid.precision: float32")
 
 
+def precompute_hint() -> str:
+    """A refusal's offer of weights computed as they are used, spelt for its reader."""
+    return setting("precompute=False", "compute.precompute: false")
+
+
 def batch_hint() -> str:
     """A refusal's offer of fewer sources per CUDA block, spelt for its reader."""
     return setting("a smaller batch=", "a smaller compute.cuda_batch")

@@ -37,6 +37,7 @@ from .memory import (
     float32_hint,
     footprint,
     one_of,
+    precompute_hint,
     tiles_hint,
 )
 from .models import constant_model, is_number
@@ -357,7 +358,7 @@ def device_memory_hints(options: Options) -> list[str]:
     """What a GPU solve with ``options`` can change to need less device memory."""
     hints = []
     if options.precompute:
-        hints.append(setting("precompute=False", "compute.precompute: false"))
+        hints.append(precompute_hint())
     # (Near-Far packs a float32 time with its predecessor in 8 bytes, as a float64 takes:
     # float32 saves it little but its precomputed weights' half.)
     if options.precision == "float64" and (options.algorithm == "pull" or options.precompute):
@@ -543,7 +544,7 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     if options.backend == "cpu" and n_sources > 1:
         hints.append("fewer threads=")
     if options.precompute:
-        hints.append(setting("precompute=False", "compute.precompute: false"))
+        hints.append(precompute_hint())
     if options.precision == "float64":
         hints.append(float32_hint())
     # Near-Far is untiled: a model too large for it alone is too large for it.

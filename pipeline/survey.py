@@ -62,7 +62,15 @@ from .integrity import listed_sources
 from .interrupts import check_interrupts
 from .lock import store_lock
 from .lookup import receiver_times
-from .memory import WORKER_BYTES, available_memory, check_fits, float32_hint, footprint, one_of
+from .memory import (
+    WORKER_BYTES,
+    available_memory,
+    check_fits,
+    float32_hint,
+    footprint,
+    one_of,
+    precompute_hint,
+)
 from .nodevalues import NodeValues
 from .progress import Progress
 from .rays import ray_field, trace_rays
@@ -566,7 +574,7 @@ def check_survey_memory(
     if options.backend == "cpu":  # the graph is built here, then sent to the workers
         # Only what would lower the need: "compute.precompute: false" was said where it
         # was false.
-        precompute = ["compute.precompute: false"] if options.precompute else []
+        precompute = [precompute_hint()] if options.precompute else []
         lower = ["a smaller model", *precompute]
         check_fits(
             cost.model, available_memory(),
@@ -630,7 +638,7 @@ def check_workers_memory(
     # Only what would lower the need here: a smaller batch did not, without precompute.
     hints = [more]
     if options.precompute:
-        hints.append("compute.precompute: false")
+        hints.append(precompute_hint())
     if sources > 1:
         hints.append("a smaller compute.batch")
     if options.precision == "float64":

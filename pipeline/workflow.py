@@ -42,7 +42,7 @@ from .errors import InputError, InputWarning, for_workflows, warn_input
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity, radius3
 from .io import load_velocity
-from .memory import available_memory, check_fits, footprint, one_of
+from .memory import available_memory, check_fits, footprint, one_of, precompute_hint
 from .models import constant_model, gradient_model, layered_model, layers_problem
 from .positions import CsvPoints, Points, resolve_points
 from .solve import (
@@ -554,7 +554,7 @@ def _check_model_fits(workflow: Workflow, sizes: dict[str, int], graph: bool) ->
     elif 8 * nodes <= available:  # tiles leave the velocity whole, built here
         lower.insert(0, "compute.tiles (then only the velocity is held whole)")
     if with_graph and workflow.compute.precompute:  # only what would lower the need
-        lower.append("compute.precompute: false")
+        lower.append(precompute_hint())
     check_fits(
         needed, available,
         f"the model of {shape} nodes{with_graph} (velocity and slowness in float64)",
