@@ -8,9 +8,7 @@ over the rounds are compared. Variants: the launch-per-pass schedule with prepar
 a whole call (``solve_pull``: model to the device, solve, results back) and with the model
 resident (a ``PullSolver`` built before the rounds: a survey worker's case), the resident
 passes schedule returning times alone (no predecessors copied back), precomputed
-weights resident, and the passes schedule with the star walked by a bit mask
-(``walk="mask"``, whole call and resident). The CPU Dijkstra runs once on the same host for
-the ratio.
+weights resident. The CPU Dijkstra runs once on the same host for the ratio.
 
 ``--baseline DIR`` adds ``baseline`` and ``baseline-resident``: the same solve through an
 earlier revision's ``kernels/`` copied into ``DIR`` (``git archive REV kernels | tar -x -C
@@ -56,9 +54,6 @@ VARIANTS = {
     # path before raygrid.kernels.cuda.launch).
     "passes-numba-launch": (False, {}, {}, False),
     "passes-resident": (True, {}, {}, True),
-    # The star walked by bit masks of up to 32 change stamps read at once (pull.WALKS).
-    "passes-mask": (False, {"walk": "mask"}, {}, True),
-    "passes-resident-mask": (True, {"walk": "mask"}, {}, True),
     # The times alone (traveltime() without raypaths): no predecessors copied back.
     "passes-resident-times": (True, {}, {"predecessors": False}, True),
     "precomputed-resident": (True, {"precomputed": True}, {}, True),

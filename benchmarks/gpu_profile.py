@@ -87,9 +87,6 @@ def main(argv=None) -> None:
         default=0,
         help="only this many resident 2D solves, their statistics (for Nsight Compute)",
     )
-    parser.add_argument(
-        "--walk", default="scan", help="with --solves: the star walk (pull.WALKS; default scan)"
-    )
     args = parser.parse_args(argv)
 
     from numba import cuda
@@ -103,7 +100,7 @@ def main(argv=None) -> None:
     star = forward_star((args.radius, 0, args.radius))
     seeds = top_centre(shape)
     if args.solves:
-        solver = PullSolver(slowness, spacing, star, walk=args.walk)
+        solver = PullSolver(slowness, spacing, star)
         for _ in range(args.solves):
             stats = {}
             solver.solve(seeds, stats=stats)

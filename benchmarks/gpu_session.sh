@@ -21,10 +21,9 @@
 #          (rounds against tile tasks, the CUDA solvers' model setup and relaxation)
 #   ncu    Nsight Compute on three mid-solve passes of the pull kernel (gpu_profile.py
 #          --solves 1, 1601^2 radius 3, --set full), then one pass's stall reasons (the
-#          raw page of WarpStateStats), then the three passes again with walk="mask",
-#          where ncu is installed (about 30 s each)
+#          raw page of WarpStateStats), where ncu is installed (about 20 s each)
 # Each part stops after its share of the call (targets, blocks and tiled 150 s, ab 200 s (its variants
-# compile three pairs of kernels), profile 110 s, each of ncu's three profiles 110 s,
+# compile three pairs of kernels), profile 110 s, each of ncu's two profiles 110 s,
 # tests 230 s, sweep
 # and study 540 s; $GPU_PART_LIMIT seconds for every part if set; what it printed by then is
 # in $OUT, and each has 10 s more to stop), so one device call of `targets tests ab` fits
@@ -105,10 +104,6 @@ for part in "${parts[@]}"; do
                 within "$ncu" -k regex:per_pass --launch-skip 100 --launch-count 1 \
                     --section WarpStateStats --page raw python3 benchmarks/gpu_profile.py \
                     --radius 3 --solves 1 > "$out/gpu-ncu-stalls.txt" 2>&1
-                # The same passes with the star walked by a bit mask (pull.WALKS).
-                within "$ncu" -k regex:per_pass --launch-skip 100 --launch-count 3 --set full \
-                    python3 benchmarks/gpu_profile.py --radius 3 --solves 1 --walk mask \
-                    > "$out/gpu-ncu-mask.txt" 2>&1
             fi ;;
     esac
     echo "part $part: $(( $(date +%s) - started )) s" | tee -a "$out/parts.log"

@@ -36,29 +36,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-#: (name, block, radius, precision, batch, precomputed weights, kernel, star walk): the
-#: default tile shapes at the study's radii, the survey's float32 batch, precomputed
-#: weights, 3D, the phases schedule (whose register cap, ``PHASES_REGISTERS``, this shows
-#: the need of), and the mask walk of the star (``WALKS``) where the code has one.
+#: (name, block, radius, precision, batch, precomputed weights, kernel): the default tile
+#: shapes at the study's radii, the survey's float32 batch, precomputed weights, 3D, and the
+#: phases schedule (whose register cap, ``PHASES_REGISTERS``, this shows the need of).
 KERNELS = [
-    *[
-        (f"2D r{r}", (16, 1, 16), (r, 0, r), np.float64, 1, False, "per_pass", "scan")
-        for r in range(1, 7)
-    ],
-    ("2D r4 f32 batch 8", (16, 1, 16), (4, 0, 4), np.float32, 8, False, "per_pass", "scan"),
-    ("2D r3 precomputed", (16, 1, 16), (3, 0, 3), np.float64, 1, True, "per_pass", "scan"),
-    ("3D r2", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "per_pass", "scan"),
-    ("3D r3", (4, 8, 8), (3, 3, 3), np.float64, 1, False, "per_pass", "scan"),
-    ("2D r3 phases", (16, 1, 16), (3, 0, 3), np.float64, 1, False, "phases", "scan"),
-    ("3D r2 phases", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "phases", "scan"),
-    *[
-        (f"2D r{r} mask", (16, 1, 16), (r, 0, r), np.float64, 1, False, "per_pass", "mask")
-        for r in (3, 5)
-    ],
-    ("2D r4 f32 batch 8 mask", (16, 1, 16), (4, 0, 4), np.float32, 8, False, "per_pass", "mask"),
-    ("3D r2 mask", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "per_pass", "mask"),
-    ("2D r3 phases mask", (16, 1, 16), (3, 0, 3), np.float64, 1, False, "phases", "mask"),
-    ("3D r2 phases mask", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "phases", "mask"),
+    *[(f"2D r{r}", (16, 1, 16), (r, 0, r), np.float64, 1, False, "per_pass") for r in range(1, 7)],
+    ("2D r4 f32 batch 8", (16, 1, 16), (4, 0, 4), np.float32, 8, False, "per_pass"),
+    ("2D r3 precomputed", (16, 1, 16), (3, 0, 3), np.float64, 1, True, "per_pass"),
+    ("3D r2", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "per_pass"),
+    ("3D r3", (4, 8, 8), (3, 3, 3), np.float64, 1, False, "per_pass"),
+    ("2D r3 phases", (16, 1, 16), (3, 0, 3), np.float64, 1, False, "phases"),
+    ("3D r2 phases", (4, 8, 8), (2, 2, 2), np.float64, 1, False, "phases"),
 ]
 
 
@@ -115,14 +103,10 @@ def report(code, label: str, sass: Path | None) -> list[dict]:
 
     pull = importlib.import_module(code.__name__ + ".cuda.pull")
     rows = []
-    walks = getattr(pull, "WALKS", ("scan",))  # (an older revision's has no choice)
-    for name, block, radius, precision, batch, precomputed, kernel, walk in KERNELS:
-        if walk not in walks:
-            continue
+    for name, block, radius, precision, batch, precomputed, kernel in KERNELS:
         started = time.perf_counter()
         star = code.forward_star(radius)
-        options = {} if walk == "scan" else {"walk": walk}
-        kernels = pull.pull_kernels(block, star, batch, precision, precomputed, **options)
+        kernels = pull.pull_kernels(block, star, batch, precision, precomputed)
         function = kernels[2 if kernel == "phases" else 0].py_func
         ptx, _ = cuda.compile_ptx(function, argument_types(precision, kernel), cc=(9, 0))
         row, cubin = link_report(ptx)

@@ -74,16 +74,14 @@ def test_launch_limits_are_clear_errors():
     from raygrid.kernels.cuda.pull import check_launch, pull_kernels, shared_bytes
 
     layout = PaddedLayout((1601, 1, 1601), (5, 0, 5), (16, 1, 16))
-    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 42 + 26 * 4 + 27 * 8 + 44
-    with pytest.raises(ValueError, match="max_inner must be between 1 and 32767"):
-        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, 32768)
-    with pytest.raises(ValueError, match="walk must be one of"):
-        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, walk="gather")
-    # A solver refuses them before anything goes to the device.
+    assert shared_bytes(layout, 4, np.float64) == 26 * 26 * 44 + 26 * 4 + 27 * 8 + 44
+    with pytest.raises(ValueError, match="max_inner must be between 1 and 2147483647"):
+        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, 2**31)
+    # A solver refuses it before anything goes to the device.
     from raygrid.kernels.cuda.pull_solver import PullSolver
 
-    with pytest.raises(ValueError, match="walk must be one of"):
-        PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), walk="gather")
+    with pytest.raises(ValueError, match="max_inner must be between"):
+        PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), max_inner=0)
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -146,14 +144,11 @@ def test_a_default_tile_is_cut_to_a_small_model_once_it_fits():
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize(
-    "precomputed, schedule, walk",
-    [
-        (False, "cooperative", "scan"), (True, "cooperative", "scan"),
-        (False, "passes", "scan"), (False, "phases", "scan"), (False, "passes", "mask"),
-    ],
-    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases", "mask-walk"],
-)  # fmt: skip
-def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, walk):
+    "precomputed, schedule",
+    [(False, "cooperative"), (True, "cooperative"), (False, "passes"), (False, "phases")],
+    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases"],
+)
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model(shape)
@@ -163,7 +158,7 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, wa
     stats = {}
     times, predecessor = solve_pull(
         slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
-        stats=stats, schedule=schedule, walk=walk,
+        stats=stats, schedule=schedule,
     )  # fmt: skip
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
     assert predecessor.dtype == star.predecessor_dtype
@@ -177,28 +172,6 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, wa
     assert stats["inner_iterations"] >= stats["tiles_relaxed"] > 0
     assert 0 < stats["setup_model_s"] <= stats["setup_s"]  # the model's part of the setup
     assert 0 < stats["weights_evaluated"] < stats["inner_iterations"] * 64 * star.size
-
-
-@simulator_only
-@pytest.mark.parametrize(
-    "radius, block, schedule",
-    [((3, 0, 3), (4, 1, 4), "passes"), ((5, 0, 5), (5, 1, 5), "phases")],
-    ids=["one-full-chunk", "padded-chunks-phases"],
-)
-def test_mask_walk_chunks_equal_the_cpu(radius, block, schedule):
-    """32 offsets fill one chunk to its last bit; 80 make chunks of 27, 27 and 26, the last
-    padded with steps whose bits are cleared."""
-    from raygrid.kernels.cuda.pull_solver import solve_pull
-
-    slowness = model((8, 1, 11))  # 2 x 3 tiles of 4 x 4, 2 x 3 of 5 x 5
-    spacing = np.array([10.0, 8.0, 12.0])
-    star = forward_star(radius)
-    seeds = seeds_for(slowness)
-    times, predecessor = solve_pull(
-        slowness, spacing, star, seeds, block=block, batch=2, schedule=schedule, walk="mask"
-    )
-    np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
-    assert np.all(predecessor[0][np.arange(slowness.size) != slowness.size // 2] >= 0)
 
 
 def test_default_band_samples_every_column():
@@ -555,18 +528,16 @@ PTX_SCRIPT = textwrap.dedent(
         )
     # Each tile shape with each precision and each kind of weights, and the phases kernel
     # for each tile shape (every combination took twice as long and found nothing more).
-    # Both walks of the star in 2D and in 3D. The first is the issue-3 target's kernel (2D
-    # radius 5, float64, weights on the fly, one source a block).
+    # The first is the issue-3 target's kernel (2D radius 5, float64, weights on the fly,
+    # one source a block).
     configurations = (
-        ((16, 1, 16), (5, 0, 5), np.float64, False, True, "scan", 1),
-        ((16, 1, 16), (5, 0, 5), np.float32, True, False, "mask", 4),
-        ((4, 8, 8), (2, 2, 2), np.float64, True, False, "mask", 4),
-        ((4, 8, 8), (2, 2, 2), np.float32, False, True, "scan", 4),
+        ((16, 1, 16), (5, 0, 5), np.float64, False, True, 1),
+        ((16, 1, 16), (5, 0, 5), np.float32, True, False, 4),
+        ((4, 8, 8), (2, 2, 2), np.float64, True, False, 4),
+        ((4, 8, 8), (2, 2, 2), np.float32, False, True, 4),
     )
-    for block, radius, dtype, pre, with_phases, walk, batch in configurations[part::2]:
-        per_pass, persistent, phases = pull_kernels(
-            block, forward_star(radius), batch, dtype, pre, walk=walk
-        )
+    for block, radius, dtype, pre, with_phases, batch in configurations[part::2]:
+        per_pass, persistent, phases = pull_kernels(block, forward_star(radius), batch, dtype, pre)
         common = argument_types(dtype, "per_pass")
         ptx, _ = cuda.compile_ptx(per_pass.py_func, common, cc=(9, 0))
         assert "st.shared" in ptx and ".entry" in ptx
@@ -684,7 +655,8 @@ def test_solvers_on_a_real_gpu_take_about_the_memory_they_counted():
     # The device memory check (raygrid.kernels.cuda.memory) counts each solver's arrays;
     # here the driver's own free memory says what building one took. Allocations are
     # rounded up (2 MiB pages), and the first build of a kind loads its kernels' code:
-    # each solver is built once before it is measured.
+    # each solver is built once before it is measured, and every solver stays alive until
+    # the end (so no free lands inside a measurement).
     from raygrid.kernels.cuda.memory import device_memory
     from raygrid.kernels.cuda.nearfar import NearFarSolver, near_far_device_bytes
     from raygrid.kernels.cuda.pull_solver import PullSolver, pull_device_bytes, pull_layout
@@ -708,11 +680,11 @@ def test_solvers_on_a_real_gpu_take_about_the_memory_they_counted():
             near_far_device_bytes(PaddedLayout(slowness.shape, star.radius, (3, 1, 3)), star),
         ),
     ]  # fmt: skip
+    kept = []
     for build, counted in cases:
-        build()  # its kernels loaded; dropped
+        kept.append(build())  # its kernels loaded
         before = device_memory()[0]
-        solver = build()
+        kept.append(build())
         taken = before - device_memory()[0]
-        del solver
         # The near-far float64 count holds the predecessors a solve recovers (not built yet).
         assert counted - 8 * 2**20 - 4 * 1201**2 <= taken <= counted + 64 * 2**20, (taken, counted)

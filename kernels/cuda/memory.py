@@ -63,9 +63,13 @@ def device_memory() -> tuple[float, float]:
     is then not checked.
     """
     context = cuda.current_context()
-    deallocations = getattr(context, "deallocations", None)  # none in the simulator
-    if deallocations is not None:
-        deallocations.clear()
+    # Numba queues a dropped device array's free on its memory manager's list (the
+    # context's own list holds streams and events): both are flushed. None in the
+    # simulator, nor for an external memory manager that keeps no such list.
+    for owner in (context, getattr(context, "memory_manager", None)):
+        deallocations = getattr(owner, "deallocations", None)
+        if deallocations is not None:
+            deallocations.clear()
     try:
         free, total = context.get_memory_info()
     except NotImplementedError:

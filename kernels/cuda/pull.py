@@ -36,7 +36,7 @@ from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
-    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes", "WALKS",
+    "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes",
     "check_settings",
 ]  # fmt: skip
 
@@ -47,26 +47,19 @@ DEFAULT_BLOCK_3D = (4, 8, 8)
 #: again): a pass lasts as long as its slowest tile, so a tile still busy after a few
 #: iterations yields (1601^2, radius 5 on an H100: 8 -> 62 ms, 64 -> 70 ms).
 MAX_INNER = 8
-#: How a node walks its star in an in-block iteration: ``scan`` tests each offset's change
-#: stamp in turn; ``mask`` first reads a chunk of up to 32 stamps at once into a bit mask.
-#: ``mask`` was built without a GPU (fewer dependent loads in the SASS, the same
-#: registers: benchmarks/results/gpu_static_sm90.md) and is not yet timed: an earlier
-#: gather of 4-8 stamps read as a win in the SASS and lost on an H100
-#: (results/gpu_study_h100.md).
-WALKS = ("scan", "mask")
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
 
 
 def shared_bytes(layout: PaddedLayout, batch: int, dtype) -> int:
     """Shared memory of one block: its slowness tile (float64), ``batch`` time tiles, a
-    change stamp per tile node (int16) and per tile row (int32), the smallest new time on
-    each of the 27 sides (float64) and a few scalars. (The node stamps were int32: a
-    warp's two rows of a 16-wide tile then read banks that overlap, a 2-way conflict on
-    every stamp load, which Nsight Compute counted on an H100; int16 rows do not overlap.)"""
+    change stamp (int32) per tile node and one per tile row, the smallest new time on each
+    of the 27 sides (float64) and a few scalars. (int16 node stamps, which avoid a 2-way
+    bank conflict Nsight Compute counted on their loads, made the kernel 6-8 % slower on an
+    H200: benchmarks/results/gpu_targets_h200_7eb8cdd.md.)"""
     tz, ty, tx = layout.tile
     nodes = tz * ty * tx
-    return nodes * (8 + batch * np.dtype(dtype).itemsize + 2) + 4 * tz * ty + 27 * 8 + 44
+    return nodes * (8 + batch * np.dtype(dtype).itemsize + 4) + 4 * tz * ty + 27 * 8 + 44
 
 
 def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
@@ -82,13 +75,12 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
         )
 
 
-def check_settings(max_inner: int, walk: str) -> None:
-    """Raise ``ValueError`` for an in-block bound the int16 change stamps cannot count to,
-    or a walk not in :data:`WALKS`."""
-    if not 1 <= max_inner <= np.iinfo(np.int16).max:
-        raise ValueError(f"max_inner must be between 1 and 32767, got {max_inner}")
-    if walk not in WALKS:
-        raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")
+def check_settings(max_inner: int) -> None:
+    """Raise ``ValueError`` for an in-block bound the int32 change stamps cannot count to."""
+    if not 1 <= max_inner <= np.iinfo(np.int32).max:
+        raise ValueError(
+            f"max_inner must be between 1 and {np.iinfo(np.int32).max}, got {max_inner}"
+        )
 
 
 def pull_kernels(
@@ -99,7 +91,6 @@ def pull_kernels(
     precomputed: bool,
     max_inner: int = MAX_INNER,
     rule: int = EXACT,
-    walk: str = "scan",
 ):
     """The pull kernels for one tile shape, star, batch and precision (compiled when first
     specialized or launched): ``(per_pass, persistent, phases)``.
@@ -124,9 +115,8 @@ def pull_kernels(
 
     - in-block iteration ``i`` pulls only from nodes whose time changed in iteration
       ``i - 1`` or later (a change stamp per tile node in shared memory, tested offset by
-      offset, or with ``walk="mask"`` read for up to 32 offsets at once into a bit mask: see
-      :data:`WALKS`), and a node skips its whole star when no tile row within its radius
-      changed (a stamp per row);
+      offset), and a node skips its whole star when no tile row within its radius changed
+      (a stamp per row);
     - a tile relaxed again in a later pass starts from the nodes of its tile and halo that
       changed since it last ran (``node_pass``, the pass of each node's last write, against
       ``tile_pass``, the pass the tile last ran), not from all of them (passes schedules);
@@ -137,7 +127,7 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
-    check_settings(max_inner, walk)
+    check_settings(max_inner)
     tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
     # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
     crossings = star_crossings(star, np.ones(3), rule, tile)
@@ -145,13 +135,11 @@ def pull_kernels(
         star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes(),
         crossings.start.tobytes(), crossings.step.tobytes(), crossings.fraction.tobytes(),
     )  # fmt: skip
-    return _pull_kernels(
-        tuple(block), star.radius, key, batch, dtype, precomputed, max_inner, walk == "mask"
-    )
+    return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner)
 
 
 @cache
-def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner, mask_walk):
+def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner):
     bz, by, bx = block
     rz, ry, rx = radius
     tz, ty, tx = bz + 2 * rz, by + 2 * ry, bx + 2 * rx
@@ -169,14 +157,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     tile_step = flat_steps(offsets, (tz, ty, tx))
     n_offsets = len(offsets)
     one = np.uint32(1)
-    # The mask walk's steps in chunks of at most 32 (a bit each in a mask), as even as they
-    # come (98 offsets: chunks of 25, 25, 25 and 23, not 32, 32, 32 and 2), the last chunk
-    # padded with steps to the node itself, whose bits the last chunk's mask clears.
-    n_chunks = -(-n_offsets // 32)
-    width = np.uint32(-(-n_offsets // n_chunks))
-    chunk_step = np.zeros(width * n_chunks, dtype=tile_step.dtype)
-    chunk_step[:n_offsets] = tile_step
-    last_chunk = np.uint32((1 << (n_offsets - int(width) * (n_chunks - 1))) - 1)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -225,37 +205,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
             x = x - offsets[k, 2]
         return weights[(z * py + y) * px + x, j]
 
-    @cuda.jit(device=True, inline="always")
-    def pull_offset(k, node, changed, evaluated):
-        # Node `me` pulls along offset k from its neighbour, for every source of the batch;
-        # returns `changed` set to 1 where a time dropped and `evaluated` counting the
-        # weight if one was needed. The edge's lower bound (length x the tile's smallest
-        # slowness) is tested first, and the weight read or computed at most once, then
-        # used by every source. `node`: the node, its tile and what it pulls with (at: the
-        # node in the padded grid and its rows, for precomputed weights).
-        me, tile_floor, reach, length, weights, s_tile, t_tile, improved, at = node
-        gz, gy, gx, py, px = at
-        u = np.uint32(me - tile_step[k])
-        j = half[k]
-        bound = cast(tile_floor * reach[j])
-        w = -1.0
-        for s in range(batch):
-            tu = t_tile[s, u]
-            tv = t_tile[s, me]
-            if tu + bound < tv:
-                if w < 0.0:
-                    evaluated += 1
-                    if precomputed:
-                        w = stored_weight(weights, k, j, gz, gy, gx, py, px)
-                    else:
-                        w = tile_weight(s_tile, length, k, j, u, me)
-                candidate = tu + cast(w)  # rounded once, as on the CPU
-                if candidate < tv:
-                    t_tile[s, me] = candidate
-                    improved[s] = k
-                    changed = np.int32(1)
-        return changed, evaluated
-
     def tile_relaxation(notify, concurrent):
         # The tile relaxation for a schedule's `notify`. A tile starts from the nodes that
         # changed since it last ran: a stamp per node (the pass of its last write) against
@@ -270,7 +219,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
         def relax_tile(
             b, pass_id, slowness, reach, length,
             weights, times, predecessor, node_pass, tile_pass, worklist, relaxed,
-            s_tile, t_tile, changed_at, row_changed, floor, work, improved, side_min,
+            s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved, side_min,
         ):  # fmt: skip
             # The queue travels as a tuple: CPython passes a call of 30 arguments or more as
             # *args, which Numba cannot inline.
@@ -326,63 +275,54 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
             me = np.uint32((mz * ty + my) * tx + mx)
             _, py, px = slowness.shape
             gz, gy, gx = oz + mz, oy + my, ox + mx  # this node in the padded grid
-            node = (me, tile_floor, reach, length, weights, s_tile, t_tile, improved,
-                    (gz, gy, gx, py, px))  # fmt: skip
             inner = 0
             again = 0
             evaluated = 0  # weights read or computed, for the statistics
             for inner in range(1, max_inner + 1):
+                if tid == 0:
+                    flag[0] = 0
+                cuda.syncthreads()
                 since = np.int32(inner - 1)
                 near = False
                 for z in range(mz - rz, mz + rz + 1):
                     for y in range(my - ry, my + ry + 1):
                         if row_changed[z * ty + y] >= since:
                             near = True
-                changed = np.int32(0)  # an integer: the barrier below takes one
-                if near and mask_walk:
-                    # The offsets whose node changed, a chunk at a time into a bit mask, before
-                    # any is relaxed: independent loads issued together (no branch and a
-                    # constant trip count, so the compiler unrolls it), where the scan below
-                    # reads each offset's stamp only after the last offset was handled.
-                    # Then the set bits are relaxed in the star's order (a tie's
-                    # predecessor is the first offset, as in the scan).
-                    chunk = np.uint32(0)
-                    while chunk < n_chunks:
-                        fresh = np.uint32(0)
-                        bit = np.uint32(0)
-                        while bit < width:
-                            u = np.uint32(me - chunk_step[np.uint32(chunk * width + bit)])
-                            if changed_at[u] >= since:
-                                fresh = np.uint32(fresh | np.uint32(one << bit))
-                            bit = np.uint32(bit + one)
-                        if chunk == n_chunks - 1:
-                            fresh = np.uint32(fresh & last_chunk)
-                        # Every thread of a warp takes the same offset at the same time,
-                        # so the star's tables in constant memory are read by one broadcast
-                        # (a thread jumping to its own next set bit would make the warp read
-                        # as many addresses as it has threads: serialized).
-                        bit = np.uint32(0)
-                        while np.uint32(fresh >> bit) != 0:
-                            if np.uint32(fresh >> bit) & one != 0:
-                                k = np.uint32(chunk * width + bit)
-                                changed, evaluated = pull_offset(k, node, changed, evaluated)
-                            bit = np.uint32(bit + one)
-                        chunk = np.uint32(chunk + one)
-                elif near:
-                    # Unsigned indices inside the tile: Numba wraps a signed index that
-                    # might be negative, which cost every offset a 64-bit add and select.
+                changed = False
+                if near:
+                    # Unsigned indices inside the tile: Numba wraps a signed index that might
+                    # be negative, which cost every offset a 64-bit add and select.
                     k = np.uint32(0)
                     while k < n_offsets:
-                        # Else the node has not changed since this node last pulled from it.
-                        if changed_at[np.uint32(me - tile_step[k])] >= since:
-                            changed, evaluated = pull_offset(k, node, changed, evaluated)
+                        u = np.uint32(me - tile_step[k])
+                        # Else u has not changed since this node last pulled from it.
+                        if changed_at[u] >= since:
+                            j = half[k]
+                            bound = cast(tile_floor * reach[j])
+                            w = -1.0  # read or computed at most once, used by every source
+                            for s in range(batch):
+                                tu = t_tile[s, u]
+                                tv = t_tile[s, me]
+                                if tu + bound < tv:
+                                    if w < 0.0:
+                                        evaluated += 1
+                                        if precomputed:
+                                            w = stored_weight(weights, k, j, gz, gy, gx, py, px)
+                                        else:
+                                            w = tile_weight(s_tile, length, k, j, u, me)
+                                    candidate = tu + cast(w)  # rounded once, as on the CPU
+                                    if candidate < tv:
+                                        t_tile[s, me] = candidate
+                                        improved[s] = k
+                                        changed = True
                         k = np.uint32(k + one)  # (a sum of two uint32 is a uint64)
-                if changed != 0:
+                if changed:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner
-                # One barrier: it makes this iteration's writes visible to the next and says
-                # whether any thread changed (a flag in shared memory took three).
-                again = cuda.syncthreads_or(changed)
+                    flag[0] = 1
+                cuda.syncthreads()
+                again = flag[0]
+                cuda.syncthreads()  # every thread has read the flag before it is reset
                 if again == 0:
                     break
             if tid == 0:
@@ -474,8 +414,9 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        changed_at = cuda.shared.array(tile_nodes, numba.int16)
+        changed_at = cuda.shared.array(tile_nodes, numba.int32)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -494,7 +435,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                     length, weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
-                    s_tile, t_tile, changed_at, row_changed, floor, work, improved,
+                    s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
                     side_min,
                 )  # fmt: skip
 
@@ -507,8 +448,9 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        changed_at = cuda.shared.array(tile_nodes, numba.int16)
+        changed_at = cuda.shared.array(tile_nodes, numba.int32)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -528,7 +470,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                         tile, pass_id, slowness, reach,
                         length, weights, times, predecessor, node_pass, tile_pass,
                         worklist, relaxed,
-                        s_tile, t_tile, changed_at, row_changed, floor, work,
+                        s_tile, t_tile, changed_at, row_changed, flag, floor, work,
                         improved, side_min,
                     )  # fmt: skip
             grid.sync()
@@ -548,8 +490,9 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     ):  # fmt: skip
         s_tile = cuda.shared.array(tile_nodes, numba.float64)
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
-        changed_at = cuda.shared.array(tile_nodes, numba.int16)
+        changed_at = cuda.shared.array(tile_nodes, numba.int32)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -575,7 +518,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                     length, weights,
                     times, predecessor, node_pass, tile_pass,
                     worklist, relaxed,
-                    s_tile, t_tile, changed_at, row_changed, floor, work, improved,
+                    s_tile, t_tile, changed_at, row_changed, flag, floor, work, improved,
                     side_min,
                 )  # fmt: skip
                 if cuda.threadIdx.x == 0:

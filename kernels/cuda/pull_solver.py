@@ -187,9 +187,6 @@ class PullSolver:
         Sources relaxed together by one block: each weight computed is used ``batch`` times.
     max_inner : int
         Bound on the in-block iterations per pass.
-    walk : {"scan", "mask"}
-        How a node finds the neighbours that changed in an in-block iteration (see
-        :data:`raygrid.kernels.cuda.pull.WALKS`); the same times either way.
     schedule : {"passes", "cooperative", "phases"}
         ``"passes"``: one launch per pass. ``"cooperative"``: every pass in one cooperative
         launch; on an H100 this wins only where launches dominate (small grids: 64^2 in
@@ -238,13 +235,12 @@ class PullSolver:
         max_inner: int = MAX_INNER,
         schedule: str = "passes",
         delta: float | None = None,
-        walk: str = "scan",
         seed_room: int | None = None,
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        check_settings(max_inner, walk)  # before anything goes to the device
+        check_settings(max_inner)  # before anything goes to the device
         dtype = np.dtype(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
@@ -273,7 +269,7 @@ class PullSolver:
             weights = cuda.device_array((1, 1), dtype=dtype)
         self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
-            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, walk
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
