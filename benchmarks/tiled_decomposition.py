@@ -114,8 +114,10 @@ def run_case(client, name, shape, radius, tiles, backend="cpu") -> dict:
         "round_limit": 3 * max(counts),
         "strip_bytes": tiled.attrs["strip_bytes"],
         "bitwise_equal": bool(np.array_equal(values, single.values)),
-        # Summed over rounds: ``round`` is the rounds' wall time; ``task``, ``solve``,
-        # ``model`` and ``relax`` are summed over the tile tasks (which run side by side).
+        # Summed over rounds: ``round`` is the rounds' wall time; the others (``task``,
+        # ``solve`` and the CUDA solver's ``model``, ``start``, ``relax`` and ``copy``:
+        # pipeline.decompose.TILE_PARTS) are summed over the tile tasks (which run side by
+        # side).
         "tile_seconds": {part: round(value, 4) for part, value in seconds.items()},
     }
     row["targets"] = {

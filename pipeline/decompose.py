@@ -38,6 +38,10 @@ __all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled"]
 
 log = logging.getLogger("raygrid")
 
+#: The parts of a round's time its tile tasks report, summed (``solve_tile``'s
+#: ``seconds``); all but ``task`` and ``solve`` are the CUDA solver's, 0 on the CPU.
+TILE_PARTS = ("task", "solve", "model", "start", "relax", "copy")
+
 
 @dataclass
 class TileState:
@@ -145,8 +149,10 @@ def solve_tile(
     summary : dict
         ``changed`` (neighbours sent to), ``bytes`` (strip bytes sent), ``improved``
         (nodes), ``seconds``: wall seconds of the task (``task``), of its solver
-        (``solve``) and, on CUDA, of the solver's model setup (``model``: padding and
-        uploading the tile's slowness) and relaxation (``relax``).
+        (``solve``) and, on CUDA, of the parts of the solve (:data:`TILE_PARTS`): the
+        solver's model setup (``model``: padding and uploading the tile's slowness), the
+        starting times and seeds going up (``start``), the relaxation (``relax``) and the
+        results coming back (``copy``).
 
     Notes
     -----
@@ -154,7 +160,7 @@ def solve_tile(
     previous round already propagated, so a round costs what changed, not the whole tile.
     """
     started = time.perf_counter()
-    seconds = {"task": 0.0, "solve": 0.0, "model": 0.0, "relax": 0.0}
+    seconds = dict.fromkeys(TILE_PARTS, 0.0)
     state = _state(state)
     index = state.index
     times = state.times.copy()
@@ -198,7 +204,12 @@ def solve_tile(
             flat_times[:] = new_times[0]
             predecessor.reshape(-1)[:] = new_predecessor[0]
             seconds["model"] = solver_stats["setup_model_s"]
+            # The tile's starting times and seeds up (a batch's reset), and its times and
+            # predecessors back: with the model and the relaxation, what a CUDA tile solve
+            # is made of (the rest is host copies; benchmarks/tiled_decomposition.py).
+            seconds["start"] = solver_stats["setup_s"] - solver_stats["setup_model_s"]
             seconds["relax"] = solver_stats["passes_s"]
+            seconds["copy"] = solver_stats["copy_s"]
         else:
             # The heap only takes a seed below the node's current time: clear seeds first.
             flat_times[nodes] = np.inf
@@ -428,7 +439,7 @@ def solve_tiled(
         # Where the round's time goes (its log record): tile tasks against its wall time
         # tell the solvers' share from the exchange's, and on CUDA the model's setup
         # (repeated every round) from the relaxation.
-        round_seconds = dict.fromkeys(("task", "solve", "model", "relax"), 0.0)
+        round_seconds = dict.fromkeys(TILE_PARTS, 0.0)
         for (index, future), summary in zip(solved.items(), summaries):
             round_bytes += summary["bytes"]
             for part, value in summary["seconds"].items():
