@@ -8,7 +8,9 @@ over the rounds are compared. Variants: the launch-per-pass schedule with prepar
 a whole call (``solve_pull``: model to the device, solve, results back) and with the model
 resident (a ``PullSolver`` built before the rounds: a survey worker's case), the resident
 passes schedule returning times alone (no predecessors copied back), precomputed
-weights resident. The CPU Dijkstra runs once on the same host for the ratio.
+weights resident, and passes of as many blocks as the device holds (``pass_blocks=
+"device"``, whole call and resident). The CPU Dijkstra runs once on the same host for the
+ratio.
 
 ``--baseline DIR`` adds ``baseline`` and ``baseline-resident``: the same solve through an
 earlier revision's ``kernels/`` copied into ``DIR`` (``git archive REV kernels | tar -x -C
@@ -54,6 +56,10 @@ VARIANTS = {
     # path before raygrid.kernels.cuda.launch).
     "passes-numba-launch": (False, {}, {}, False),
     "passes-resident": (True, {}, {}, True),
+    # A pass launches as many blocks as the device holds, each taking queued tiles in turn,
+    # instead of one per tile (~10 000 at 1601^2, ~200 of them with a tile to relax).
+    "passes-device-blocks": (False, {"pass_blocks": "device"}, {}, True),
+    "passes-resident-device-blocks": (True, {"pass_blocks": "device"}, {}, True),
     # The times alone (traveltime() without raypaths): no predecessors copied back.
     "passes-resident-times": (True, {}, {"predecessors": False}, True),
     "precomputed-resident": (True, {"precomputed": True}, {}, True),

@@ -82,6 +82,8 @@ def test_launch_limits_are_clear_errors():
 
     with pytest.raises(ValueError, match="max_inner must be between"):
         PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), max_inner=0)
+    with pytest.raises(ValueError, match="pass_blocks must be one of"):
+        PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), pass_blocks="all")
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -144,11 +146,15 @@ def test_a_default_tile_is_cut_to_a_small_model_once_it_fits():
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize(
-    "precomputed, schedule",
-    [(False, "cooperative"), (True, "cooperative"), (False, "passes"), (False, "phases")],
-    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases"],
-)
-def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
+    "precomputed, schedule, pass_blocks",
+    [
+        (False, "cooperative", "tiles"), (True, "cooperative", "tiles"),
+        (False, "passes", "tiles"), (False, "phases", "tiles"), (False, "passes", "device"),
+    ],
+    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases", "device-blocks"],
+)  # fmt: skip
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, pass_blocks):
+    # "device-blocks": the simulator holds 3 blocks at once, so each takes several tiles.
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model(shape)
@@ -158,7 +164,7 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
     stats = {}
     times, predecessor = solve_pull(
         slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
-        stats=stats, schedule=schedule,
+        stats=stats, schedule=schedule, pass_blocks=pass_blocks,
     )  # fmt: skip
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
     assert predecessor.dtype == star.predecessor_dtype

@@ -58,11 +58,14 @@ from .weights import precompute_weights_gpu
 
 __all__ = [
     "PullSolver", "solve_pull", "pull_layout", "pull_device_bytes", "check_launch",
-    "default_delta", "DELTA_TILES", "SCHEDULES",
+    "default_delta", "DELTA_TILES", "SCHEDULES", "PASS_BLOCKS",
 ]  # fmt: skip
 
 logger = logging.getLogger("raygrid")
 
+#: How many blocks a pass of the ``"passes"`` schedule launches (see ``pass_blocks`` in
+#: :class:`PullSolver`).
+PASS_BLOCKS = ("tiles", "device")
 #: Default width of the band of tiles relaxed in a pass, in tiles crossed at the median
 #: slowness (see ``delta`` in :class:`PullSolver`).
 DELTA_TILES = 4.0
@@ -196,6 +199,13 @@ class PullSolver:
         block. ``"phases"``: no passes; resident blocks take queued tiles as they finish,
         one launch per phase of the band (:mod:`raygrid.kernels.cuda.tile_queue`); not yet
         timed on a GPU. For ``"phases"``, ``passes`` in the statistics counts phases.
+    pass_blocks : {"tiles", "device"}
+        Blocks a pass launches (``"passes"``): ``"tiles"``, one per tile, those past the
+        pass's queue exiting at once (about 10 000 of a 1601^2 pass's blocks, of which
+        ~200 relax a tile); ``"device"``, as many as the device holds at once, each taking
+        queued tiles in turn. An experiment, not yet timed since launches became cheap:
+        an H100 found the second no faster when each pass's launch cost the host 120-200 us
+        (results/gpu_study_h100.md); the same times either way.
     delta : float, optional
         Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
         only if the smallest time that changed around it is within ``delta`` of the
@@ -236,10 +246,13 @@ class PullSolver:
         schedule: str = "passes",
         delta: float | None = None,
         seed_room: int | None = None,
+        pass_blocks: str = "tiles",
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        if pass_blocks not in PASS_BLOCKS:
+            raise ValueError(f"pass_blocks must be one of {PASS_BLOCKS}, got {pass_blocks!r}")
         check_settings(max_inner)  # before anything goes to the device
         dtype = np.dtype(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
@@ -254,7 +267,7 @@ class PullSolver:
             f"the CUDA pull solver of {slowness.size:,} nodes",
         )  # fmt: skip
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
-        self.schedule = schedule
+        self.schedule, self.pass_blocks = schedule, pass_blocks
         self._lock = threading.Lock()
 
         slowness_padded = padded_slowness(layout, slowness)
@@ -542,13 +555,16 @@ class PullSolver:
         # The pass launch, marshalled once per staging and band: every batch passes the
         # same arrays (a resident solver's batch paid ~0.2 ms to marshal 19 arguments).
         if self._pass_launch is None or self._pass_launch[0] != self.delta:
-            # One block per tile: blocks beyond the queue's length exit at once. (A grid of
-            # only as many blocks as the device holds at once, looping over the queue, was
-            # no faster.)
+            # One block per tile (blocks beyond the queue's length exit at once), or as many
+            # as the device holds at once, looping over the queue (pass_blocks).
+            blocks = self.layout.n_blocks
+            if self.pass_blocks == "device":
+                # Specialized first, as prepared_launch would: one compile serves both.
+                per_pass = per_pass.specialize(*arguments, 0)
+                blocks = _resident_grid(per_pass, self.layout, (*arguments, 0)) or blocks
             launch = prepared_launch(
-                per_pass, self.layout.n_blocks, self.layout.threads, (*arguments, 0),
-                variable=len(arguments),
-            )  # fmt: skip
+                per_pass, blocks, self.layout.threads, (*arguments, 0), variable=len(arguments)
+            )
             self._pass_launch = (self.delta, launch)
         launch = self._pass_launch[1]
         return _run_passes(launch, self.layout, arguments, self._limit, seconds, self._snapshot)
