@@ -72,7 +72,9 @@ BASELINE_VARIANTS = {
     "baseline-resident": (True, {}, {}, True),
 }
 PARTS = ("setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s")
-COUNTERS = ("passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated")
+COUNTERS = (
+    "passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated", "pass_grid",
+)  # fmt: skip
 
 
 def load_baseline(directory: str):
@@ -141,7 +143,8 @@ def head_to_head(tag, slowness, spacing, radius, rounds, cpu_s=None, baseline=No
         }
         for part in PARTS:
             row[part] = float(np.median([found[part] for found in stats[name]]))
-        row.update({k: stats[name][-1][k] for k in COUNTERS})
+        # (.get: an older revision's solver, --baseline, may not count them all)
+        row.update({k: stats[name][-1].get(k) for k in COUNTERS})
         if cpu_s is not None:
             row["cpu_s"] = cpu_s
             row["speedup_best"] = cpu_s / row["best_s"]

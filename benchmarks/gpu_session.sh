@@ -18,7 +18,8 @@
 #          (about 25 s)
 #   tiled  tiled_decomposition.py --cuda: one solve by domain decomposition on a dask-cuda
 #          cluster against the single domain, with where the tiled solve's time goes
-#          (rounds against tile tasks, the CUDA solvers' model setup and relaxation)
+#          (rounds against tile tasks, the CUDA solvers' model setup, starting times,
+#          relaxation and copy back)
 #   ncu    Nsight Compute on three mid-solve passes of the pull kernel (gpu_profile.py
 #          --solves 1, 1601^2 radius 3, --set full), then one pass's stall reasons (the
 #          raw page of WarpStateStats), where ncu is installed (about 20 s each)

@@ -10,7 +10,8 @@ Issue 4, point 7. In one process run, for each case:
 and prints wall times, rounds, tile tasks, bytes moved in boundary strips, whether the
 two fields are bitwise equal, and where the tiled solve's time went (``tile_seconds``: the
 rounds' wall time against the tile tasks' summed seconds, their solvers' and, on CUDA, the
-solvers' model setup and relaxation; from the rounds' log records). Cases: 2D 1601^2
+solvers' model setup, starting times' upload, relaxation and copy back; from the rounds'
+log records). Cases: 2D 1601^2
 radius 5 with 2x2 tiles, 3D 161^3 radius 2 with 2x2x1 tiles (source at the top centre,
 gradient 0.5 -> 4 km/s).
 

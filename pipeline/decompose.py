@@ -34,7 +34,7 @@ from .errors import RunFailed, setting, spelt_for_workflows, workflow_spelling
 from .memory import device_memory_said, float32_hint
 from .tiles import Box, Index, TileGrid
 
-__all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled"]
+__all__ = ["TileState", "start_tile", "solve_tile", "solve_tiled", "TILE_PARTS"]
 
 log = logging.getLogger("raygrid")
 

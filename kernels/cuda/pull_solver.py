@@ -204,8 +204,10 @@ class PullSolver:
         pass's queue exiting at once (about 10 000 of a 1601^2 pass's blocks, of which
         ~200 relax a tile); ``"device"``, as many as the device holds at once, each taking
         queued tiles in turn. An experiment, not yet timed since launches became cheap:
-        an H100 found the second no faster when each pass's launch cost the host 120-200 us
-        (results/gpu_study_h100.md); the same times either way.
+        an H100 found the second no faster when each pass's launch cost the host ~100-200
+        us (results/gpu_study_h100.md); the same times either way. Only the ``"passes"``
+        schedule launches passes (``"cooperative"`` too, where it falls back to them);
+        the others ignore it. ``stats["pass_grid"]`` says how many blocks a pass had.
     delta : float, optional
         Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
         only if the smallest time that changed around it is within ``delta`` of the
@@ -369,6 +371,7 @@ class PullSolver:
             left for a later pass by the ``delta`` band), ``most_inner`` (most in-block
             iterations of one tile relaxation), ``delta``, ``schedule`` (the one that ran:
             ``"cooperative"`` falls back to ``"passes"`` where the device cannot launch it),
+            ``pass_grid`` (blocks a pass launched, see ``pass_blocks``; 0 without passes),
             and wall seconds: ``setup_s`` (each batch's seeds and state reset), ``passes_s``
             (the relaxation), ``copy_s`` (results back to the host), ``launch_s`` (of
             ``passes_s``, host time spent launching passes) and ``setup_model_s`` (building
@@ -449,6 +452,8 @@ class PullSolver:
                 most_inner=int(counters[5]),
                 delta=float(self.delta),
                 schedule=self.schedule,
+                # Blocks of a pass (pass_blocks); 0 where no pass was launched.
+                pass_grid=0 if self._pass_launch is None else self._pass_launch[2],
             )
         return times_out, predecessor_out
 
@@ -565,7 +570,7 @@ class PullSolver:
             launch = prepared_launch(
                 per_pass, blocks, self.layout.threads, (*arguments, 0), variable=len(arguments)
             )
-            self._pass_launch = (self.delta, launch)
+            self._pass_launch = (self.delta, launch, blocks)
         launch = self._pass_launch[1]
         return _run_passes(launch, self.layout, arguments, self._limit, seconds, self._snapshot)
 
@@ -776,7 +781,8 @@ def _resident_grid(kernel, layout: PaddedLayout, arguments) -> int | None:
     whose blocks stay resident; ``None`` where it cannot be compiled or no block fits.
 
     The simulator runs blocks one after another: it gets three (or one per tile), so the
-    tests see blocks that find nothing left to do.
+    tests see blocks that find nothing left to do (``phases``) or take several tiles each
+    (``per_pass`` with ``pass_blocks="device"``).
     """
     if simulating():
         return min(3, layout.n_blocks)
