@@ -8,6 +8,9 @@ from __future__ import annotations
 
 _mended = False
 
+#: The GIL switch interval while a simulated block runs (None: the default, 5 ms).
+SWITCH_INTERVAL = 1e-4
+
 
 def mend() -> None:
     """Apply both mends once per process (only while the simulator is on)."""
@@ -24,39 +27,126 @@ def mend() -> None:
 def dask_setup(worker) -> None:
     """Dask's preload hook: a worker process mends its simulator before any task runs.
 
-    There a Worker lives in the process, so only the shared-array mend takes effect (the
-    short switch interval is skipped beside a Dask worker: see ``_quick_simulator_blocks``).
+    There a Worker lives in the process, so its blocks keep the default switch interval
+    (see ``_quick_simulator_blocks``).
     """
     mend()
 
 
 def _quick_simulator_blocks() -> None:
-    """Run the CUDA simulator's thread blocks with a short GIL switch interval.
+    """Run the CUDA simulator's thread blocks on reused threads, released by a barrier.
 
-    The simulator runs each thread of a block as a Python thread, and its manager polls them
-    in a busy loop to release a ``syncthreads``. A waiting thread gets the GIL only when the
-    busy one gives it up, every ``sys.getswitchinterval()`` (5 ms by default): a kernel with
-    a few syncthreads per in-block iteration spent most of its time waiting for the hand-over.
-    10 us made the pull solver's simulator tests 5 to 7 times faster (44 s -> 6 s for
-    ``test_pull_mean_rule_float32_and_batch_of_one``; 1 us was slower again). Only while a
-    block runs: other threads (Dask's) keep the default between launches, and a test that
-    asks for more interleaving (a shorter interval) keeps it.
+    The simulator (0.30) runs each thread of a block as a new Python thread, and its manager
+    polls them in a busy loop to release a ``syncthreads``: the poller held the GIL that the
+    threads it waited for needed, and each block started its threads anew (~0.3 ms a thread).
+    Here a ``syncthreads`` is a condition-variable barrier over the block's live threads (a
+    thread that returns stops counting, as in the simulator), the host thread sleeps until the
+    block's threads are done, and the threads are kept for the next block. The pull solver's
+    simulator solves ran about 3 times faster than with the busy loop at a 10 us switch
+    interval (the earlier mend), kernels with short bodies 3 to 8 times.
 
-    Not while a Dask worker lives in this process (an in-process cluster): its profiler
-    calls ``sys._current_frames()`` every 10 ms, which holds the interpreter's lock on its
-    thread list while a garbage collection may run Python code (hypothesis installs a gc
-    callback). Where that code gives up the GIL, the simulator starting a thread takes the
-    GIL and waits for the lock, and both wait for ever: CPython gh-106883, unfixed in this
-    machine's 3.11.7. Seen here: a survey on an in-process worker hung at its first launch;
-    a short interval makes that hand-over likely.
+    A switch interval of :data:`SWITCH_INTERVAL` while a block runs keeps the threads of a
+    block interleaving (a race between them shows as a wrong time), where the default 5 ms
+    would run each thread's stretch between barriers in one piece; a test that asks for more
+    interleaving (a shorter interval) keeps it. Not while a Dask worker lives in this
+    process (an in-process cluster): its profiler calls ``sys._current_frames()`` every
+    10 ms, which holds the interpreter's lock on its thread list while a garbage collection
+    may run Python code (hypothesis installs a gc callback). Where that code gives up the
+    GIL, a thread starting takes the GIL and waits for the lock, and both wait for ever:
+    CPython gh-106883, unfixed in this machine's 3.11.7 (seen: a survey on an in-process
+    worker hung at its first launch; a short interval makes that hand-over likely).
+
+    A block whose kernel raises leaves its threads to finish or fail at their next barrier
+    (as the simulator does: the first error is raised at once); they are not reused. Blocks
+    launched from several host threads at once (which the simulator does not support) and
+    debug kernels get fresh threads.
     """
     import sys
     import threading
 
-    from numba.cuda.simulator.kernel import BlockManager
+    import numpy as np
+    from numba.cuda.simulator.kernel import BlockManager, BlockThread
+    from numba.cuda.simulator.kernelapi import Dim3
 
-    run = BlockManager.run
-    lock = threading.Lock()
+    thread_run = BlockThread.run  # runs the kernel, keeping its exception in .exception
+
+    class Barrier:
+        """A block's live threads, those waiting at a ``syncthreads``, and its first error."""
+
+        def __init__(self, count: int):
+            self.condition = threading.Condition()
+            self.alive = count
+            self.arrived = 0
+            self.generation = 0  # barriers passed: a waiter leaves when it moves on
+            self.error = None
+
+        def release(self) -> None:
+            self.arrived = 0
+            self.generation += 1
+            self.condition.notify_all()
+
+        def finished(self, thread) -> None:
+            with self.condition:
+                self.alive -= 1
+                if thread.exception is not None and self.error is None:
+                    self.error = thread.exception
+                if self.arrived and self.arrived == self.alive:
+                    self.release()  # the others wait for no one else
+                self.condition.notify_all()
+
+    def syncthreads(self):
+        barrier = self._manager.barrier
+        with barrier.condition:
+            if barrier.error is not None:
+                raise RuntimeError("abort flag set on syncthreads call")
+            barrier.arrived += 1
+            if barrier.arrived == barrier.alive:
+                barrier.release()
+            else:
+                passed = barrier.generation
+                while barrier.generation == passed and barrier.error is None:
+                    barrier.condition.wait()
+            if barrier.error is not None:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+    def run_fresh(self):
+        barrier = self._manager.barrier
+        try:
+            thread_run(self)
+        finally:
+            barrier.finished(self)
+
+    class Kept(BlockThread):
+        """A simulated CUDA thread that runs one block's kernel after another."""
+
+        def __init__(self):
+            threading.Thread.__init__(self, daemon=True)
+            self.given = threading.Event()
+
+        def give(self, target, manager, block_point, thread_point) -> None:
+            # What BlockThread.__init__ sets, for this block.
+            self._target, self._args, self._kwargs = target, (), {}
+            self._manager = manager
+            self.blockIdx, self.threadIdx = Dim3(*block_point), Dim3(*thread_point)
+            x, y, _ = manager._block_dim
+            self.thread_id = thread_point[0] + x * (thread_point[1] + y * thread_point[2])
+            self.exception, self.abort, self.debug = None, False, False
+            self.syncthreads_blocked = False
+            self.given.set()
+
+        def run(self):
+            while True:
+                self.given.wait()
+                self.given.clear()
+                barrier = self._manager.barrier
+                try:
+                    thread_run(self)
+                finally:
+                    barrier.finished(self)
+
+    kept: list[Kept] = []
+    kept_lock = threading.Lock()  # one block at a time uses the kept threads
+    interval_lock = threading.Lock()
     running = [0, sys.getswitchinterval()]  # blocks running now, the interval to restore
 
     def profiled() -> bool:
@@ -67,23 +157,53 @@ def _quick_simulator_blocks() -> None:
             w.status.name not in ("closed", "failed") for w in list(worker.Worker._instances)
         )
 
-    def quick_run(self, *args):
-        if profiled():
-            return run(self, *args)
-        with lock:
+    def run_block(self, grid_point, *args):
+        points = list(np.ndindex(*self._block_dim))
+        barrier = self.barrier = Barrier(len(points))
+
+        def target():
+            self._f(*args)
+
+        reuse = not self._debug and kept_lock.acquire(blocking=False)
+        try:
+            if reuse:
+                while len(kept) < len(points):
+                    kept.append(Kept())
+                    kept[-1].start()
+                for thread, point in zip(kept, points):
+                    thread.give(target, self, grid_point, point)
+            else:
+                for point in points:
+                    BlockThread(target, self, grid_point, point, self._debug).start()
+            with barrier.condition:
+                barrier.condition.wait_for(lambda: barrier.alive == 0 or barrier.error)
+            if barrier.error is not None:
+                if reuse:
+                    kept.clear()  # some may still run: never give them another block
+                raise barrier.error[0].with_traceback(barrier.error[1])
+        finally:
+            if reuse:
+                kept_lock.release()
+
+    def interleaved_run(self, *args):
+        if SWITCH_INTERVAL is None or profiled():
+            return run_block(self, *args)
+        with interval_lock:
             if running[0] == 0:
                 running[1] = sys.getswitchinterval()
-                sys.setswitchinterval(min(running[1], 1e-5))
+                sys.setswitchinterval(min(running[1], SWITCH_INTERVAL))
             running[0] += 1
         try:
-            return run(self, *args)
+            return run_block(self, *args)
         finally:
-            with lock:
+            with interval_lock:
                 running[0] -= 1
                 if running[0] == 0:
                     sys.setswitchinterval(running[1])
 
-    BlockManager.run = quick_run
+    BlockThread.syncthreads = syncthreads
+    BlockThread.run = run_fresh
+    BlockManager.run = interleaved_run
 
 
 def _one_shared_array_per_block() -> None:
