@@ -208,6 +208,11 @@ class PullSolver:
         us (results/gpu_study_h100.md); the same times either way. Only the ``"passes"``
         schedule launches passes (``"cooperative"`` too, where it falls back to them);
         the others ignore it. ``stats["pass_grid"]`` says how many blocks a pass had.
+    barriers : {3, 1}
+        Block-wide barriers per in-block iteration (see
+        :func:`~raygrid.kernels.cuda.pull.pull_kernels`): 3, the kernel timed on devices;
+        1, three change flags in turn, an experiment not yet timed. The same times either
+        way; ``stats["barriers"]`` says which ran.
     delta : float, optional
         Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
         only if the smallest time that changed around it is within ``delta`` of the
@@ -249,13 +254,14 @@ class PullSolver:
         delta: float | None = None,
         seed_room: int | None = None,
         pass_blocks: str = "tiles",
+        barriers: int = 3,
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         if pass_blocks not in PASS_BLOCKS:
             raise ValueError(f"pass_blocks must be one of {PASS_BLOCKS}, got {pass_blocks!r}")
-        check_settings(max_inner)  # before anything goes to the device
+        check_settings(max_inner, barriers)  # before anything goes to the device
         dtype = np.dtype(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
@@ -269,7 +275,7 @@ class PullSolver:
             f"the CUDA pull solver of {slowness.size:,} nodes",
         )  # fmt: skip
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
-        self.schedule, self.pass_blocks = schedule, pass_blocks
+        self.schedule, self.pass_blocks, self.barriers = schedule, pass_blocks, barriers
         self._lock = threading.Lock()
 
         slowness_padded = padded_slowness(layout, slowness)
@@ -284,7 +290,7 @@ class PullSolver:
             weights = cuda.device_array((1, 1), dtype=dtype)
         self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
-            layout.block, star, batch, dtype.type, precomputed, max_inner, rule
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, barriers
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
@@ -454,6 +460,7 @@ class PullSolver:
                 schedule=self.schedule,
                 # Blocks of a pass (pass_blocks); 0 where no pass was launched.
                 pass_grid=0 if self._pass_launch is None else self._pass_launch[2],
+                barriers=self.barriers,
             )
         return times_out, predecessor_out
 
