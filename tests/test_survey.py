@@ -42,6 +42,9 @@ SPEC = {
     "outputs": {"store": "out/survey.zarr"},
     "compute": {"batch": 2},
 }
+# Enough sources to tell "once a run" from "once a source", for the tiled tests whose point
+# is not the sources (a tiled source takes a few Dask rounds: ~2 s each on two busy cores).
+TWO_SOURCES = SPEC["sources"][:2]
 
 
 @pytest.fixture(scope="module")
@@ -184,8 +187,9 @@ def test_a_tiled_survey_warns_of_a_lopsided_star_and_small_tiles_once(tmp_path, 
     # At the workflow's radius; each source's tiled solve repeated it, from survey.py. Small
     # tiles (16 x 14) at the tiles' line, once, not again for each source.
     path = workflow_file(
-        tmp_path, grid={"radius": {"z": 1, "x": 3}}, compute={"tiles": {"z": 16, "x": 14}}
-    )
+        tmp_path, grid={"radius": {"z": 1, "x": 3}}, compute={"tiles": {"z": 16, "x": 14}},
+        sources=TWO_SOURCES,
+    )  # fmt: skip
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         run_workflow(read_workflow(path), client=client)
@@ -344,12 +348,14 @@ def test_a_lazily_indexed_model_keeps_its_fingerprint_under_other_tiles(tmp_path
     )
     model, outputs = {"path": str(tmp_path / "m.nc")}, {"store": "s.zarr", "rays": False}
     first = workflow_file(
-        tmp_path, model=model, outputs=outputs, compute={"tiles": {"z": 16, "x": 14}}
-    )
+        tmp_path, model=model, outputs=outputs, compute={"tiles": {"z": 16, "x": 14}},
+        sources=TWO_SOURCES,
+    )  # fmt: skip
     done = run_workflow(read_workflow(first), client=client).load()
     other = workflow_file(
-        tmp_path, model=model, outputs=outputs, compute={"tiles": {"z": 11, "x": 21}}
-    )
+        tmp_path, model=model, outputs=outputs, compute={"tiles": {"z": 11, "x": 21}},
+        sources=TWO_SOURCES,
+    )  # fmt: skip
     xr.testing.assert_identical(run_workflow(read_workflow(other), client=client).load(), done)
 
 
@@ -1091,7 +1097,8 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
     )
     tiles = {"z": 16, "x": 14}
     clean = run_workflow(
-        read_workflow(workflow_file(tmp_path / "clean", compute__tiles=tiles)), client=client
+        read_workflow(workflow_file(tmp_path / "clean", compute__tiles=tiles, sources=TWO_SOURCES)),
+        client=client,
     )
     solve_tiled = survey._solve_tiled
 
@@ -1101,7 +1108,9 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
         return solve_tiled(*args, **kwargs)
 
     monkeypatch.setattr(survey, "_solve_tiled", edited_first)
-    path = workflow_file(tmp_path / "run", model={"path": str(model)}, compute__tiles=tiles)
+    path = workflow_file(
+        tmp_path / "run", model={"path": str(model)}, compute__tiles=tiles, sources=TWO_SOURCES
+    )
     edited = run_workflow(read_workflow(path), client=client)
     for name in ("traveltime", "receiver_traveltime", "ray_time"):
         np.testing.assert_array_equal(edited[name].values, clean[name].values)
@@ -1114,8 +1123,11 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
     check_memory = survey.check_survey_memory
     vp = zarr.open_array(model, path="vp", mode="r+")
     kept = float(vp[3, 5])
-    late = workflow_file(tmp_path / "late", model={"path": str(model)}, compute__tiles=tiles)
-    untiled = workflow_file(tmp_path / "untiled", model={"path": str(model)})
+    model_file = {"path": str(model)}
+    late = workflow_file(
+        tmp_path / "late", model=model_file, compute__tiles=tiles, sources=TWO_SOURCES
+    )
+    untiled = workflow_file(tmp_path / "untiled", model=model_file, sources=TWO_SOURCES)
     for value, path in ((np.nan, late), (kept * 1.25, late), (kept * 1.25, untiled)):
 
         def edited_while_starting(*args, value=value, **kwargs):
@@ -1146,9 +1158,9 @@ def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypa
     checks = []
     check = grid._check_values
     monkeypatch.setattr(grid, "_check_values", lambda *a, **k: checks.append(1) or check(*a, **k))
-    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14})  # with rays
-    done = run_workflow(read_workflow(path), client=client)
-    # Once as the workflow is prepared, once on the store's copy: not per source (5).
+    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=TWO_SOURCES)
+    done = run_workflow(read_workflow(path), client=client)  # (with rays)
+    # Once as the workflow is prepared, once on the store's copy: not per source (2).
     assert done["source_done"].values.all() and len(checks) == 2
 
 
