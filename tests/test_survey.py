@@ -249,6 +249,7 @@ def test_a_tiled_survey_never_gathers_a_field_or_the_model(tmp_path, client, mon
     monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks smaller than these tiles
     spec = yaml.safe_load(yaml.safe_dump(SPEC))
     spec["model"]["shape"] = shape
+    spec["sources"] = TWO_SOURCES
     spec["receivers"] = {
         "line": {"start": {"z": 630, "x": 5}, "stop": {"z": 555, "x": 790}, "count": 5}
     }
@@ -305,6 +306,7 @@ def test_a_tiled_survey_writes_where_the_run_is_not_where_its_workers_started(
 
     spec = yaml.safe_load(yaml.safe_dump(SPEC))
     spec["compute"] = {"tiles": {"z": 16, "x": 21}}
+    spec["sources"] = TWO_SOURCES
     path = workflow_file(tmp_path / "run", spec)
     spec["outputs"]["store"] = "survey.zarr"
     path.write_text(yaml.safe_dump(spec))  # relative to where the run is
@@ -328,11 +330,14 @@ def test_a_tiled_survey_of_a_netcdf_model_equals_the_plain_survey(tmp_path, clie
     rg.gradient_model({"z": 31, "x": 41}, 10.0, 500.0, 4000.0).to_dataset(name="vp").to_netcdf(
         tmp_path / "m.nc"
     )
-    plain = run_workflow(read_workflow(workflow_file(tmp_path / "plain")), client=client)
+    plain = run_workflow(
+        read_workflow(workflow_file(tmp_path / "plain", sources=TWO_SOURCES)), client=client
+    )
     path = workflow_file(
         tmp_path / "tiled",
         model={"path": str(tmp_path / "m.nc")},
         compute__tiles={"z": 16, "x": 14},
+        sources=TWO_SOURCES,
     )
     tiled = run_workflow(read_workflow(path), client=client)
     assert tiled["velocity"].chunks == ((16, 15), (14, 14, 13))  # copied tile by tile
