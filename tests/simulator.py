@@ -57,7 +57,8 @@ def _quick_simulator_blocks() -> None:
     worker hung at its first launch; a short interval makes that hand-over likely).
 
     A block whose kernel raises leaves its threads to finish or fail at their next barrier
-    (as the simulator does: the first error is raised at once); they are not reused. Blocks
+    (as the simulator does: the first error is raised at once); they then end, and the next
+    block gets new ones. Blocks
     launched from several host threads at once (which the simulator does not support) and
     debug kernels get fresh threads.
     """
@@ -122,6 +123,7 @@ def _quick_simulator_blocks() -> None:
         def __init__(self):
             threading.Thread.__init__(self, daemon=True)
             self.given = threading.Event()
+            self.dropped = False  # set with `given`: the thread ends instead
 
         def give(self, target, manager, block_point, thread_point) -> None:
             # What BlockThread.__init__ sets, for this block.
@@ -138,11 +140,22 @@ def _quick_simulator_blocks() -> None:
             while True:
                 self.given.wait()
                 self.given.clear()
+                if self.dropped:
+                    return
                 barrier = self._manager.barrier
                 try:
-                    thread_run(self)
+                    thread_run(self)  # (keeps an Exception, as the simulator does)
+                except BaseException as error:  # pytest.fail in a kernel: kept alive still
+                    self.exception = (error, error.__traceback__)
                 finally:
                     barrier.finished(self)
+
+    def drop_kept() -> None:
+        # Some may still run the failed block: none is given another, each ends when done.
+        for thread in kept:
+            thread.dropped = True
+            thread.given.set()
+        kept.clear()
 
     kept: list[Kept] = []
     kept_lock = threading.Lock()  # one block at a time uses the kept threads
@@ -167,6 +180,7 @@ def _quick_simulator_blocks() -> None:
         reuse = not self._debug and kept_lock.acquire(blocking=False)
         try:
             if reuse:
+                kept[:] = [thread for thread in kept if thread.is_alive()]
                 while len(kept) < len(points):
                     kept.append(Kept())
                     kept[-1].start()
@@ -178,9 +192,11 @@ def _quick_simulator_blocks() -> None:
             with barrier.condition:
                 barrier.condition.wait_for(lambda: barrier.alive == 0 or barrier.error)
             if barrier.error is not None:
-                if reuse:
-                    kept.clear()  # some may still run: never give them another block
                 raise barrier.error[0].with_traceback(barrier.error[1])
+        except BaseException:  # the kernel's error, or the host's (Ctrl-C while waiting)
+            if reuse:
+                drop_kept()
+            raise
         finally:
             if reuse:
                 kept_lock.release()

@@ -86,8 +86,9 @@ def test_launch_limits_are_clear_errors():
         PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), pass_blocks="all")
     with pytest.raises(ValueError, match=r"barriers must be one of \(3, 1\), got 2"):
         PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), barriers=2)
-    with pytest.raises(ValueError, match="barriers must be one of"):
-        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, barriers=0)
+    for wrong in (0, True, 1.0):  # (True == 1 and 1.0 == 1: not kernels' settings)
+        with pytest.raises(ValueError, match="barriers must be one of"):
+            pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, barriers=wrong)
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -155,14 +156,21 @@ def test_a_default_tile_is_cut_to_a_small_model_once_it_fits():
         (False, "cooperative", "tiles", 3), (True, "cooperative", "tiles", 3),
         (False, "passes", "tiles", 3), (False, "phases", "tiles", 3),
         (False, "passes", "device", 3), (True, "passes", "device", 1),
+        (False, "phases", "tiles", 1),
     ],
-    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases", "device-blocks", "one-barrier"],
+    ids=[
+        "on-the-fly", "precomputed", "launch-per-pass", "phases", "device-blocks",
+        "one-barrier", "phases-one-barrier",
+    ],
 )  # fmt: skip
 def test_pull_equals_cpu_exactly(
     shape, radius, block, precomputed, schedule, pass_blocks, barriers
 ):
     # "device-blocks": the simulator holds 3 blocks at once, so each takes several tiles.
-    # "one-barrier": so too, each block's first iteration of each tile after the last one's.
+    # "one-barrier": so too, each block's first iteration of each tile after the last one's;
+    # "phases-one-barrier": resident blocks taking queued tiles one after another. (Equal
+    # times here do not show the rotating flags race-free: the simulator's threads run
+    # nearly in order. test_pull_on_a_real_gpu runs them on a device.)
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model(shape)
@@ -642,17 +650,26 @@ def test_pull_on_a_real_gpu():
     reference = cpu_reference(slowness, spacing, star, seeds)
     # Every queued tile in every pass (delta inf) runs the most tiles at once: the case
     # that once queued a tile twice (see notify in pull.py) and gave wrong times.
+    # The experiments (pass_blocks="device", barriers=1) too: a race on one barrier's
+    # rotating flags would stop a tile early without queueing it again (wrong times), and
+    # the simulator, whose threads run nearly in order, cannot show one.
     settings = [(False, "passes", None), (True, "passes", None), (False, "cooperative", None),
                 (False, "passes", np.inf), (False, "cooperative", np.inf),
                 (False, "passes", 1e-4), (False, "phases", None), (True, "phases", None),
-                (False, "phases", np.inf), (False, "phases", 1e-4)]  # fmt: skip
-    for precomputed, schedule, delta in settings:
+                (False, "phases", np.inf), (False, "phases", 1e-4),
+                (False, "passes", None, {"pass_blocks": "device"}),
+                (False, "passes", np.inf, {"barriers": 1}),
+                (False, "passes", None, {"barriers": 1, "pass_blocks": "device"}),
+                (False, "phases", None, {"barriers": 1}),
+                (False, "cooperative", np.inf, {"barriers": 1})]  # fmt: skip
+    for precomputed, schedule, delta, *experiment in settings:
         stats = {}
         times, _ = solve_pull(
             slowness, spacing, star, seeds, batch=2, precomputed=precomputed,
-            schedule=schedule, stats=stats, delta=delta,
+            schedule=schedule, stats=stats, delta=delta, **(experiment or [{}])[0],
         )  # fmt: skip
         assert stats["schedule"] == schedule
+        assert stats["barriers"] == (experiment or [{}])[0].get("barriers", 3)
         # NVVM may contract a multiply and an add into an FMA inside the weight, which
         # rounds once instead of twice: a few ulps per edge, summed along the path.
         np.testing.assert_allclose(times, reference, rtol=1e-12)

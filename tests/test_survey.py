@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -44,7 +45,7 @@ SPEC = {
 }
 # Enough sources to tell "once a run" from "once a source", for the tiled tests whose point
 # is not the sources (a tiled source takes a few Dask rounds: ~2 s each on two busy cores).
-TWO_SOURCES = SPEC["sources"][:2]
+TWO_SOURCES = copy.deepcopy(SPEC["sources"][:2])
 
 
 @pytest.fixture(scope="module")
@@ -1163,9 +1164,10 @@ def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypa
     checks = []
     check = grid._check_values
     monkeypatch.setattr(grid, "_check_values", lambda *a, **k: checks.append(1) or check(*a, **k))
-    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=TWO_SOURCES)
+    three = SPEC["sources"][:3]  # (of two sources, a check each would also make 2)
+    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=three)
     done = run_workflow(read_workflow(path), client=client)  # (with rays)
-    # Once as the workflow is prepared, once on the store's copy: not per source (2).
+    # Once as the workflow is prepared, once on the store's copy: not per source (3).
     assert done["source_done"].values.all() and len(checks) == 2
 
 

@@ -84,6 +84,8 @@ def check_settings(max_inner: int, barriers: int = 3) -> None:
         raise ValueError(
             f"max_inner must be between 1 and {np.iinfo(np.int32).max}, got {max_inner}"
         )
+    if isinstance(barriers, bool) or not isinstance(barriers, (int, np.integer)):
+        raise ValueError(f"barriers must be one of {BARRIERS}, got {barriers!r}")
     if barriers not in BARRIERS:
         raise ValueError(f"barriers must be one of {BARRIERS}, got {barriers!r}")
 
@@ -110,9 +112,13 @@ def pull_kernels(
     ``i``). Barrier waits were the second stall reason on an H200 (2.06 cycles per issued
     instruction; benchmarks/results/gpu_targets_h200_7eb8cdd.md); the earlier one-barrier
     kernel changed the stamps to int16 too and was 6-8 % slower, so which change lost is
-    not known. The same times either way: the flag only decides when a tile stops
-    iterating, and a tile that stops with a change left is queued again, so a wrong flag
-    would cost work (``inner_iterations``, which the device A/B compares), never a time.
+    not known. The same times either way, if the rotation is race-free: a flag read as
+    set when no time changed costs an iteration, but one read as clear after a change
+    stops the tile without queueing it again (the tile notifies itself only when it
+    stopped at ``max_inner``), and the times come out too high. The simulator, whose
+    threads run nearly in order, cannot show such a race (a mutant clearing the current
+    flag passed its tests); ``test_pull_on_a_real_gpu`` and the device A/B's
+    ``same_times`` are the checks.
 
     ``per_pass`` relaxes, in one launch, every tile of the pass (block ``b`` takes tile
     ``b``); ``persistent`` runs all passes in one cooperative launch, each block taking the

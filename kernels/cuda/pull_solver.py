@@ -275,7 +275,7 @@ class PullSolver:
             f"the CUDA pull solver of {slowness.size:,} nodes",
         )  # fmt: skip
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
-        self.schedule, self.pass_blocks, self.barriers = schedule, pass_blocks, barriers
+        self.schedule, self.pass_blocks, self.barriers = schedule, pass_blocks, int(barriers)
         self._lock = threading.Lock()
 
         slowness_padded = padded_slowness(layout, slowness)
