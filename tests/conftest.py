@@ -35,7 +35,8 @@ def pytest_xdist_auto_num_workers(config) -> int:
     Many tests start Dask clusters of their own (two worker processes, a few hundred MB
     each) or run the CLI in a subprocess, so a worker per core of a big machine would
     start dozens of clusters at once for little gain. On the 2-core CI machine the suite
-    took 863 s serially and 519 s on two workers (user time 1.8 cores).
+    took 863 s serially and 519 s on two workers (user time 1.8 cores) when it was smaller;
+    now about 700 s on two workers (1.9 cores busy).
     """
     import psutil  # a dependency of distributed
 
