@@ -58,9 +58,8 @@ def _quick_simulator_blocks() -> None:
 
     A block whose kernel raises leaves its threads to finish or fail at their next barrier
     (as the simulator does: the first error is raised at once); they then end, and the next
-    block gets new ones. Blocks
-    launched from several host threads at once (which the simulator does not support) and
-    debug kernels get fresh threads.
+    block gets new ones. Blocks launched from several host threads at once (which the
+    simulator does not support) and debug kernels get fresh threads.
     """
     import sys
     import threading
@@ -110,10 +109,13 @@ def _quick_simulator_blocks() -> None:
             if barrier.error is not None:
                 raise RuntimeError("abort flag set on syncthreads clear")
 
-    def run_fresh(self):
+    def run_once(self):
+        # One block's kernel on this thread; the barrier then counts it out.
         barrier = self._manager.barrier
         try:
-            thread_run(self)
+            thread_run(self)  # (keeps an Exception, as the simulator does)
+        except BaseException as error:  # pytest.fail in a kernel: a kept thread lives on
+            self.exception = (error, error.__traceback__)
         finally:
             barrier.finished(self)
 
@@ -142,13 +144,7 @@ def _quick_simulator_blocks() -> None:
                 self.given.clear()
                 if self.dropped:
                     return
-                barrier = self._manager.barrier
-                try:
-                    thread_run(self)  # (keeps an Exception, as the simulator does)
-                except BaseException as error:  # pytest.fail in a kernel: kept alive still
-                    self.exception = (error, error.__traceback__)
-                finally:
-                    barrier.finished(self)
+                run_once(self)
 
     def drop_kept() -> None:
         # Some may still run the failed block: none is given another, each ends when done.
@@ -180,7 +176,6 @@ def _quick_simulator_blocks() -> None:
         reuse = not self._debug and kept_lock.acquire(blocking=False)
         try:
             if reuse:
-                kept[:] = [thread for thread in kept if thread.is_alive()]
                 while len(kept) < len(points):
                     kept.append(Kept())
                     kept[-1].start()
@@ -218,7 +213,7 @@ def _quick_simulator_blocks() -> None:
                     sys.setswitchinterval(running[1])
 
     BlockThread.syncthreads = syncthreads
-    BlockThread.run = run_fresh
+    BlockThread.run = run_once
     BlockManager.run = interleaved_run
 
 

@@ -662,14 +662,15 @@ def test_pull_on_a_real_gpu():
                 (False, "passes", None, {"barriers": 1, "pass_blocks": "device"}),
                 (False, "phases", None, {"barriers": 1}),
                 (False, "cooperative", np.inf, {"barriers": 1})]  # fmt: skip
-    for precomputed, schedule, delta, *experiment in settings:
+    for precomputed, schedule, delta, *extra in settings:
+        experiment = extra[0] if extra else {}
         stats = {}
         times, _ = solve_pull(
             slowness, spacing, star, seeds, batch=2, precomputed=precomputed,
-            schedule=schedule, stats=stats, delta=delta, **(experiment or [{}])[0],
+            schedule=schedule, stats=stats, delta=delta, **experiment,
         )  # fmt: skip
         assert stats["schedule"] == schedule
-        assert stats["barriers"] == (experiment or [{}])[0].get("barriers", 3)
+        assert stats["barriers"] == experiment.get("barriers", 3)
         # NVVM may contract a multiply and an add into an FMA inside the weight, which
         # rounds once instead of twice: a few ulps per edge, summed along the path.
         np.testing.assert_allclose(times, reference, rtol=1e-12)

@@ -84,9 +84,9 @@ def check_settings(max_inner: int, barriers: int = 3) -> None:
         raise ValueError(
             f"max_inner must be between 1 and {np.iinfo(np.int32).max}, got {max_inner}"
         )
-    if isinstance(barriers, bool) or not isinstance(barriers, (int, np.integer)):
-        raise ValueError(f"barriers must be one of {BARRIERS}, got {barriers!r}")
-    if barriers not in BARRIERS:
+    # (True == 1 and 1.0 == 1, but neither is a kernel's setting)
+    integer = isinstance(barriers, (int, np.integer)) and not isinstance(barriers, bool)
+    if not integer or barriers not in BARRIERS:
         raise ValueError(f"barriers must be one of {BARRIERS}, got {barriers!r}")
 
 

@@ -290,7 +290,7 @@ class PullSolver:
             weights = cuda.device_array((1, 1), dtype=dtype)
         self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
-            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, barriers
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, self.barriers
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
