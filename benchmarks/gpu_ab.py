@@ -8,10 +8,7 @@ over the rounds are compared. Variants: the launch-per-pass schedule with prepar
 a whole call (``solve_pull``: model to the device, solve, results back) and with the model
 resident (a ``PullSolver`` built before the rounds: a survey worker's case), the resident
 passes schedule returning times alone (no predecessors copied back), precomputed
-weights resident, passes of as many blocks as the device holds (``pass_blocks=
-"device"``, whole call and resident), and the kernel with one barrier per in-block iteration
-instead of three (``barriers=1``, whole call and resident). The CPU Dijkstra runs once on
-the same host for the ratio.
+weights resident. The CPU Dijkstra runs once on the same host for the ratio.
 
 ``--baseline DIR`` adds ``baseline`` and ``baseline-resident``: the same solve through an
 earlier revision's ``kernels/`` copied into ``DIR`` (``git archive REV kernels | tar -x -C
@@ -57,14 +54,6 @@ VARIANTS = {
     # path before raygrid.kernels.cuda.launch).
     "passes-numba-launch": (False, {}, {}, False),
     "passes-resident": (True, {}, {}, True),
-    # A pass launches as many blocks as the device holds, each taking queued tiles in turn,
-    # instead of one per tile (~10 000 at 1601^2, ~200 of them with a tile to relax).
-    "passes-device-blocks": (False, {"pass_blocks": "device"}, {}, True),
-    "passes-resident-device-blocks": (True, {"pass_blocks": "device"}, {}, True),
-    # Three change flags in turn and one barrier per in-block iteration, not one flag and
-    # three barriers (raygrid.kernels.cuda.pull.pull_kernels, `barriers`).
-    "passes-one-barrier": (False, {"barriers": 1}, {}, True),
-    "passes-resident-one-barrier": (True, {"barriers": 1}, {}, True),
     # The times alone (traveltime() without raypaths): no predecessors copied back.
     "passes-resident-times": (True, {}, {"predecessors": False}, True),
     "precomputed-resident": (True, {"precomputed": True}, {}, True),
@@ -77,10 +66,7 @@ BASELINE_VARIANTS = {
     "baseline-resident": (True, {}, {}, True),
 }
 PARTS = ("setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s")
-COUNTERS = (
-    "passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated", "pass_grid",
-    "barriers",
-)  # fmt: skip
+COUNTERS = ("passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated")
 
 
 def load_baseline(directory: str):

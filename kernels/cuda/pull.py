@@ -37,7 +37,7 @@ from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
     "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes",
-    "check_settings", "BARRIERS",
+    "check_settings",
 ]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.
@@ -47,8 +47,6 @@ DEFAULT_BLOCK_3D = (4, 8, 8)
 #: again): a pass lasts as long as its slowest tile, so a tile still busy after a few
 #: iterations yields (1601^2, radius 5 on an H100: 8 -> 62 ms, 64 -> 70 ms).
 MAX_INNER = 8
-#: Barriers per in-block iteration a kernel may have (``pull_kernels``' ``barriers``).
-BARRIERS = (3, 1)
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
 
@@ -77,17 +75,12 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
         )
 
 
-def check_settings(max_inner: int, barriers: int = 3) -> None:
-    """Raise ``ValueError`` for an in-block bound the int32 change stamps cannot count to,
-    or a number of barriers per in-block iteration no kernel has."""
+def check_settings(max_inner: int) -> None:
+    """Raise ``ValueError`` for an in-block bound the int32 change stamps cannot count to."""
     if not 1 <= max_inner <= np.iinfo(np.int32).max:
         raise ValueError(
             f"max_inner must be between 1 and {np.iinfo(np.int32).max}, got {max_inner}"
         )
-    # (True == 1 and 1.0 == 1, but neither is a kernel's setting)
-    integer = isinstance(barriers, (int, np.integer)) and not isinstance(barriers, bool)
-    if not integer or barriers not in BARRIERS:
-        raise ValueError(f"barriers must be one of {BARRIERS}, got {barriers!r}")
 
 
 def pull_kernels(
@@ -98,27 +91,15 @@ def pull_kernels(
     precomputed: bool,
     max_inner: int = MAX_INNER,
     rule: int = EXACT,
-    barriers: int = 3,
 ):
     """The pull kernels for one tile shape, star, batch and precision (compiled when first
     specialized or launched): ``(per_pass, persistent, phases)``.
 
-    ``barriers``: block-wide barriers per in-block iteration. 3 (the default, the kernel
-    the H100 and H200 timed): one shared flag, cleared, set by the threads that improved a
-    time and read, with a barrier after each. 1 (an experiment, not yet timed on a device):
-    three flags in turn, iteration ``i`` setting and reading flag ``i % 3`` while thread 0
-    clears flag ``(i + 1) % 3``, read last in iteration ``i - 2`` (every thread has passed
-    the barrier of ``i - 1`` since) and set first in ``i + 1`` (after the barrier of
-    ``i``). Barrier waits were the second stall reason on an H200 (2.06 cycles per issued
-    instruction; benchmarks/results/gpu_targets_h200_7eb8cdd.md); the earlier one-barrier
-    kernel changed the stamps to int16 too and was 6-8 % slower, so which change lost is
-    not known. The same times either way, if the rotation is race-free: a flag read as
-    set when no time changed costs an iteration, but one read as clear after a change
-    stops the tile without queueing it again (the tile notifies itself only when it
-    stopped at ``max_inner``), and the times come out too high. The simulator, whose
-    threads run nearly in order, cannot show such a race (a mutant clearing the current
-    flag passed its tests); ``test_pull_on_a_real_gpu`` and the device A/B's
-    ``same_times`` are the checks.
+    An in-block iteration clears one shared change flag, lets the threads that improved a
+    time set it and reads it, with a barrier after each. Three flags used in turn with one
+    barrier per iteration were no faster on an H200 (within 2 %, either way, at radius 3
+    and 5 and in 3D; benchmarks/results/gpu_ab_h200_c35b35f.md), so the simpler kernel
+    stays.
 
     ``per_pass`` relaxes, in one launch, every tile of the pass (block ``b`` takes tile
     ``b``); ``persistent`` runs all passes in one cooperative launch, each block taking the
@@ -152,7 +133,7 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
-    check_settings(max_inner, barriers)
+    check_settings(max_inner)
     tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
     # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
     crossings = star_crossings(star, np.ones(3), rule, tile)
@@ -160,13 +141,11 @@ def pull_kernels(
         star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes(),
         crossings.start.tobytes(), crossings.step.tobytes(), crossings.fraction.tobytes(),
     )  # fmt: skip
-    return _pull_kernels(
-        tuple(block), star.radius, key, batch, dtype, precomputed, max_inner, barriers
-    )
+    return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner)
 
 
 @cache
-def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner, barriers):
+def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner):
     bz, by, bx = block
     rz, ry, rx = radius
     tz, ty, tx = bz + 2 * rz, by + 2 * ry, bx + 2 * rx
@@ -184,8 +163,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     tile_step = flat_steps(offsets, (tz, ty, tx))
     n_offsets = len(offsets)
     one = np.uint32(1)
-    one_barrier = barriers == 1
-    flags = 3 if one_barrier else 1  # (the default kernel's shared memory as it was timed)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -290,8 +267,6 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                     changed_at[i] = -2
             for s in range(batch):
                 improved[s] = -1
-            if one_barrier and tid == 0:
-                flag[1] = 0  # the first iteration's (the barrier below orders it)
             cuda.atomic.min(floor, 0, lowest_slowness)
             cuda.syncthreads()
             if tid == 0:
@@ -310,14 +285,9 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
             again = 0
             evaluated = 0  # weights read or computed, for the statistics
             for inner in range(1, max_inner + 1):
-                mine = inner % 3 if one_barrier else 0  # this iteration's flag
-                if one_barrier:
-                    if tid == 0:
-                        flag[(inner + 1) % 3] = 0  # the next iteration's
-                else:
-                    if tid == 0:
-                        flag[0] = 0
-                    cuda.syncthreads()
+                if tid == 0:
+                    flag[0] = 0
+                cuda.syncthreads()
                 since = np.int32(inner - 1)
                 near = False
                 for z in range(mz - rz, mz + rz + 1):
@@ -355,11 +325,10 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
                 if changed:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner
-                    flag[mine] = 1
+                    flag[0] = 1
                 cuda.syncthreads()
-                again = flag[mine]
-                if not one_barrier:
-                    cuda.syncthreads()  # every thread has read the flag before it is reset
+                again = flag[0]
+                cuda.syncthreads()  # every thread has read the flag before it is reset
                 if again == 0:
                     break
             if tid == 0:
@@ -453,7 +422,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
         changed_at = cuda.shared.array(tile_nodes, numba.int32)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
-        flag = cuda.shared.array(flags, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -487,7 +456,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
         changed_at = cuda.shared.array(tile_nodes, numba.int32)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
-        flag = cuda.shared.array(flags, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)
@@ -529,7 +498,7 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
         t_tile = cuda.shared.array((batch, tile_nodes), time_type)
         changed_at = cuda.shared.array(tile_nodes, numba.int32)
         row_changed = cuda.shared.array(tile_rows, numba.int32)
-        flag = cuda.shared.array(flags, numba.int32)
+        flag = cuda.shared.array(1, numba.int32)
         floor = cuda.shared.array(1, numba.float64)
         work = cuda.shared.array(1, numba.int32)
         side_min = cuda.shared.array(27, numba.float64)

@@ -58,14 +58,11 @@ from .weights import precompute_weights_gpu
 
 __all__ = [
     "PullSolver", "solve_pull", "pull_layout", "pull_device_bytes", "check_launch",
-    "default_delta", "DELTA_TILES", "SCHEDULES", "PASS_BLOCKS",
+    "default_delta", "DELTA_TILES", "SCHEDULES",
 ]  # fmt: skip
 
 logger = logging.getLogger("raygrid")
 
-#: How many blocks a pass of the ``"passes"`` schedule launches (see ``pass_blocks`` in
-#: :class:`PullSolver`).
-PASS_BLOCKS = ("tiles", "device")
 #: Default width of the band of tiles relaxed in a pass, in tiles crossed at the median
 #: slowness (see ``delta`` in :class:`PullSolver`).
 DELTA_TILES = 4.0
@@ -199,20 +196,6 @@ class PullSolver:
         block. ``"phases"``: no passes; resident blocks take queued tiles as they finish,
         one launch per phase of the band (:mod:`raygrid.kernels.cuda.tile_queue`); not yet
         timed on a GPU. For ``"phases"``, ``passes`` in the statistics counts phases.
-    pass_blocks : {"tiles", "device"}
-        Blocks a pass launches (``"passes"``): ``"tiles"``, one per tile, those past the
-        pass's queue exiting at once (about 10 000 of a 1601^2 pass's blocks, of which
-        ~200 relax a tile); ``"device"``, as many as the device holds at once, each taking
-        queued tiles in turn. An experiment, not yet timed since launches became cheap:
-        an H100 found the second no faster when each pass's launch cost the host ~100-200
-        us (results/gpu_study_h100.md); the same times either way. Only the ``"passes"``
-        schedule launches passes (``"cooperative"`` too, where it falls back to them);
-        the others ignore it. ``stats["pass_grid"]`` says how many blocks a pass had.
-    barriers : {3, 1}
-        Block-wide barriers per in-block iteration (see
-        :func:`~raygrid.kernels.cuda.pull.pull_kernels`): 3, the kernel timed on devices;
-        1, three change flags in turn, an experiment not yet timed. The same times either
-        way; ``stats["barriers"]`` says which ran.
     delta : float, optional
         Width (seconds) of the band of tiles relaxed in a pass: a queued tile is relaxed
         only if the smallest time that changed around it is within ``delta`` of the
@@ -253,15 +236,11 @@ class PullSolver:
         schedule: str = "passes",
         delta: float | None = None,
         seed_room: int | None = None,
-        pass_blocks: str = "tiles",
-        barriers: int = 3,
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        if pass_blocks not in PASS_BLOCKS:
-            raise ValueError(f"pass_blocks must be one of {PASS_BLOCKS}, got {pass_blocks!r}")
-        check_settings(max_inner, barriers)  # before anything goes to the device
+        check_settings(max_inner)  # before anything goes to the device
         dtype = np.dtype(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
@@ -275,7 +254,7 @@ class PullSolver:
             f"the CUDA pull solver of {slowness.size:,} nodes",
         )  # fmt: skip
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
-        self.schedule, self.pass_blocks, self.barriers = schedule, pass_blocks, int(barriers)
+        self.schedule = schedule
         self._lock = threading.Lock()
 
         slowness_padded = padded_slowness(layout, slowness)
@@ -290,7 +269,7 @@ class PullSolver:
             weights = cuda.device_array((1, 1), dtype=dtype)
         self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
-            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, self.barriers
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
@@ -377,7 +356,6 @@ class PullSolver:
             left for a later pass by the ``delta`` band), ``most_inner`` (most in-block
             iterations of one tile relaxation), ``delta``, ``schedule`` (the one that ran:
             ``"cooperative"`` falls back to ``"passes"`` where the device cannot launch it),
-            ``pass_grid`` (blocks a pass launched, see ``pass_blocks``; 0 without passes),
             and wall seconds: ``setup_s`` (each batch's seeds and state reset), ``passes_s``
             (the relaxation), ``copy_s`` (results back to the host), ``launch_s`` (of
             ``passes_s``, host time spent launching passes) and ``setup_model_s`` (building
@@ -458,9 +436,6 @@ class PullSolver:
                 most_inner=int(counters[5]),
                 delta=float(self.delta),
                 schedule=self.schedule,
-                # Blocks of a pass (pass_blocks); 0 where no pass was launched.
-                pass_grid=0 if self._pass_launch is None else self._pass_launch[2],
-                barriers=self.barriers,
             )
         return times_out, predecessor_out
 
@@ -478,8 +453,7 @@ class PullSolver:
             seed_real.append(s * n_nodes + unique)
             seed_index.append(s * n_padded + layout.padded_flat(unique))
             seed_time.append(lowest)
-            holder, tile = layout.tiles_reading(unique)
-            np.minimum.at(first_pending, tile, lowest[holder].astype(np.float64))
+            np.minimum(first_pending, layout.least_reading(unique, lowest), out=first_pending)
         seed_real = np.concatenate(seed_real)
         seed_index = np.concatenate(seed_index)
         seed_time = np.concatenate(seed_time)
@@ -567,17 +541,15 @@ class PullSolver:
         # The pass launch, marshalled once per staging and band: every batch passes the
         # same arrays (a resident solver's batch paid ~0.2 ms to marshal 19 arguments).
         if self._pass_launch is None or self._pass_launch[0] != self.delta:
-            # One block per tile (blocks beyond the queue's length exit at once), or as many
-            # as the device holds at once, looping over the queue (pass_blocks).
-            blocks = self.layout.n_blocks
-            if self.pass_blocks == "device":
-                # Specialized first, as prepared_launch would: one compile serves both.
-                per_pass = per_pass.specialize(*arguments, 0)
-                blocks = _resident_grid(per_pass, self.layout, (*arguments, 0)) or blocks
+            # One block per tile: blocks beyond the queue's length exit at once. (A grid of
+            # only as many blocks as the device holds at once, looping over the queue, made
+            # whole calls 23-30 % slower in 2D and 10-13 % in 3D on an H200, launches being
+            # cheap: benchmarks/results/gpu_ab_h200_c35b35f.md.)
             launch = prepared_launch(
-                per_pass, blocks, self.layout.threads, (*arguments, 0), variable=len(arguments)
-            )
-            self._pass_launch = (self.delta, launch, blocks)
+                per_pass, self.layout.n_blocks, self.layout.threads, (*arguments, 0),
+                variable=len(arguments),
+            )  # fmt: skip
+            self._pass_launch = (self.delta, launch)
         launch = self._pass_launch[1]
         return _run_passes(launch, self.layout, arguments, self._limit, seconds, self._snapshot)
 
@@ -788,8 +760,7 @@ def _resident_grid(kernel, layout: PaddedLayout, arguments) -> int | None:
     whose blocks stay resident; ``None`` where it cannot be compiled or no block fits.
 
     The simulator runs blocks one after another: it gets three (or one per tile), so the
-    tests see blocks that find nothing left to do (``phases``) or take several tiles each
-    (``per_pass`` with ``pass_blocks="device"``).
+    tests see blocks that find nothing left to do.
     """
     if simulating():
         return min(3, layout.n_blocks)
