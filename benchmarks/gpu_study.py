@@ -8,7 +8,8 @@ What it measures (issue 3, point 7), all in one process run:
    precomputed weights) and Near-Far, with the speed-up over the CPU and a check that the
    float64 fields agree.
 2. 3D 256^3 at radius 2, 3 and 4 (radius 4 on tiles shrunk to fit shared memory).
-3. Survey throughput: sources per second against the batch size of the pull solver.
+3. Survey throughput: sources per second against the batch size of the pull solver, and
+   the speed-up per source over the CPU Dijkstra where the study timed it (``--survey``).
 4. Efficiency: graph edges per second (every directed edge of the star counted once per
    solve, the usual TEPS measure), the pull solver's tile loads per second, and the fraction
    of the device's memory bandwidth this implies (an estimate from the bytes each tile load
@@ -310,7 +311,10 @@ def study_3d(n, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
     return rows
 
 
-def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
+def study_survey(n, radius, batches, n_sources, repeat, dtype=np.float32, cpu_s=None) -> list[dict]:
+    """Sources per second of one ``solve_pull`` call (model up, all sources, results down)
+    for each batch size; with ``cpu_s`` (the CPU Dijkstra's time for one source of the same
+    model and radius), the speed-up per source over it."""
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     shape = (n, 1, n)
@@ -326,7 +330,7 @@ def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
             first, best, _ = best_time(
                 partial(
                     solve_pull, slowness, spacing, star, seeds,
-                    batch=batch, dtype=np.float32, stats=stats,
+                    batch=batch, dtype=dtype, stats=stats,
                 ),
                 repeat,
             )  # fmt: skip
@@ -340,10 +344,13 @@ def study_survey(n, radius, batches, n_sources, repeat) -> list[dict]:
             "sources": n_sources,
             "batch": batch,
             "block": stats["block"],  # shrunk where a batch's tiles outgrow shared memory
-            "precision": "float32",
+            "precision": np.dtype(dtype).name,
             "seconds": best,
             "sources_per_s": n_sources / best,
         }
+        if cpu_s is not None:
+            row["cpu_s"] = cpu_s
+            row["speedup_per_source"] = cpu_s * n_sources / best
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -365,6 +372,15 @@ def main(argv=None) -> None:
     parser.add_argument("--n3", type=int, help="3D cube size (0 skips 3D)")
     parser.add_argument("--radii3", type=int, nargs="*", help="3D radii")
     parser.add_argument("--batches", type=int, nargs="*", help="survey batch sizes (none skips)")
+    parser.add_argument(
+        "--survey",
+        type=int,
+        nargs=3,
+        metavar=("N", "RADIUS", "SOURCES"),
+        help="the survey's N^2 model, radius and sources (default 401 4 64; the speed-up per "
+        "source is given where the 2D study timed the CPU at that size and radius)",
+    )
+    parser.add_argument("--survey-precision", choices=("float32", "float64"), default="float32")
     parser.add_argument(
         "--solvers",
         nargs="*",
@@ -403,8 +419,17 @@ def main(argv=None) -> None:
         "date": time.strftime("%Y-%m-%d"),
         "2d": study_2d(sizes, radii, args.repeat, args.cpu_limit, info, args.solvers),
         "3d": study_3d(n3, radii3, args.repeat, args.cpu_limit, info, args.solvers) if n3 else [],
-        "survey": study_survey(survey_n, 4, batches, sources, args.repeat),
     }
+    survey_n, survey_radius, sources = args.survey or (survey_n, 4, sources)
+    cpu_s = [
+        row["cpu_s"]
+        for row in results["2d"]
+        if (row["n"], row["radius"]) == (survey_n, survey_radius) and "cpu_s" in row
+    ]
+    results["survey"] = study_survey(
+        survey_n, survey_radius, batches, sources, args.repeat,
+        np.dtype(args.survey_precision).type, cpu_s[0] if cpu_s else None,
+    )  # fmt: skip
     target = {
         "2d_1601_r5_le_50ms": None,
         "3d_256_r2_le_1s": None,
