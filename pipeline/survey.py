@@ -70,6 +70,7 @@ from .memory import (
     footprint,
     one_of,
     precompute_hint,
+    tiles_hint,
 )
 from .nodevalues import NodeValues
 from .progress import Progress
@@ -579,7 +580,7 @@ def check_survey_memory(
         check_fits(
             cost.model, available_memory(),
             f"the CPU graph of {shape} nodes (beside the model, loaded already)",
-            f"use {', '.join(lower)} or compute.tiles",
+            f"use {', '.join(lower)} or {tiles_hint()}",
         )  # fmt: skip
     workers = worker_info(client)
     needs = check_workers_memory(prepared, spec, workers.items())
@@ -595,7 +596,7 @@ def check_survey_memory(
             f"this machine (the CPU graph here, {format_bytes(graph)}, and each of the "
             f"{len(needs)} local workers' copy of the model with its tasks, "
             f"{format_bytes(max(needs))})",
-            f"use {one_of([*hints, 'compute.tiles'])}",
+            f"use {one_of([*hints, tiles_hint()])}",
         )  # fmt: skip
 
 
@@ -643,7 +644,7 @@ def check_workers_memory(
         hints.append("a smaller compute.batch")
     if options.precision == "float64":
         hints.append(float32_hint())
-    tiles = [] if options.algorithm == "near-far" else ["compute.tiles"]  # (Near-Far: untiled)
+    tiles = [] if options.algorithm == "near-far" else [tiles_hint()]  # (Near-Far: untiled)
     for address, worker in workers:
         tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))
         needs.append(model + tasks * task)

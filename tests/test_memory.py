@@ -269,6 +269,7 @@ def test_a_local_cluster_is_checked_whole_on_this_machine(tmp_path, monkeypatch)
     assert "and each of the 2 local workers' copy of the model with its tasks, " in said
     assert said.endswith(
         "of memory and 1.00 kiB is available; use fewer workers (n_workers in the cluster "
-        "file), a smaller compute.batch, grid.precision: float32, or compute.tiles"
+        "file), a smaller compute.batch, grid.precision: float32, or compute.tiles (one "
+        "source at a time, over the cluster)"
     )
     assert not (tmp_path / "survey.zarr").exists()

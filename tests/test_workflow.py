@@ -746,7 +746,8 @@ def test_a_cpu_graph_too_large_names_only_what_would_lower_it(tmp_path, monkeypa
     said = str(refused.value)
     assert said.startswith("the CPU graph of 21 x 31 nodes (beside the model, loaded already)")
     lower = "a smaller model, compute.precompute: false" if precompute else "a smaller model"
-    assert said.endswith(f"is available; use {lower} or compute.tiles")
+    tiles = "compute.tiles (one source at a time, over the cluster)"
+    assert said.endswith(f"is available; use {lower} or {tiles}")
 
 
 @pytest.mark.parametrize(
