@@ -8,7 +8,8 @@ over the rounds are compared. Variants: the launch-per-pass schedule with prepar
 a whole call (``solve_pull``: model to the device, solve, results back) and with the model
 resident (a ``PullSolver`` built before the rounds: a survey worker's case), the resident
 passes schedule returning times alone (no predecessors copied back), precomputed
-weights resident. The CPU Dijkstra runs once on the same host for the ratio.
+weights resident, and the star walked by changed tile rows (``walk="rows"``, whole call and
+resident). The CPU Dijkstra runs once on the same host for the ratio.
 
 ``--baseline DIR`` adds ``baseline`` and ``baseline-resident``: the same solve through an
 earlier revision's ``kernels/`` copied into ``DIR`` (``git archive REV kernels | tar -x -C
@@ -54,6 +55,10 @@ VARIANTS = {
     # path before raygrid.kernels.cuda.launch).
     "passes-numba-launch": (False, {}, {}, False),
     "passes-resident": (True, {}, {}, True),
+    # A node's star walked row by row, only the tile rows that changed (walk="rows"; the
+    # kernel's docstring), whole call and resident.
+    "passes-rows": (False, {"walk": "rows"}, {}, True),
+    "passes-resident-rows": (True, {"walk": "rows"}, {}, True),
     # The times alone (traveltime() without raypaths): no predecessors copied back.
     "passes-resident-times": (True, {}, {"predecessors": False}, True),
     "precomputed-resident": (True, {"precomputed": True}, {}, True),
@@ -66,7 +71,9 @@ BASELINE_VARIANTS = {
     "baseline-resident": (True, {}, {}, True),
 }
 PARTS = ("setup_s", "setup_model_s", "passes_s", "copy_s", "launch_s")
-COUNTERS = ("passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated")
+COUNTERS = (
+    "passes", "host_reads", "tiles_relaxed", "inner_iterations", "weights_evaluated", "walk",
+)  # fmt: skip
 
 
 def load_baseline(directory: str):

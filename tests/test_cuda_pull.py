@@ -102,6 +102,10 @@ def test_launch_limits_are_clear_errors():
 
     with pytest.raises(ValueError, match="max_inner must be between"):
         PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), max_inner=0)
+    with pytest.raises(ValueError, match=r"walk must be one of \('scan', 'rows'\), got 'x'"):
+        PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), walk="x")
+    with pytest.raises(ValueError, match="walk must be one of"):
+        pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, walk="mask")
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -164,11 +168,15 @@ def test_a_default_tile_is_cut_to_a_small_model_once_it_fits():
 @simulator_only
 @pytest.mark.parametrize("shape, radius, block", [CASES_2D, CASES_3D])
 @pytest.mark.parametrize(
-    "precomputed, schedule",
-    [(False, "cooperative"), (True, "cooperative"), (False, "passes"), (False, "phases")],
-    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases"],
-)
-def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
+    "precomputed, schedule, walk",
+    [
+        (False, "cooperative", "scan"), (True, "cooperative", "scan"),
+        (False, "passes", "scan"), (False, "phases", "scan"),
+        (False, "passes", "rows"), (True, "phases", "rows"),
+    ],
+    ids=["on-the-fly", "precomputed", "launch-per-pass", "phases", "rows", "phases-rows"],
+)  # fmt: skip
+def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule, walk):
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     slowness = model(shape)
@@ -178,9 +186,17 @@ def test_pull_equals_cpu_exactly(shape, radius, block, precomputed, schedule):
     stats = {}
     times, predecessor = solve_pull(
         slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
-        stats=stats, schedule=schedule,
+        stats=stats, schedule=schedule, walk=walk,
     )  # fmt: skip
     np.testing.assert_array_equal(times, cpu_reference(slowness, spacing, star, seeds))
+    assert stats["walk"] == walk
+    if walk == "rows":
+        # The same offsets pulled from in the same order as the scan: the same predecessors.
+        _, scanned = solve_pull(
+            slowness, spacing, star, seeds, block=block, batch=2, precomputed=precomputed,
+            schedule=schedule,
+        )  # fmt: skip
+        np.testing.assert_array_equal(predecessor, scanned)
     assert predecessor.dtype == star.predecessor_dtype
     # Seeds keep -1 unless a path beat their seed time; everything else has a predecessor.
     assert np.all(predecessor[0][np.arange(slowness.size) != slowness.size // 2] >= 0)
@@ -587,6 +603,17 @@ PTX_SCRIPT = textwrap.dedent(
         if with_phases:
             ptx, _ = cuda.compile_ptx(phases.py_func, argument_types(dtype, "phases"), cc=(9, 0))
             assert "nanosleep" in ptx and "atom.global.cas.b64" in ptx
+    if part == 1:
+        # The rows walk (walk="rows"), for the device A/B that is to time it: at most 128
+        # registers and no spills with the recorded compilers, as the default.
+        per_pass, _, _ = pull_kernels(
+            (16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, walk="rows"
+        )
+        types = argument_types(np.float64, "per_pass")
+        report, _ = link_report(cuda.compile_ptx(per_pass.py_func, types, cc=(9, 0))[0])
+        print("rows walk registers", report["registers"], "spills", report["spill_stores"])
+        if toolchain == RECORDED:
+            assert report["registers"] <= 128 and report["spill_stores"] == 0, report
     if part == 0:
         ptx, _ = cuda.compile_ptx(
             promote_kernel().py_func,
@@ -634,14 +661,16 @@ def test_pull_on_a_real_gpu():
     settings = [(False, "passes", None), (True, "passes", None), (False, "cooperative", None),
                 (False, "passes", np.inf), (False, "cooperative", np.inf),
                 (False, "passes", 1e-4), (False, "phases", None), (True, "phases", None),
-                (False, "phases", np.inf), (False, "phases", 1e-4)]  # fmt: skip
-    for precomputed, schedule, delta in settings:
+                (False, "phases", np.inf), (False, "phases", 1e-4),
+                (False, "passes", None, "rows"), (False, "passes", np.inf, "rows"),
+                (True, "phases", None, "rows"), (False, "cooperative", None, "rows")]  # fmt: skip
+    for precomputed, schedule, delta, *walk in settings:
         stats = {}
         times, _ = solve_pull(
             slowness, spacing, star, seeds, batch=2, precomputed=precomputed,
-            schedule=schedule, stats=stats, delta=delta,
+            schedule=schedule, stats=stats, delta=delta, walk=walk[0] if walk else "scan",
         )  # fmt: skip
-        assert stats["schedule"] == schedule
+        assert stats["schedule"] == schedule and stats["walk"] == (walk[0] if walk else "scan")
         # NVVM may contract a multiply and an add into an FMA inside the weight, which
         # rounds once instead of twice: a few ulps per edge, summed along the path.
         np.testing.assert_allclose(times, reference, rtol=1e-12)

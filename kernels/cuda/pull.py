@@ -37,7 +37,7 @@ from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
     "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes",
-    "check_settings",
+    "check_settings", "WALKS",
 ]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.
@@ -47,6 +47,8 @@ DEFAULT_BLOCK_3D = (4, 8, 8)
 #: again): a pass lasts as long as its slowest tile, so a tile still busy after a few
 #: iterations yields (1601^2, radius 5 on an H100: 8 -> 62 ms, 64 -> 70 ms).
 MAX_INNER = 8
+#: How an in-block iteration walks a node's star (``pull_kernels``' ``walk``).
+WALKS = ("scan", "rows")
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
 
@@ -75,12 +77,15 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
         )
 
 
-def check_settings(max_inner: int) -> None:
-    """Raise ``ValueError`` for an in-block bound the int32 change stamps cannot count to."""
+def check_settings(max_inner: int, walk: str = "scan") -> None:
+    """Raise ``ValueError`` for an in-block bound the int32 change stamps cannot count to,
+    or a walk of the star no kernel has."""
     if not 1 <= max_inner <= np.iinfo(np.int32).max:
         raise ValueError(
             f"max_inner must be between 1 and {np.iinfo(np.int32).max}, got {max_inner}"
         )
+    if walk not in WALKS:
+        raise ValueError(f"walk must be one of {WALKS}, got {walk!r}")
 
 
 def pull_kernels(
@@ -91,9 +96,25 @@ def pull_kernels(
     precomputed: bool,
     max_inner: int = MAX_INNER,
     rule: int = EXACT,
+    walk: str = "scan",
 ):
     """The pull kernels for one tile shape, star, batch and precision (compiled when first
     specialized or launched): ``(per_pass, persistent, phases)``.
+
+    ``walk``: how an in-block iteration walks a node's star. ``"scan"`` (the default, the
+    kernel the H100 and H200 timed): if any tile row within the radius changed since the
+    last iteration, every offset, each tested against its neighbour's change stamp.
+    ``"rows"`` (an experiment, not yet timed on a device): the star's offsets grouped by
+    tile row (the star lists them row by row), a row's offsets tested only if that row
+    changed, so a front crossing a few rows of the tile costs those rows' offsets, not the
+    whole star's. The same offsets are pulled from in the same order either way (an
+    unchanged row holds no changed neighbour), so the times and predecessors are the same.
+    On an H200 a pass lasts about as long as its slowest tile's 8 in-block iterations,
+    each ~13 us at radius 5 for 80 offsets (benchmarks/results/gpu_ab_h200_c35b35f.md). In
+    the simulator (a vertical gradient, 8 x 8 tiles) the rows walk tested 34 % fewer
+    offsets an iteration at 24^2 radius 3 and 44 % fewer at 40^2 radius 5, the weights
+    evaluated the same; whether that shortens an iteration on a device is what the A/B
+    (``benchmarks/gpu_ab.py``, variants ``passes-rows``, ``passes-resident-rows``) is for.
 
     An in-block iteration clears one shared change flag, lets the threads that improved a
     time set it and reads it, with a barrier after each. Three flags used in turn with one
@@ -133,7 +154,7 @@ def pull_kernels(
     None of this changes the fixed point: a node skips only neighbours it has already
     pulled from at their present time, or edges that cannot win.
     """
-    check_settings(max_inner)
+    check_settings(max_inner, walk)
     tile = tuple(b + 2 * r for b, r in zip(block, star.radius))
     # Unit spacing: the cells and fractions do not depend on it (tested), the lengths do.
     crossings = star_crossings(star, np.ones(3), rule, tile)
@@ -141,11 +162,11 @@ def pull_kernels(
         star.offsets.tobytes(), star.half.tobytes(), star.is_forward.tobytes(),
         crossings.start.tobytes(), crossings.step.tobytes(), crossings.fraction.tobytes(),
     )  # fmt: skip
-    return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner)
+    return _pull_kernels(tuple(block), star.radius, key, batch, dtype, precomputed, max_inner, walk)
 
 
 @cache
-def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner):
+def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner, walk):
     bz, by, bx = block
     rz, ry, rx = radius
     tz, ty, tx = bz + 2 * rz, by + 2 * ry, bx + 2 * rx
@@ -163,6 +184,14 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
     tile_step = flat_steps(offsets, (tz, ty, tx))
     n_offsets = len(offsets)
     one = np.uint32(1)
+    by_rows = walk == "rows"
+    # The star's rows (dz, dy), in the star's order: the step from a node's tile row to the
+    # row its neighbours through them lie in (offset k pulls from me - tile_step[k]), and
+    # the row's offsets k in [row_first[i], row_first[i + 1]).
+    row_keys, row_first = np.unique(offsets[:, 0] * (2 * ry + 1) + offsets[:, 1], True)
+    row_first = np.append(row_first, n_offsets).astype(np.uint32)
+    row_step = -(offsets[row_first[:-1], 0] * ty + offsets[row_first[:-1], 1])
+    n_rows = np.uint32(len(row_keys))
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
@@ -210,6 +239,16 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
             y = y - offsets[k, 1]
             x = x - offsets[k, 2]
         return weights[(z * py + y) * px + x, j]
+
+    @cuda.jit(device=True, inline="always")
+    def changed_row(row, my_row, since, row_changed):
+        # The first of the star's rows from `row` on whose tile row changed since `since`
+        # (walk="rows"), with its first offset; (n_rows, n_offsets) if none.
+        while row < n_rows:
+            if row_changed[np.uint32(my_row + row_step[row])] >= since:
+                return row, row_first[row]
+            row = np.uint32(row + one)
+        return row, np.uint32(n_offsets)
 
     def tile_relaxation(notify, concurrent):
         # The tile relaxation for a schedule's `notify`. A tile starts from the nodes that
@@ -290,15 +329,21 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                 cuda.syncthreads()
                 since = np.int32(inner - 1)
                 near = False
-                for z in range(mz - rz, mz + rz + 1):
-                    for y in range(my - ry, my + ry + 1):
-                        if row_changed[z * ty + y] >= since:
-                            near = True
+                row, k = np.uint32(0), np.uint32(0)
+                if by_rows:
+                    row, k = changed_row(row, mz * ty + my, since, row_changed)
+                    near = row < n_rows
+                else:
+                    for z in range(mz - rz, mz + rz + 1):
+                        for y in range(my - ry, my + ry + 1):
+                            if row_changed[z * ty + y] >= since:
+                                near = True
                 changed = False
                 if near:
                     # Unsigned indices inside the tile: Numba wraps a signed index that might
                     # be negative, which cost every offset a 64-bit add and select.
-                    k = np.uint32(0)
+                    if not by_rows:
+                        k = np.uint32(0)
                     while k < n_offsets:
                         u = np.uint32(me - tile_step[k])
                         # Else u has not changed since this node last pulled from it.
@@ -322,6 +367,10 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner)
                                         improved[s] = k
                                         changed = True
                         k = np.uint32(k + one)  # (a sum of two uint32 is a uint64)
+                        if by_rows and k == row_first[row + one]:
+                            # The row's last offset: on to the next changed row.
+                            row, k = changed_row(np.uint32(row + one), mz * ty + my, since,
+                                                 row_changed)  # fmt: skip
                 if changed:
                     changed_at[me] = inner
                     row_changed[mz * ty + my] = inner

@@ -206,6 +206,11 @@ class PullSolver:
         Seeds of a batch (all its sources together) the solver makes room for as it is
         built, and counts in its device memory; default :data:`SEED_ROOM` per source. A
         batch with more grows the room as it is solved.
+    walk : {"scan", "rows"}
+        How an in-block iteration walks a node's star (see
+        :func:`~raygrid.kernels.cuda.pull.pull_kernels`): ``"scan"``, the kernel timed on
+        devices; ``"rows"``, the offsets of changed tile rows only, an experiment not yet
+        timed. The same times either way; ``stats["walk"]`` says which ran.
 
     Attributes
     ----------
@@ -236,11 +241,12 @@ class PullSolver:
         schedule: str = "passes",
         delta: float | None = None,
         seed_room: int | None = None,
+        walk: str = "scan",
     ) -> None:
         clock = time.perf_counter()
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        check_settings(max_inner)  # before anything goes to the device
+        check_settings(max_inner, walk)  # before anything goes to the device
         dtype = np.dtype(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
@@ -254,7 +260,7 @@ class PullSolver:
             f"the CUDA pull solver of {slowness.size:,} nodes",
         )  # fmt: skip
         self.layout, self.star, self.dtype, self.batch = layout, star, dtype, batch
-        self.schedule = schedule
+        self.schedule, self.walk = schedule, walk
         self._lock = threading.Lock()
 
         slowness_padded = padded_slowness(layout, slowness)
@@ -269,7 +275,7 @@ class PullSolver:
             weights = cuda.device_array((1, 1), dtype=dtype)
         self._slowness, self._weights = slowness_padded, weights
         self._kernels = pull_kernels(
-            layout.block, star, batch, dtype.type, precomputed, max_inner, rule
+            layout.block, star, batch, dtype.type, precomputed, max_inner, rule, walk
         )
         # A bound no solve reaches (every pass lowers some time or relaxes the lowest queued
         # tile): a safety net, not a setting.
@@ -356,6 +362,7 @@ class PullSolver:
             left for a later pass by the ``delta`` band), ``most_inner`` (most in-block
             iterations of one tile relaxation), ``delta``, ``schedule`` (the one that ran:
             ``"cooperative"`` falls back to ``"passes"`` where the device cannot launch it),
+            ``walk`` (see ``walk``),
             and wall seconds: ``setup_s`` (each batch's seeds and state reset), ``passes_s``
             (the relaxation), ``copy_s`` (results back to the host), ``launch_s`` (of
             ``passes_s``, host time spent launching passes) and ``setup_model_s`` (building
@@ -436,6 +443,7 @@ class PullSolver:
                 most_inner=int(counters[5]),
                 delta=float(self.delta),
                 schedule=self.schedule,
+                walk=self.walk,
             )
         return times_out, predecessor_out
 
