@@ -314,7 +314,8 @@ def study_3d(n, radii, repeat, cpu_limit, info, only=None) -> list[dict]:
 def study_survey(n, radius, batches, n_sources, repeat, dtype=np.float32, cpu_s=None) -> list[dict]:
     """Sources per second of one ``solve_pull`` call (model up, all sources, results down)
     for each batch size; with ``cpu_s`` (the CPU Dijkstra's time for one source of the same
-    model and radius), the speed-up per source over it."""
+    model and radius, float64, from the top centre), the speed-up per source over it (a
+    like-for-like ratio in float64; the sources lie along the top row)."""
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
     shape = (n, 1, n)
@@ -388,6 +389,8 @@ def main(argv=None) -> None:
         "near-far, pipeline (raygrid.pipeline.traveltime: the user's whole call)",
     )
     args = parser.parse_args(argv)
+    if args.survey and not (args.survey[0] >= 2 and 1 <= args.survey[2] <= args.survey[0]):
+        parser.error("--survey: N must be at least 2 and SOURCES between 1 and N")
 
     import numba
     from numba import cuda

@@ -6,6 +6,7 @@ update map are all exercised. Real-GPU runs: ``NUMBA_ENABLE_CUDASIM=0 pytest -m 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import textwrap
 import warnings
@@ -106,6 +107,11 @@ def test_launch_limits_are_clear_errors():
         PullSolver(np.ones((4, 1, 4)), np.ones(3), forward_star((1, 0, 1)), walk="x")
     with pytest.raises(ValueError, match="walk must be one of"):
         pull_kernels((16, 1, 16), forward_star((5, 0, 5)), 1, np.float64, False, walk="mask")
+    # The rows walk reads the star's rows as runs of its offsets: listed otherwise, refused.
+    star = forward_star((2, 0, 2))
+    shuffled = dataclasses.replace(star, offsets=star.offsets[::-1].copy())
+    with pytest.raises(ValueError, match="offsets listed row by row"):
+        pull_kernels((4, 1, 4), shuffled, 1, np.float64, False, walk="rows")
     check_launch(layout, 4, np.float64)
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(layout, 10, np.float64)
@@ -658,13 +664,13 @@ def test_pull_on_a_real_gpu():
     reference = cpu_reference(slowness, spacing, star, seeds)
     # Every queued tile in every pass (delta inf) runs the most tiles at once: the case
     # that once queued a tile twice (see notify in pull.py) and gave wrong times.
-    settings = [(False, "passes", None), (True, "passes", None), (False, "cooperative", None),
+    cases = [(False, "passes", None), (True, "passes", None), (False, "cooperative", None),
                 (False, "passes", np.inf), (False, "cooperative", np.inf),
                 (False, "passes", 1e-4), (False, "phases", None), (True, "phases", None),
                 (False, "phases", np.inf), (False, "phases", 1e-4),
                 (False, "passes", None, "rows"), (False, "passes", np.inf, "rows"),
                 (True, "phases", None, "rows"), (False, "cooperative", None, "rows")]  # fmt: skip
-    for precomputed, schedule, delta, *walk in settings:
+    for precomputed, schedule, delta, *walk in cases:
         stats = {}
         times, _ = solve_pull(
             slowness, spacing, star, seeds, batch=2, precomputed=precomputed,

@@ -108,7 +108,9 @@ def pull_kernels(
     tile row (the star lists them row by row), a row's offsets tested only if that row
     changed, so a front crossing a few rows of the tile costs those rows' offsets, not the
     whole star's. The same offsets are pulled from in the same order either way (an
-    unchanged row holds no changed neighbour), so the times and predecessors are the same.
+    unchanged row holds no changed neighbour), so the times and predecessors are the same
+    (on a device, up to which of two equal times a node keeps: both walks see other
+    threads' changes at moments that vary from run to run).
     On an H200 a pass lasts about as long as its slowest tile's 8 in-block iterations,
     each ~13 us at radius 5 for 80 offsets (benchmarks/results/gpu_ab_h200_c35b35f.md). In
     the simulator (a vertical gradient, 8 x 8 tiles) the rows walk tested 34 % fewer
@@ -187,8 +189,12 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     by_rows = walk == "rows"
     # The star's rows (dz, dy), in the star's order: the step from a node's tile row to the
     # row its neighbours through them lie in (offset k pulls from me - tile_step[k]), and
-    # the row's offsets k in [row_first[i], row_first[i + 1]).
-    row_keys, row_first = np.unique(offsets[:, 0] * (2 * ry + 1) + offsets[:, 1], True)
+    # the row's offsets k in [row_first[i], row_first[i + 1]). forward_star lists offsets
+    # row by row; the rows walk needs it (the scan does not).
+    row_of = offsets[:, 0] * (2 * ry + 1) + offsets[:, 1]
+    if by_rows and np.any(np.diff(row_of) < 0):
+        raise ValueError("walk='rows' needs the star's offsets listed row by row")
+    row_keys, row_first = np.unique(row_of, True)
     row_first = np.append(row_first, n_offsets).astype(np.uint32)
     row_step = -(offsets[row_first[:-1], 0] * ty + offsets[row_first[:-1], 1])
     n_rows = np.uint32(len(row_keys))
