@@ -12,8 +12,9 @@
 #          than one device call allows with the rest, so run it alone or trimmed, e.g.
 #          GPU_STUDY_ARGS="--sizes 1024 1601 --repeat 2")
 #   targets  gpu_study.py on the issue-3 targets alone: 1601^2 at radius 3 to 6 (CPU
-#          Dijkstra beside the pull solver, whole call and resident, precomputed
-#          weights, and the pipeline's traveltime()), 256^3 at radius 2, and 16 sources at
+#          Dijkstra beside the pull solver, whole call and resident, the same with the
+#          rows walk, precomputed weights, and the pipeline's traveltime()), 256^3 at
+#          radius 2, and 16 sources at
 #          1601^2 radius 5 in float64 at batch 1, 4 and 8 (sources per second, and the
 #          speed-up per source over the CPU Dijkstra)
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
@@ -93,7 +94,7 @@ for part in "${parts[@]}"; do
             --out "$out/gpu_study.json" 2>&1 | tee "$out/gpu-study.log" ;;
         targets) within python3 benchmarks/gpu_study.py --sizes 1601 --radii 3 4 5 6 --n3 256 \
             --radii3 2 --batches 1 4 8 --survey 1601 5 16 --survey-precision float64 --repeat 2 \
-            --solvers pull pull-resident pull-precomputed pipeline \
+            --solvers pull pull-resident pull-rows pull-resident-rows pull-precomputed pipeline \
             --out "$out/gpu_targets.json" 2>&1 | tee "$out/gpu-targets.log" ;;
         profile) within python3 benchmarks/gpu_profile.py > "$out/gpu_profile.txt" \
             2> "$out/gpu-profile.log" ;;

@@ -196,18 +196,24 @@ def solvers(only=None):
     """The GPU solvers present in this checkout, by name (``only``: a subset of names)."""
     from raygrid.kernels.cuda.pull_solver import PullSolver, solve_pull
 
-    held = []
+    def resident(**fixed):
+        held = []
 
-    def resident(slowness, spacing, star, seeds, stats=None, **settings):
-        # The model kept on the device between calls (a survey worker's batches, the
-        # pipeline's resident solver): built by the first, untimed call; then only solves.
-        if not held:
-            held.append(PullSolver(slowness, spacing, star, **settings))
-        return held[0].solve(seeds, stats=stats)
+        def solve(slowness, spacing, star, seeds, stats=None, **settings):
+            # The model kept on the device between calls (a survey worker's batches, the
+            # pipeline's resident solver): built by the first, untimed call; then solves.
+            if not held:
+                held.append(PullSolver(slowness, spacing, star, **fixed, **settings))
+            return held[0].solve(seeds, stats=stats)
+
+        return solve
 
     found = {
         "pull": lambda *a, **k: solve_pull(*a, **k),
-        "pull-resident": resident,
+        "pull-resident": resident(),
+        # The rows walk (an experiment: PullSolver's walk), whole call and resident.
+        "pull-rows": lambda *a, **k: solve_pull(*a, walk="rows", **k),
+        "pull-resident-rows": resident(walk="rows"),
         "pull-precomputed": lambda *a, **k: solve_pull(*a, precomputed=True, **k),
         "pull-cooperative": lambda *a, **k: solve_pull(*a, schedule="cooperative", **k),
         "pull-phases": lambda *a, **k: solve_pull(*a, schedule="phases", **k),
@@ -385,8 +391,9 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--solvers",
         nargs="*",
-        help="subset of pull, pull-resident, pull-precomputed, pull-cooperative, pull-phases, "
-        "near-far, pipeline (raygrid.pipeline.traveltime: the user's whole call)",
+        help="subset of pull, pull-resident, pull-rows, pull-resident-rows, pull-precomputed, "
+        "pull-cooperative, pull-phases, near-far, pipeline (raygrid.pipeline.traveltime: the "
+        "user's whole call)",
     )
     args = parser.parse_args(argv)
     if args.survey and not (args.survey[0] >= 2 and 1 <= args.survey[2] <= args.survey[0]):
