@@ -14,9 +14,8 @@
 #   targets  gpu_study.py on the issue-3 targets alone: 1601^2 at radius 3 to 6 (CPU
 #          Dijkstra beside the pull solver, whole call and resident, the same with the
 #          rows walk, precomputed weights, and the pipeline's traveltime()), 256^3 at
-#          radius 2, and 16 sources at
-#          1601^2 radius 5 in float64 at batch 1, 4 and 8 (sources per second, and the
-#          speed-up per source over the CPU Dijkstra)
+#          radius 2, and 16 sources at 1601^2 radius 5 in float64 at batch 1, 4 and 8
+#          (sources per second, and the speed-up per source over the CPU Dijkstra)
 #   profile  gpu_profile.py: the host's share of a solve, piece by piece and by cProfile
 #          (about 25 s)
 #   tiled  tiled_decomposition.py --cuda: one solve by domain decomposition on a dask-cuda

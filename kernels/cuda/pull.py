@@ -194,10 +194,9 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
     row_of = offsets[:, 0] * (2 * ry + 1) + offsets[:, 1]
     if by_rows and np.any(np.diff(row_of) < 0):
         raise ValueError("walk='rows' needs the star's offsets listed row by row")
-    row_keys, row_first = np.unique(row_of, True)
-    row_first = np.append(row_first, n_offsets).astype(np.uint32)
+    row_first = np.append(np.unique(row_of, return_index=True)[1], n_offsets).astype(np.uint32)
     row_step = -(offsets[row_first[:-1], 0] * ty + offsets[row_first[:-1], 1])
-    n_rows = np.uint32(len(row_keys))
+    n_rows = np.uint32(len(row_first) - 1)
 
     @cuda.jit(device=True, inline="always")
     def clear_slot(pass_id, counts, lowest):
