@@ -15,7 +15,7 @@ from numba.extending import overload
 from .graph import MoserGraph, moser_graph
 from .heap import heap_capacity, heap_grow, heap_lower, heap_new, heap_pop
 from .rules import EXACT, MEAN, WEIGHT_RULES
-from .seeds import checked_seeds
+from .seeds import checked_precision, checked_seeds
 from .segment import mean_slowness_time, segment_time
 from .star import Star
 
@@ -310,6 +310,12 @@ def dijkstra(
         Index into ``star.offsets`` of the last edge of each node's path: the previous node
         is ``v - star.offsets[predecessor[v]]``; ``-1`` for seeds and unreached nodes.
 
+    Raises
+    ------
+    ValueError
+        For a slowness, spacing, rule, seed, precision or output array the solve cannot
+        use, naming it (nothing is solved).
+
     Notes
     -----
     Dijkstra in floating point returns, for every node, the minimum over all paths of the
@@ -331,6 +337,35 @@ def dijkstra(
     )  # fmt: skip
 
 
+def _outputs(times, predecessor, n_nodes: int, star: Star, dtype) -> tuple:
+    """The arrays a solve fills: given ones checked (the Dijkstra writes them in compiled
+    code, which would cast or wrap what does not fit), missing ones allocated."""
+    if times is None:
+        times = np.full(n_nodes, np.inf, dtype=checked_precision(dtype))
+    elif not isinstance(times, np.ndarray) or times.shape != (n_nodes,):
+        raise ValueError(
+            f"times must be a flat array of the grid's {n_nodes} nodes, got "
+            f"{getattr(times, 'shape', type(times).__name__)}"
+        )
+    else:
+        checked_precision(times.dtype, "times")
+    if predecessor is None:
+        return times, np.full(n_nodes, -1, dtype=star.predecessor_dtype)
+    if not isinstance(predecessor, np.ndarray) or predecessor.shape != (n_nodes,):
+        raise ValueError(
+            f"predecessor must be a flat array of the grid's {n_nodes} nodes, got "
+            f"{getattr(predecessor, 'shape', type(predecessor).__name__)}"
+        )
+    kind = predecessor.dtype
+    if kind.kind != "i" or np.iinfo(kind).max < star.size - 1:
+        # An int8 array wrapped the offsets of a 256-offset star to negative numbers.
+        raise ValueError(
+            f"predecessor must be a signed integer array that holds {star.size - 1} (this "
+            f"star's last offset index), e.g. {star.predecessor_dtype}; got {kind}"
+        )
+    return times, predecessor
+
+
 def dijkstra_graph(
     graph: MoserGraph,
     seed_nodes: np.ndarray,
@@ -350,10 +385,7 @@ def dijkstra_graph(
     """
     n_nodes = graph.n_nodes
     star = graph.star
-    if times is None:
-        times = np.full(n_nodes, np.inf, dtype=dtype)
-    if predecessor is None:
-        predecessor = np.full(n_nodes, -1, dtype=star.predecessor_dtype)
+    times, predecessor = _outputs(times, predecessor, n_nodes, star, dtype)
     interior = graph.interior
     size = graph.slowness.size
     times_padded = np.full(size, np.inf, dtype=times.dtype)

@@ -19,8 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .layout import flat_steps
-from .rules import EXACT
+from .layout import checked_spacing, flat_steps
+from .rules import EXACT, checked_rule
 from .segment import segment_time
 from .star import Star
 
@@ -93,9 +93,21 @@ def star_crossings(
 
     The tables are cached (the last :data:`CACHED_TABLES` stars, spacings, rules and grids)
     and shared by every caller: their arrays are read-only.
+
+    Every backend's weights come from here (the CPU graph, the GPU pull solver) or check
+    their settings as it does (Near-Far), so a bad ``spacing`` or ``rule`` is refused in
+    one way everywhere.
+
+    Raises
+    ------
+    ValueError
+        For a spacing that is not three finite positive numbers
+        (:func:`~raygrid.kernels.layout.checked_spacing`) or an unknown ``rule``
+        (:func:`~raygrid.kernels.rules.checked_rule`).
     """
     forward = np.ascontiguousarray(star.forward, dtype=np.int64).tobytes()
-    key = (forward, tuple(float(h) for h in spacing), rule, tuple(map(int, grid_shape)))
+    spacing = tuple(float(h) for h in checked_spacing(spacing))
+    key = (forward, spacing, checked_rule(rule), tuple(map(int, grid_shape)))
     return _star_crossings(*key)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from .bounds import reach_lengths, slowness_floor
 from .crossings import Crossings, star_crossings
 from .layout import PaddedLayout, checked_slowness, flat_steps
-from .rules import EXACT
+from .rules import EXACT, checked_rule
 from .star import Star
 
 __all__ = ["MoserGraph", "moser_graph", "with_weights"]
@@ -98,7 +98,9 @@ def moser_graph(
     Raises
     ------
     ValueError
-        If a slowness is not finite and positive (:func:`~raygrid.kernels.layout.checked_slowness`).
+        If a slowness is not finite and positive
+        (:func:`~raygrid.kernels.layout.checked_slowness`), or the spacing or rule is not
+        one the solvers take (:func:`~raygrid.kernels.star_crossings`).
 
     Returns
     -------
@@ -107,6 +109,7 @@ def moser_graph(
         weights and 8 bytes a node for their index when given.
     """
     slowness = checked_slowness(slowness)
+    rule = checked_rule(rule)  # (a name kept as the code the solvers compare with)
     shape = tuple(int(n) for n in slowness.shape)
     layout = PaddedLayout.unblocked(shape, star.radius)
     padded = layout.padded

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PaddedLayout", "checked_slowness", "flat_steps", "BAD_SLOWNESS"]
+__all__ = ["PaddedLayout", "checked_slowness", "checked_spacing", "flat_steps", "BAD_SLOWNESS"]
 
 #: The error a model with a slowness that is not finite and positive raises, wherever it
 #: is checked (on the host, or on the device as the GPU solvers pad it).
@@ -47,6 +47,29 @@ def checked_slowness(slowness: np.ndarray, values: bool = True) -> np.ndarray:
     if values and slowness.size and not (slowness.min() > 0 and slowness.max() < np.inf):
         raise ValueError(BAD_SLOWNESS)
     return slowness
+
+
+def checked_spacing(spacing) -> np.ndarray:
+    """``spacing`` as a float64 array ``(hz, hy, hx)``, each finite and positive.
+
+    A zero spacing makes every edge free (all times 0) and a NaN one no edge at all, with
+    no error: the kernels take the spacing as it is. A 2D model's ``hy`` is any positive
+    number (no offset steps along ``y``).
+
+    Raises
+    ------
+    ValueError
+        If it is not three numbers, each finite and > 0.
+    """
+    try:
+        values = np.asarray(spacing, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = np.empty(0)
+    if values.shape != (3,) or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(
+            f"spacing must be three finite positive numbers (hz, hy, hx) in metres, got {spacing!r}"
+        )
+    return values
 
 
 def flat_steps(vectors: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:

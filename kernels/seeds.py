@@ -1,10 +1,26 @@
-"""Seeds of a multi-seeded solve: checked, one time per node, in the solve's precision."""
+"""Seeds of a multi-seeded solve: checked, one time per node, in the solve's precision
+(float32 or float64, checked here too)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["checked_seeds"]
+__all__ = ["checked_seeds", "checked_precision", "PRECISIONS"]
+
+#: The precisions every solver computes times in.
+PRECISIONS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def checked_precision(dtype, name: str = "dtype") -> np.dtype:
+    """``dtype`` as a NumPy dtype, float32 or float64; ``ValueError`` naming ``name`` else
+    (an integer dtype gave every time as its most negative value)."""
+    try:
+        checked = np.dtype(dtype)
+    except TypeError:
+        checked = None
+    if checked not in PRECISIONS:
+        raise ValueError(f"{name} must be float32 or float64, got {dtype!r}")
+    return checked
 
 
 def checked_seeds(
@@ -35,10 +51,15 @@ def checked_seeds(
     Raises
     ------
     ValueError
-        For mismatched lengths, nodes outside the grid, or times not finite and >= 0.
+        For mismatched lengths, nodes that are not integers or lie outside the grid, times
+        not finite and >= 0, or a precision other than float32 and float64.
     """
-    dtype = np.dtype(dtype)
-    nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
+    dtype = checked_precision(dtype)
+    given = np.asarray(nodes)
+    if given.size and given.dtype.kind not in "iu":
+        # A float index was truncated (5.7 seeded node 5).
+        raise ValueError(f"seed nodes must be integer flat indices, got {given.dtype} values")
+    nodes = given.astype(np.int64).reshape(-1)
     times = np.asarray(times, dtype=np.float64).reshape(-1)
     if nodes.size != times.size:
         raise ValueError(f"{nodes.size} seed nodes but {times.size} seed times")

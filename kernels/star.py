@@ -6,12 +6,13 @@ and a zero radius along ``y``, so one solver serves both.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from math import gcd
 
 import numpy as np
 
-__all__ = ["Star", "star_offsets", "forward_star"]
+__all__ = ["Star", "star_offsets", "forward_star", "checked_radius"]
 
 
 def star_offsets(radius: tuple[int, int, int], reduce: bool = True) -> np.ndarray:
@@ -40,7 +41,7 @@ def star_offsets(radius: tuple[int, int, int], reduce: bool = True) -> np.ndarra
     section "Network geometry": the forward star connects a node to the nodes of a box around
     it; edge reduction removes the collinear duplicates.
     """
-    rz, ry, rx = (int(r) for r in radius)
+    rz, ry, rx = checked_radius(radius)
     if min(rz, ry, rx) < 0:
         raise ValueError(f"radius components must be >= 0, got {radius}")
     if max(rz, ry, rx) < 1:
@@ -53,6 +54,28 @@ def star_offsets(radius: tuple[int, int, int], reduce: bool = True) -> np.ndarra
         if (oz, oy, ox) != (0, 0, 0) and (not reduce or gcd(gcd(oz, oy), ox) == 1)
     ]
     return np.array(offsets, dtype=np.int64).reshape(-1, 3)
+
+
+def checked_radius(radius) -> tuple[int, int, int]:
+    """``radius`` as three Python ints ``(rz, ry, rx)``; ``ValueError`` for anything else.
+
+    ``int()`` would take ``(3.9, 0, 3)`` for radius 3 and a bare ``3`` would fail to
+    unpack with a ``TypeError``: a star other than the one asked for, or no word of how to
+    ask. (2D is ``(r, 0, r)``: a bare integer does not say which axes.)
+    """
+    try:
+        values = tuple(radius)
+    except TypeError:
+        values = ()
+    try:
+        if len(values) != 3 or any(isinstance(r, bool | np.bool_) for r in values):
+            raise TypeError
+        return tuple(operator.index(r) for r in values)
+    except TypeError:
+        raise ValueError(
+            f"radius must be three integers (rz, ry, rx), e.g. (4, 0, 4) for a 2D model, got "
+            f"{radius!r}"
+        ) from None
 
 
 def _is_forward(offset: np.ndarray) -> np.ndarray:
@@ -109,7 +132,7 @@ def forward_star(radius: tuple[int, int, int], reduce: bool = True) -> Star:
         dtype=np.int64,
     )
     return Star(
-        radius=tuple(int(r) for r in radius),
+        radius=checked_radius(radius),
         offsets=offsets,
         half=half,
         forward=forward,

@@ -1005,6 +1005,34 @@ def recorded_source(
     return position
 
 
+def recorded_radius(attrs: Mapping, dims: tuple[str, ...]) -> dict[str, int]:
+    """The forward-star radius a field's attributes record (``radius_<dim>``), for the
+    dims that have one.
+
+    Raises
+    ------
+    InputError
+        For a recorded radius that is not a whole number (an attribute edited or lost to
+        ``None``: ``int()`` raised a bare ``TypeError``).
+    """
+    radius = {}
+    for d in dims:
+        value = attrs.get(f"radius_{d}")
+        if value is None and f"radius_{d}" not in attrs:
+            continue
+        try:
+            whole = int(value) == float(value)
+        except (TypeError, ValueError, OverflowError):
+            whole = False
+        if not whole or isinstance(value, bool):
+            raise InputError(
+                f"the field's attribute radius_{d} = {value!r} is not a radius: a result's "
+                "attributes record how it was solved, and must be kept as raygrid wrote them"
+            )
+        radius[d] = int(value)
+    return radius
+
+
 def radius3(radius: int | Mapping[str, int], sizes: Mapping[str, int]) -> tuple[int, int, int]:
     """Normalise a radius (int or per-dim mapping) to ``(rz, ry, rx)`` and check it against
     a model of ``sizes`` nodes per dim (``{"z": nz, "x": nx}`` or with ``"y"``): known

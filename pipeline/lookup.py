@@ -20,7 +20,7 @@ import xarray as xr
 
 from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
-from .grid import MODEL_CHECK_RTOL, Grid, recorded_source, solved_grid
+from .grid import MODEL_CHECK_RTOL, Grid, recorded_radius, recorded_source, solved_grid
 from .nodevalues import NodeValues
 from .solve import as_table, check_flag, given_path, locate_points, one_point, source_list
 
@@ -314,6 +314,13 @@ class TraveltimeTable:
         grid.check_field(field, attrs)
         if given and "model_check" in attrs:
             check_model(grid, attrs["model_check"])
+        elif given:
+            warn_input(
+                "the field records no check of the model it was solved on (model_check: a "
+                "tiled solve of a model read lazily, or a field not solved by raygrid), so "
+                "velocity= is taken for that model unchecked; a Vs model given for a Vp field "
+                "gives times late by their ratio"
+            )
         if radius is None:
             if not all(f"radius_{d}" in attrs for d in grid.dims):
                 raise InputError(
@@ -321,9 +328,9 @@ class TraveltimeTable:
                     "Dataset whose attributes record it (a survey store from open_survey, or "
                     "a predecessors=True result), not its 'traveltime' alone"
                 )
-            radius = {d: int(attrs[f"radius_{d}"]) for d in grid.dims}
+            radius = recorded_radius(attrs, grid.dims)
         star = forward_star(grid.radius3(radius))
-        recorded = {d: int(attrs[f"radius_{d}"]) for d in grid.dims if f"radius_{d}" in attrs}
+        recorded = recorded_radius(attrs, grid.dims)
         given = dict(zip(("z", "y", "x"), star.radius))
         wrong = {d: r for d, r in recorded.items() if r != given[d]}
         if wrong:
@@ -409,6 +416,8 @@ class TraveltimeTable:
         whole = _read_whole(field, self.grid, star, len(index))
         grid, slowness = self._model_for(whole)
 
+        warned: list[int] = []
+
         def read(s: int, values: Any, source: dict[str, float] | None) -> np.ndarray:
             # A lazy field (a survey store's) is read only in the chunks around the points,
             # or whole where the points cover it anyway (_read_whole).
@@ -422,7 +431,8 @@ class TraveltimeTable:
                 # chunk no point needs (a survey store).
                 source3 = grid.located_source(times, source, star.radius, slowness)
                 self._unchecked.discard(s)
-            if source is None and not grid.on_nodes(index).all():
+            if source is None and not warned and not grid.on_nodes(index).all():
+                warned.append(s)  # once a lookup, not once a source of it
                 warn_input(
                     "the field records no source position (source_z, ... coordinates or "
                     "attributes): points between nodes near an off-node source are reached "

@@ -208,8 +208,11 @@ def layered_model(
 
     Parameters
     ----------
-    shape, spacing, broadcast
+    shape, broadcast
         As for :func:`constant_model`.
+    spacing : float or mapping
+        As for :func:`constant_model`, but given: it comes before the layers, which have
+        no default (``layered_model(shape, 10.0, [300.0], [1500.0, 3000.0])``).
     interfaces : sequence of float
         Depths (m) of the layer boundaries, strictly increasing; a node at an interface's depth
         belongs to the layer below it.

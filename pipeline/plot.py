@@ -113,6 +113,7 @@ def plot_field(
     store written with ``outputs.fields: false`` has no traveltime field: the picture then
     says so and shows the model, rays and receivers only.
     """
+    _check_store(dataset, "plot_field")
     source = point_number(dataset, source, "source")
     n_sources = dataset.sizes["source"]
     three_d = "y" in dataset["velocity"].dims
@@ -211,6 +212,27 @@ def plot_field(
 #: Characters of the title's font (``medium``, 10 pt) to an inch of figure, with a margin:
 #: a longer line ran off both sides of a 3D map's figure.
 TITLE_CHARACTERS_PER_INCH = 11.5
+
+
+def _check_store(dataset: object, function: str) -> None:
+    """Refuse what is not a survey store: a ``traveltime()`` result was told "source
+    number 0 is out of range: the store has 0 sources"."""
+    if isinstance(dataset, xr.Dataset) and "source" in dataset.dims and "velocity" in dataset:
+        return
+    raise InputError(
+        f"{function} draws a survey store, as open_survey opens it (sources, the model and "
+        f"the store's records), got {_kind(dataset)}: draw a traveltime() result with "
+        "xarray, e.g. result['traveltime'].plot.contourf()"
+    )
+
+
+def _kind(value: object) -> str:
+    """What ``value`` is, for a message: an xarray object by its variables or name."""
+    if isinstance(value, xr.Dataset):
+        return f"a Dataset of {', '.join(map(str, value.data_vars)) or 'no variables'}"
+    if isinstance(value, xr.DataArray):
+        return f"a DataArray ({value.name or 'unnamed'})"
+    return f"a {type(value).__name__}"
 
 
 def _wrapped(lines: list[str], width: float) -> list[str]:
@@ -440,6 +462,12 @@ def plot_gathers(
     ``y``-``x`` grid, or a diagonal line in 3D) are plotted against their horizontal
     offset from the receiver, as unjoined points.
     """
+    _check_store(dataset, "plot_gathers")
+    if "receiver_traveltime" not in dataset:
+        raise InputError(
+            "plot_gathers draws a survey store's receiver table, and this store has none "
+            "(no receivers, or outputs.receiver_table: false)"
+        )
     table = dataset["receiver_traveltime"].load()
     n_receivers = table.sizes["receiver"]
     # Checked as everywhere a point is chosen: 99 of 7 was an IndexError, -1 the last.

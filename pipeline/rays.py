@@ -18,7 +18,7 @@ from ..kernels import (
     segment_time_cpu,
 )
 from .errors import InputError
-from .grid import Grid, recorded_source, solved_grid
+from .grid import Grid, recorded_radius, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, one_point, source_list
@@ -77,6 +77,7 @@ def ray_field(
             f"the result does not record how it was solved (missing attrs {missing}): rays "
             "need the Dataset traveltime(..., predecessors=True) returned, attributes kept"
         )
+    radius = recorded_radius(attrs, grid.dims)
     if attrs["weights"] not in WEIGHT_RULES:
         raise InputError(
             f"the result's weights {attrs['weights']!r} are not one of {sorted(WEIGHT_RULES)}"
@@ -89,7 +90,7 @@ def ray_field(
         predecessor=NodeValues(result["predecessor"].transpose(*grid.dims).data, client=client),
         slowness=slowness if slowness is not None else grid.slowness_values(),
         offsets=np.asarray(result["star_offset"].values, dtype=np.int64),
-        radius=tuple(int(attrs.get(f"radius_{d}", 0)) for d in ("z", "y", "x")),  # y: 2D
+        radius=tuple(radius.get(d, 0) for d in ("z", "y", "x")),  # y: 0 in 2D
         rule=WEIGHT_RULES[attrs["weights"]],
         dtype=np.dtype(attrs["precision"]),
     )

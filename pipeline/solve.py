@@ -281,8 +281,8 @@ def solver_attrs(grid: Grid, star: Star, options: Options) -> dict:
     attrs.update({f"radius_{d}": radius[d] for d in grid.dims})
     # The grid it was solved on: a thinned or cropped field is refused, not misread.
     attrs.update({f"nodes_{d}": n for d, n in zip(grid.dims, grid.shape)})
-    if grid.slowness is not None:  # and its model, where it is in memory (not tiles')
-        attrs["model_check"] = grid.model_check()
+    if grid.slowness is not None:  # and its model, where it is in memory (see
+        attrs["model_check"] = grid.model_check()  # traveltime_tiled for tiled solves)
     return attrs
 
 
@@ -921,7 +921,11 @@ def with_predecessors(
                 },
             ),
             "star_offset": xr.DataArray(
-                star.offsets, dims=("offset", "axis"), coords={"axis": ["z", "y", "x"]}
+                star.offsets,
+                dims=("offset", "axis"),
+                # Variable-length strings: NumPy's fixed "<U1" has no Zarr v3 specification
+                # (zarr warned UnstableSpecificationWarning on every to_zarr of a result).
+                coords={"axis": np.array(["z", "y", "x"], dtype=object)},
             ),
             "velocity": velocity.transpose(*grid.dims),
         },

@@ -187,6 +187,12 @@ def traveltime_tiled(
             times = active.compute(times, sync=True)
 
     attrs = solver_attrs(grid, star, options)
+    if grid.velocity.chunks is None:
+        # A model in memory is checked on its lattice for nothing, as an untiled solve's
+        # (traveltime_at refused a Vs model given for this field only when solved untiled).
+        # A lazy one is not: its lattice touches every block of a big cube, a second read
+        # of the whole model on the client.
+        attrs["model_check"] = grid.model_check()
     attrs.update(
         {f"tiles_{d}": t for d, t in zip(("z", "y", "x"), geometry.tile) if d in grid.dims}
     )

@@ -287,11 +287,32 @@ def test_a_bad_slowness_is_refused_by_every_solver(solve, bad):
         solve(slowness, np.ones(3), forward_star((1, 0, 1)), [([0], [0.0])])
 
 
-def test_a_default_band_that_is_not_positive_is_refused():
-    # A zero spacing makes the default bucket width zero: refused, not run for ever.
-    with pytest.raises(ValueError, match="delta must be positive, got 0.0 \\(from the spacing"):
-        solve_near_far(np.full((4, 1, 4), 1e-3), np.zeros(3), forward_star((1, 0, 1)),
-                       [([0], [0.0])])  # fmt: skip
+@pytest.mark.parametrize("solve", [_cpu, _pull, solve_near_far], ids=["cpu", "pull", "near-far"])
+@pytest.mark.parametrize(
+    "spacing", [np.zeros(3), [np.nan, 1.0, 1.0], [-1.0, 1.0, 1.0], [1.0, 1.0], "abc"]
+)
+def test_a_bad_spacing_is_refused_by_every_solver(solve, spacing):
+    # The CPU took a zero spacing for free edges (every time 0) and a NaN one for no edges
+    # (inf below the source); Near-Far's default band came out zero (it would have run
+    # for ever, and was refused for that alone); two numbers failed to unpack.
+    with pytest.raises(ValueError, match="spacing must be three finite positive numbers"):
+        solve(np.full((4, 1, 4), 1e-3), spacing, forward_star((1, 0, 1)), [([0], [0.0])])
+
+
+@pytest.mark.parametrize("make", ["cpu", "pull", "near-far"])
+@pytest.mark.parametrize("rule", [2, -1, 1.5, None, True, "Exact"])
+def test_an_unknown_weight_rule_is_refused_by_every_solver(make, rule):
+    # Every value but EXACT (0) silently meant the mean rule, "exact" among them.
+    from raygrid.kernels import dijkstra
+    from raygrid.kernels.cuda.pull_solver import solve_pull
+
+    solve = {"cpu": dijkstra, "pull": solve_pull, "near-far": solve_near_far}[make]
+    slowness, star = np.full((4, 1, 4), 1e-3), forward_star((1, 0, 1))
+    with pytest.raises(ValueError, match="rule must be raygrid.kernels.EXACT"):
+        if make == "cpu":
+            solve(slowness, np.ones(3), star, [0], [0.0], rule=rule)
+        else:
+            solve(slowness, np.ones(3), star, [([0], [0.0])], rule=rule)
 
 
 def test_a_negative_target_is_refused():

@@ -170,6 +170,61 @@ def test_slowness_that_is_not_finite_and_positive_is_refused(bad):
         dijkstra(slowness, np.ones(3), forward_star((1, 0, 1)), [0], [0.0])
 
 
+def test_a_weight_rule_by_name_is_the_same_rule():
+    slowness = np.random.default_rng(3).uniform(2e-4, 7e-4, (6, 1, 9))
+    star = forward_star((3, 0, 3))
+    for name, code in (("exact", EXACT), ("mean", MEAN)):
+        by_name, _ = dijkstra(slowness, np.ones(3), star, [4], [0.0], rule=name)
+        by_code, _ = dijkstra(slowness, np.ones(3), star, [4], [0.0], rule=code)
+        np.testing.assert_array_equal(by_name, by_code)
+    assert moser_graph(slowness, np.ones(3), star, "mean").rule == MEAN
+
+
+def _small_solve(**kwargs):
+    return dijkstra(np.full((4, 1, 5), 1e-3), np.ones(3), forward_star((1, 0, 1)), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        # Each was taken: int32 times came back as -2147483648, an int8 predecessor of a
+        # 256-offset star wrapped (below), seed 5.7 seeded node 5, the wrong length was
+        # NumPy's broadcast error from inside the solve.
+        ({"dtype": np.int32}, "dtype must be float32 or float64"),
+        ({"dtype": "float16"}, "dtype must be float32 or float64"),
+        ({"times": np.zeros(20, np.int64)}, "times must be float32 or float64"),
+        ({"times": np.full(19, np.inf)}, "times must be a flat array of the grid's 20 nodes"),
+        ({"times": [np.inf] * 20}, "times must be a flat array of the grid's 20 nodes"),
+        ({"predecessor": np.zeros(20, np.uint16)}, "predecessor must be a signed integer"),
+        ({"predecessor": np.full(20, -1.0)}, "predecessor must be a signed integer"),
+        ({"predecessor": np.full(4, -1, np.int16)}, "predecessor must be a flat array"),
+        ({"seed_nodes": [5.7]}, "seed nodes must be integer flat indices"),
+    ],
+)
+def test_outputs_and_seeds_the_solve_cannot_use_are_refused(kwargs, message):
+    kwargs = {"seed_nodes": [5], "seed_times": [0.0], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        _small_solve(**kwargs)
+
+
+def test_a_predecessor_array_too_narrow_for_the_star_is_refused():
+    star = forward_star((10, 0, 10))  # 256 offsets: int8 cannot hold 255
+    slowness = np.full((12, 1, 12), 1e-3)
+    with pytest.raises(ValueError, match="holds 255 .*e.g. int16; got int8"):
+        dijkstra(slowness, np.ones(3), star, [5], [0.0], predecessor=np.full(144, -1, np.int8))
+    _, predecessor = dijkstra(
+        slowness, np.ones(3), star, [5], [0.0], predecessor=np.full(144, -1, np.int16)
+    )
+    assert predecessor.max() > 127  # what int8 wrapped
+
+
+def test_given_outputs_of_either_precision_are_filled():
+    for dtype in (np.float32, np.float64):
+        times = np.full(20, np.inf, dtype)
+        out, _ = _small_solve(seed_nodes=[5], seed_times=[0.0], times=times)
+        assert out is times and np.isfinite(times).all()
+
+
 def test_a_2d_slowness_has_the_strides_a_gpu_copy_takes_whole():
     # A 2D model's slowness came as `s[:, np.newaxis, :]`: C-contiguous to NumPy, but its
     # 0 stride made Numba's CUDA copies send it row by row (1601 copies at 1601^2).

@@ -342,6 +342,21 @@ def test_raypath_refuses_a_result_that_lost_how_it_was_solved(velocity, drop):
         raypath(result, {"z": 15.0, "x": 13.0})
 
 
+@pytest.mark.parametrize("value", [None, "two", 2.5, True])
+def test_a_recorded_radius_that_is_not_a_radius_is_refused(velocity, value):
+    # radius_z=None was a bare TypeError from int() deep in raypath.
+    from raygrid.pipeline import traveltime_at
+
+    result = traveltime(velocity, SOURCE, predecessors=True, radius=2).assign_attrs(radius_z=value)
+    result["traveltime"].attrs["radius_z"] = value  # (traveltime_at reads its own first)
+    for lookup in (raypath, traveltime_at):
+        with pytest.raises(InputError, match=rf"attribute radius_z = {value!r} is not a rad"):
+            lookup(result, {"z": 15.0, "x": 13.0})
+    result["traveltime"].attrs["radius_z"] = 2.0  # e.g. through a format without integers
+    as_float = result.assign_attrs(radius_z=2.0)
+    assert raypath(as_float, {"z": 15.0, "x": 13.0}).attrs["traveltime"] > 0
+
+
 def line_of_sources(count: int) -> list[dict[str, float]]:
     """``count`` sources at the top of the model, each at its own place (sources at one
     place are solved, but warned about)."""

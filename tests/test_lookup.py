@@ -3,6 +3,8 @@ method's own last-leg rule: the floats of raypaths and of a survey's receiver ta
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -191,6 +193,19 @@ def test_bad_lookups_are_clear(model, tables):
     )
     with pytest.raises(InputError, match=r"written with outputs.fields: false keeps its receiv"):
         traveltime_at(receivers_only, STATIONS)
+
+
+def test_a_field_without_source_positions_is_said_once_a_lookup(model):
+    # Said once for each source of the field (three times for three sources).
+    sources = [{"z": z, "y": 3.3, "x": 7.1} for z in (5.5, 0.0, 9.0)]
+    field = rg.traveltimes(model, sources, radius=3)
+    bare = field.drop_vars([f"source_{d}" for d in ("z", "y", "x")])
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        traveltime_at(bare, {"z": 6.5, "y": 3.3, "x": 7.1}, velocity=model)
+    told = [w for w in said if "records no source position" in str(w.message)]
+    assert len(told) == 1, [str(w.message) for w in said]
 
 
 def test_a_field_is_read_only_on_the_grid_it_was_solved_on(model, tables):

@@ -490,3 +490,20 @@ def test_sources_and_receivers_are_chosen_as_everywhere_else(tmp_path, figures):
     for receiver in (99, -1, "R1"):
         with pytest.raises(InputError, match="receiver"):
             plot.plot_gathers(dataset, tmp_path / "bad.png", receivers=[receiver])
+
+
+def test_what_is_not_a_survey_store_is_refused_saying_what_to_draw_it_with(tmp_path):
+    # A traveltime() result was told "source number 0 is out of range: the store has 0
+    # sources (none: it has no source dim)".
+    import raygrid.pipeline as rg
+
+    velocity = rg.gradient_model({"z": 11, "x": 13}, 100.0, 1500.0, 2500.0)
+    result = rg.traveltime(velocity, {"z": 0.0, "x": 600.0}, radius=2, predecessors=True)
+    for given, kind in ((result, "a Dataset of traveltime"), (result["traveltime"], "a DataArray")):
+        for draw in (plot.plot_field, plot.plot_gathers):
+            with pytest.raises(InputError, match=f"draws a survey store.*got {kind}.*xarray"):
+                draw(given, tmp_path / "bad.png")
+    assert not list(tmp_path.iterdir())
+    without_table = store(LINE_2D, [], {"z": 11, "x": 13}).drop_vars("receiver_traveltime")
+    with pytest.raises(InputError, match="this store has none"):
+        plot.plot_gathers(without_table, tmp_path / "bad.png")

@@ -51,3 +51,15 @@ def test_star_half_tables():
 def test_star_rejects_bad_radius(radius):
     with pytest.raises(ValueError):
         star_offsets(radius)
+
+
+@pytest.mark.parametrize("radius", [(3.9, 0, 3), 3, (3, 3), (True, 0, 1), "abc", None])
+def test_a_radius_that_is_not_three_integers_is_refused(radius):
+    # (3.9, 0, 3) was radius 3 (int() truncated it); a bare 3 a TypeError on unpacking.
+    with pytest.raises(ValueError, match=r"radius must be three integers \(rz, ry, rx\)"):
+        forward_star(radius)
+
+
+def test_a_radius_of_numpy_integers_is_taken():
+    star = forward_star(np.array([2, 0, 2]))
+    assert star.radius == (2, 0, 2) and all(type(r) is int for r in star.radius)

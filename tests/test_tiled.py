@@ -93,6 +93,32 @@ def test_predecessors_and_raypath(client, model_2d):
     np.testing.assert_array_equal(result["velocity"].values, model_2d.values)
 
 
+def test_a_model_in_memory_is_checked_on_lookup(client, model_2d):
+    # A tiled field recorded no model_check: traveltime_at(field, velocity=vs) of a Vs
+    # model for this Vp field gave times late by their ratio, silently (untiled: refused).
+    source, point = {"z": 0.0, "x": 151.7}, {"z": 200.1, "x": 55.5}
+    wrong = (model_2d / 1.73).assign_attrs(model_2d.attrs)
+    untiled = rg.traveltime(model_2d, source, radius=3)
+    tiled = rg.traveltime(model_2d, source, radius=3, tiles={"z": 13, "x": 16}, client=client)
+    tiled = tiled.compute()
+    assert tiled.attrs["model_check"] == untiled.attrs["model_check"]
+    assert float(rg.traveltime_at(tiled, point, velocity=model_2d)) == float(
+        rg.traveltime_at(untiled, point, velocity=model_2d)
+    )
+    for lookup in (
+        lambda: rg.traveltime_at(tiled, point, velocity=wrong),
+        lambda: rg.TraveltimeTable(tiled, velocity=wrong).at(point),
+    ):
+        with pytest.raises(rg.InputError, match="velocity is not the model the field was"):
+            lookup()
+    # A lazy model is not read on the client for its check: the lookup says it cannot tell.
+    lazy = model_2d.chunk({"z": 9})
+    field = rg.traveltime(lazy, source, radius=3, tiles={"z": 13, "x": 16}, client=client)
+    assert "model_check" not in field.attrs
+    with pytest.warns(rg.InputWarning, match="records no check of the model it was solved on"):
+        rg.traveltime_at(field.compute(), point, velocity=wrong)
+
+
 def _backend_reads(action: str):
     """In this process, ``"start"`` recording the size of every read from a file-backed array
     (NetCDF and Zarr backends read through ``explicit_indexing_adapter``), or ``"stop"`` and

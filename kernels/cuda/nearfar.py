@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, float64, int32, uint64
 
-from ..layout import PaddedLayout, checked_slowness
-from ..rules import EXACT
-from ..seeds import checked_seeds
+from ..layout import PaddedLayout, checked_slowness, checked_spacing
+from ..rules import EXACT, checked_rule
+from ..seeds import checked_precision, checked_seeds
 from ..star import Star
 from .arrays import from_padded, padded_slowness
 from .device import edge_weight_gpu, simulating
@@ -397,11 +397,9 @@ class NearFarSolver:
         sync_every: int | None = None,
     ) -> None:
         clock = time.perf_counter()
-        dtype = np.dtype(dtype)
-        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        dtype = checked_precision(dtype)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
-        spacing = np.asarray(spacing, dtype=np.float64)
+        spacing, rule = checked_spacing(spacing), checked_rule(rule)  # as star_crossings
         if delta is not None and not delta > 0:
             raise ValueError(f"delta must be positive, got {delta}")
         default_threads, default_sync = _default_launch()
@@ -429,8 +427,6 @@ class NearFarSolver:
         self._slowness = padded_slowness(layout, slowness)  # padded on the device
         if delta is None:  # (from a model now known to be finite and positive)
             self.delta = delta = default_delta(slowness, spacing, star)
-            if not delta > 0:  # e.g. a zero spacing
-                raise ValueError(f"delta must be positive, got {delta} (from the spacing)")
         self._spacing = cuda.to_device(spacing)
         self._tables = star_tables(star, layout)
         if precomputed:

@@ -17,6 +17,7 @@ from numba import cuda, float32, float64
 
 from ..layout import PaddedLayout, flat_steps
 from ..rules import EXACT
+from ..seeds import checked_precision
 from ..star import Star
 from .device import edge_weight_gpu
 
@@ -156,9 +157,7 @@ def recover_predecessors(
     raygrid.kernels.dijkstra : the CPU solver, which records predecessors as it goes.
     """
     times_padded = _device(times_padded)
-    dtype = np.dtype(times_padded.dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"times must be float32 or float64, got {dtype}")
+    dtype = checked_precision(times_padded.dtype, "times")
     n_nodes = int(np.prod(layout.padded))
     if times_padded.size != n_nodes:
         raise ValueError(f"times have {times_padded.size} values, the padded grid {n_nodes}")

@@ -26,9 +26,9 @@ from numba import cuda
 
 from ..bounds import reach_lengths
 from ..crossings import star_crossings
-from ..layout import PaddedLayout, checked_slowness
-from ..rules import EXACT
-from ..seeds import checked_seeds
+from ..layout import PaddedLayout, checked_slowness, checked_spacing
+from ..rules import EXACT, checked_rule
+from ..seeds import checked_precision, checked_seeds
 from ..star import Star
 from . import tile_queue
 from .arrays import (
@@ -247,7 +247,8 @@ class PullSolver:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         check_settings(max_inner, walk)  # before anything goes to the device
-        dtype = np.dtype(dtype)
+        dtype = checked_precision(dtype)
+        spacing, rule = checked_spacing(spacing), checked_rule(rule)
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
