@@ -286,9 +286,9 @@ def dijkstra(
         around an off-node source, or a tile's halo).
     seed_times : numpy.ndarray
         Their times (s).
-    rule : int
-        :data:`EXACT` (cell-crossing) or :data:`MEAN` (Moser's mean slowness); ignored when
-        ``weights`` is given.
+    rule : int or str
+        :data:`EXACT` (cell-crossing) or :data:`MEAN` (Moser's mean slowness), or their
+        names (``"exact"``, ``"mean"``); unused when ``weights`` is given (still checked).
     weights : numpy.ndarray, optional
         From :func:`precompute_weights`, in the solve's precision.
     target_nodes : numpy.ndarray of int64, optional

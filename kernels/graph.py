@@ -90,7 +90,8 @@ def moser_graph(
         Node spacing ``(hz, hy, hx)`` (m).
     star : Star
     rule : int
-        :data:`raygrid.kernels.EXACT` or ``MEAN``; ignored by a solve given ``weights``.
+        :data:`raygrid.kernels.EXACT` or ``MEAN`` (or ``"exact"``, ``"mean"``); unused by a
+        solve given ``weights`` (still checked).
     weights : numpy.ndarray, optional
         From :func:`raygrid.kernels.precompute_weights` for the same model, star and rule,
         in the solve's precision.

@@ -16,9 +16,9 @@ def checked_precision(dtype, name: str = "dtype") -> np.dtype:
     (an integer dtype gave every time as its most negative value)."""
     try:
         checked = np.dtype(dtype)
-    except TypeError:
+    except TypeError:  # ("float23"; and None is float64 to np.dtype: refused below)
         checked = None
-    if checked not in PRECISIONS:
+    if dtype is None or not isinstance(checked, np.dtype) or checked not in PRECISIONS:
         raise ValueError(f"{name} must be float32 or float64, got {dtype!r}")
     return checked
 

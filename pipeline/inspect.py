@@ -150,7 +150,9 @@ def _describe(path: Path, workflow: bool) -> str:
         f"{attrs.get('weights', '?')}, {attrs.get('precision', '?')}, backend "
         f"{attrs.get('backend', '?')}{_tiles(state.workflow, velocity.dims)}",
         f"raygrid version: {state.version}",
-        f"workflow sha256: {state.fingerprint}",
+        # Not the file's sha256 (sha256sum gives another): a digest of what the run reads
+        # of it, its model's values included, which a resume must match.
+        f"workflow fingerprint: {state.fingerprint}",
         "variables:",
     ]
     for name, variable in sorted(dataset.data_vars.items()):
@@ -257,6 +259,24 @@ def _number(names: list[str], choice: int | str, what: str, where: str) -> int:
         ) from None
 
 
+#: Characters of a source's name that go into its picture's file name (most file systems
+#: allow 255 bytes a name, the store's own name and a temporary prefix included).
+PICTURE_NAME = 64
+
+
+def picture_name(stem: str, source: int, name: str | None) -> str:
+    """The file name of source number ``source``'s picture of the store ``stem``.
+
+    A named source's picture carries its name: "--source 0" on sources named 2, 0, 1 drew
+    the one named "0" into "-source1.png", which read as another source. The name is made
+    safe for any file system and cut to :data:`PICTURE_NAME` characters: a 300-character
+    name failed "File name too long" after its figure was drawn (the number keeps cut
+    names apart).
+    """
+    part = "" if name is None else "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    return f"{stem}-source{source}{part[: PICTURE_NAME + 1]}.png"
+
+
 def plot_directory(
     path: str | Path,
     out: str | Path | None,
@@ -339,10 +359,7 @@ def plot_directory(
     names = point_names(dataset, "source")
 
     def picture(s: int) -> Path:
-        # A named source's picture carries its name: "--source 0" on sources named 2, 0, 1
-        # drew the one named "0" into "-source1.png", which read as another source.
-        name = "" if names is None else "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", names[s])
-        return out / f"{stem}-source{s}{name}.png"
+        return out / picture_name(stem, s, None if names is None else names[s])
 
     # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(picture(sources[0]), "picture")

@@ -168,8 +168,9 @@ def interrupts_kept() -> Iterator[None]:
 @contextmanager
 def closing_uninterrupted() -> Iterator[Callable[[], None]]:
     """Yield ``hold``: called as the block starts closing what it started (a cluster), it
-    makes Ctrl-C (and SIGTERM) ignored until the block has ended, then the handlers are
-    restored.
+    holds Ctrl-C (and SIGTERM) until the block has ended, then the handlers are restored.
+    The first signal held is then raised again, to its restored handler, unless the block
+    ends with an interrupt already (a Ctrl-C pressed again as it closes is dropped).
 
     Ctrl-C pressed again while a cluster closed broke the close midway: the rest was left
     to Dask's exit hook, which took 10 s more on timeouts and printed a traceback when a
@@ -182,28 +183,59 @@ def closing_uninterrupted() -> Iterator[Callable[[], None]]:
     """
     previous: dict[int, Any] = {}
     quiets: list[_QuietInterruptedClose] = []
+    held: list[int] = []
+
+    def keep(sig: int, frame: Any) -> None:
+        held.append(sig)
 
     def hold() -> None:
         # SIGTERM too: a background run (SIGINT ignored, _taken) is stopped by `kill`, and
-        # a second one broke the close as a second Ctrl-C did.
+        # a second one broke the close as a second Ctrl-C did. Held, not ignored: a Ctrl-C
+        # or a batch system's SIGTERM as the cluster closed after the last source was lost,
+        # and the run went on to assemble its rays and exited 0.
+        # An ignored SIGINT is left ignored (a background run's, _taken): held, a Ctrl-C
+        # meant for the foreground would be the one raised again, and a `kill` after it
+        # dropped. A handler set outside Python (None) could not be put back: left alone.
         if threading.current_thread() is threading.main_thread() and not previous:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, signal.SIG_IGN)
+            for sig in _taken():
+                if signal.getsignal(sig) is not None:
+                    previous[sig] = signal.signal(sig, keep)
         if _kept or isinstance(sys.exc_info()[1], KeyboardInterrupt):
             for quiet in quiets:
                 quiet.closing = True
 
     _closings().append(quiets)
-    try:
+    leaving: BaseException | None = None  # what the block ends with (not sys.exc_info(),
+    try:  # which also sees an exception the caller is handling around the block)
         yield hold
+    except BaseException as error:
+        leaving = error
+        raise
     finally:
         # By identity: two blocks' lists can be equal (empty).
         _closings()[:] = [block for block in _closings() if block is not quiets]
         for quiet in quiets:
             logging.getLogger("distributed.scheduler").removeFilter(quiet)
-        for sig, handler in previous.items():
-            if handler is not None:
-                signal.signal(sig, handler)
+        _restore(previous)
+        if held and not isinstance(leaving, KeyboardInterrupt | GeneratorExit):
+            # Another error on its way out is overtaken: a batch system's SIGTERM is how
+            # the run ends (143, "terminated"), as it would have been a moment earlier.
+            signal.raise_signal(held[0])
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """Put ``handlers`` back, the signals blocked meanwhile: one that came between two
+    restores raised there and left the other signal on a handler nothing reads, for good
+    (a SIGTERM swallowed in a long-lived process). A signal blocked meanwhile reaches its
+    restored handler."""
+    mask = getattr(signal, "pthread_sigmask", None)  # (not on Windows)
+    blocked = mask(signal.SIG_BLOCK, list(handlers)) if mask and handlers else None
+    try:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    finally:
+        if blocked is not None:
+            mask(signal.SIG_SETMASK, blocked)
 
 
 class _QuietInterruptedClose(logging.Filter):

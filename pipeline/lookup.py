@@ -321,16 +321,16 @@ class TraveltimeTable:
                 "velocity= is taken for that model unchecked; a Vs model given for a Vp field "
                 "gives times late by their ratio"
             )
+        recorded = recorded_radius(attrs, grid.dims)
         if radius is None:
-            if not all(f"radius_{d}" in attrs for d in grid.dims):
+            if len(recorded) < len(grid.dims):
                 raise InputError(
                     "the field records no radius (attrs radius_z, ...): pass radius=, or the "
                     "Dataset whose attributes record it (a survey store from open_survey, or "
                     "a predecessors=True result), not its 'traveltime' alone"
                 )
-            radius = recorded_radius(attrs, grid.dims)
+            radius = recorded
         star = forward_star(grid.radius3(radius))
-        recorded = recorded_radius(attrs, grid.dims)
         given = dict(zip(("z", "y", "x"), star.radius))
         wrong = {d: r for d, r in recorded.items() if r != given[d]}
         if wrong:

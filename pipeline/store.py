@@ -439,6 +439,10 @@ def open_store(path: str | Path) -> StoreState:
             f"{path} is not a Zarr store (a {kind} without Zarr's group metadata, zarr.json)"
         ) from None
     except Exception as error:  # metadata that does not read (cut short, not JSON)
+        if type(error).__name__ == "ContainsArrayError":  # a Zarr store, of one array
+            raise InputError(
+                f"{path} is a Zarr array, not a raygrid survey store (a Zarr group)"
+            ) from None
         raise InputError(f"{path} is not a Zarr store ({type(error).__name__}: {error})") from None
     attrs = dict(group.attrs)
     # A store raygrid made that lost what every read needs is damaged, not foreign:
@@ -450,7 +454,17 @@ def open_store(path: str | Path) -> StoreState:
         if unreadable_arrays(path) or not (records / "zarr.json").exists():
             raise DamagedStore(damage(path))
     if "source_done" not in group:
-        raise InputError(f"{path} is a Zarr store but not a raygrid survey store")
+        said = ""
+        if "workflow_sha256" in attrs:
+            # Raygrid's attributes, but they are copied into any store written with
+            # xarray from a survey's data: a lost source_done cannot be told from that.
+            said = (
+                " (it has a survey's attributes but no completion records, source_done: "
+                "data written from a survey store, or a survey store that lost them, which "
+                "only a person can tell apart; if it is a damaged survey store, delete it "
+                "and run again)"
+            )
+        raise InputError(f"{path} is a Zarr store but not a raygrid survey store{said}")
     return StoreState(
         path=path,
         fingerprint=attrs.get("workflow_sha256"),

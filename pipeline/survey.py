@@ -879,11 +879,12 @@ def _failure(which: str, error: BaseException | None, client: Any = None) -> Exc
     resume = f"finished sources are kept in the store: {run_again()} to resume"
     if client is not None and client.status != "running":
         # The scheduler went away (stopped, its node lost): every task is cancelled at
-        # once, which is not a worker dying of memory.
+        # once, which is not a worker dying of memory. No source named: the task that
+        # reports it first is any of them, finished or not (sources 86, 87 were named with
+        # 0 to 89 done).
         return RunFailed(
-            f"the connection to the Dask scheduler was lost while solving {which} (the "
-            f"scheduler stopped, or its machine or network failed); the {resume} once a "
-            "scheduler is up again"
+            "the connection to the Dask scheduler was lost mid-run (the scheduler stopped, "
+            f"or its machine or network failed); the {resume} once a scheduler is up again"
         )
     if error is None or isinstance(error, CancelledError):
         return RunFailed(

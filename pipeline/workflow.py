@@ -352,13 +352,21 @@ def _cross_checks(workflow: Workflow) -> list[tuple[tuple, str]]:
         problems.append(
             (("outputs", "fields"), "nothing to store: fields, receiver_table and rays are false")
         )
-    if isinstance(workflow.model, FileModel):
-        # A store replaced (--overwrite) or refused and cleaned up must never take the
-        # model with it.
-        if holds(outputs.store, workflow.model.path):
+    # A store replaced (--overwrite) or refused and cleaned up must never take an input
+    # with it: the model, or a points file (a CSV inside the store went, and the rerun
+    # failed for it).
+    inputs = (
+        [("the model file", workflow.model.path)] if isinstance(workflow.model, FileModel) else []
+    )
+    for what in ("sources", "receivers"):
+        spec = getattr(workflow, what)
+        if isinstance(spec, CsvPoints):
+            inputs.append((f"the {what}' CSV file", spec.csv))
+    for what, path in inputs:
+        if holds(outputs.store, path):
             problems.append(
-                (("outputs", "store"), f"the store {outputs.store} would hold the model file "
-                 f"{workflow.model.path}, which --overwrite would delete: give it its own path")
+                (("outputs", "store"), f"the store {outputs.store} would hold {what} {path}, "
+                 "which --overwrite would delete: give it its own path")
             )  # fmt: skip
     if compute.algorithm is not None and compute.backend in ALGORITHMS:  # not "auto"
         if compute.algorithm not in ALGORITHMS[compute.backend]:

@@ -276,6 +276,9 @@ def _message(error: dict, model: Any) -> str:
         return f"{message} (unknown key{guess})"
     if error["type"] == "missing":
         return f"{message} (missing key)"
+    if error["type"] == "path_type":
+        # pydantic's "Input is not a valid path for <class 'pathlib.Path'>" (a list given).
+        return f"must be one file's path, got {error.get('input')!r}"
     return message
 
 

@@ -299,6 +299,14 @@ def test_a_bad_spacing_is_refused_by_every_solver(solve, spacing):
         solve(np.full((4, 1, 4), 1e-3), spacing, forward_star((1, 0, 1)), [([0], [0.0])])
 
 
+def test_a_default_band_that_is_not_positive_is_refused():
+    # A spacing too small for its squares (checked positive, but the edges' lengths
+    # underflow to 0) makes the default bucket width zero: refused, not run for ever.
+    with pytest.raises(ValueError, match="delta must be positive, got 0.0 \\(from the spacing"):
+        solve_near_far(np.full((4, 1, 4), 1e-3), np.full(3, 5e-324), forward_star((1, 0, 1)),
+                       [([0], [0.0])])  # fmt: skip
+
+
 @pytest.mark.parametrize("make", ["cpu", "pull", "near-far"])
 @pytest.mark.parametrize("rule", [2, -1, 1.5, None, True, "Exact"])
 def test_an_unknown_weight_rule_is_refused_by_every_solver(make, rule):

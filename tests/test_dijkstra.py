@@ -192,6 +192,8 @@ def _small_solve(**kwargs):
         # NumPy's broadcast error from inside the solve.
         ({"dtype": np.int32}, "dtype must be float32 or float64"),
         ({"dtype": "float16"}, "dtype must be float32 or float64"),
+        ({"dtype": "float23"}, "dtype must be float32 or float64"),  # was solved in float64
+        ({"dtype": None}, "dtype must be float32 or float64"),
         ({"times": np.zeros(20, np.int64)}, "times must be float32 or float64"),
         ({"times": np.full(19, np.inf)}, "times must be a flat array of the grid's 20 nodes"),
         ({"times": [np.inf] * 20}, "times must be a flat array of the grid's 20 nodes"),

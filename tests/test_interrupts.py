@@ -255,16 +255,82 @@ def test_ctrl_c_while_the_workers_start_stops_cleanly(tmp_path, stop):
     assert not any(child.is_running() for child in spawned)
 
 
-def test_a_close_under_way_ignores_ctrl_c_until_it_ends():
+def test_a_close_under_way_holds_ctrl_c_until_it_ends():
     before = signal.getsignal(signal.SIGINT)
-    with closing_uninterrupted() as hold:
-        assert signal.getsignal(signal.SIGINT) is before  # untouched until closing starts
-        hold()
-        signal.raise_signal(signal.SIGINT)  # ignored: nothing raised
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        # A second `kill` too (a background run's only way to be stopped).
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-    assert signal.getsignal(signal.SIGINT) is before
+    closed = False
+    with pytest.raises(KeyboardInterrupt):
+        with closing_uninterrupted() as hold:
+            assert signal.getsignal(signal.SIGINT) is before  # untouched until closing starts
+            hold()
+            signal.raise_signal(signal.SIGINT)  # held: nothing raised while the close runs
+            signal.raise_signal(signal.SIGINT)
+            closed = True
+    # Then raised once: a Ctrl-C as the cluster closed after the last source was dropped,
+    # and the run went on to assemble its rays and exited 0.
+    assert closed and signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_kill_while_a_close_ends_by_itself_reaches_its_handler_after_it():
+    # A second `kill` is held too (a background run's only way to be stopped), and the
+    # one that came while the run was ending well is acted on once the close is done.
+    seen = []
+    before = signal.signal(signal.SIGTERM, lambda sig, frame: seen.append(sig))
+    try:
+        with closing_uninterrupted() as hold:
+            hold()
+            signal.raise_signal(signal.SIGTERM)
+            assert not seen
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_background_runs_kill_after_a_ctrl_c_meant_for_the_foreground_is_not_dropped():
+    # SIGINT ignored (a shell's background job): held, the Ctrl-C was the one raised again
+    # (to "ignore") and the SIGTERM after it dropped: the run exited 0.
+    seen = []
+    before = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda sig, frame: seen.append(sig)),
+    }
+    try:
+        with closing_uninterrupted() as hold:
+            hold()
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # left as it was
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_a_held_ctrl_c_is_raised_whatever_else_ends_the_block_but_an_interrupt():
+    # Dropped whenever sys.exc_info() showed an exception: also one the caller was
+    # handling around the block, and any error leaving it.
+    try:
+        raise ValueError("handled around the block")
+    except ValueError:
+        with pytest.raises(KeyboardInterrupt):
+            with closing_uninterrupted() as hold:
+                hold()
+                signal.raise_signal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        with closing_uninterrupted() as hold:
+            hold()
+            signal.raise_signal(signal.SIGINT)
+            raise RuntimeError("the run failed as it closed")
+    assert isinstance(raised.value.__context__, RuntimeError)
+
+
+def test_a_ctrl_c_held_while_an_interrupt_is_on_its_way_out_is_dropped():
+    with pytest.raises(KeyboardInterrupt, match="first"):
+        with closing_uninterrupted() as hold:
+            try:
+                raise KeyboardInterrupt("first")
+            finally:
+                hold()
+                signal.raise_signal(signal.SIGINT)  # pressed again: the close is not broken
 
 
 @linux_only

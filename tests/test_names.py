@@ -170,6 +170,8 @@ def test_a_survey_store_is_selected_by_name_and_a_renamed_station_is_another_wor
         text = describe(tmp_path / "s.zarr")
         assert "sources done: 3 / 3, named S1 ... S3" in text
         assert "receivers: 2, named STA1 ... STA2" in text
+        # The fingerprint, which is not the file's sha256 (it was labelled so).
+        assert "workflow fingerprint: " in text and "sha256" not in text
         # A name is part of what the store holds: renamed, the rerun is refused by name.
         path = named_workflow(tmp_path, "station,z,x\nSTA1,100,50\nSTA9,60,170\n")
         with pytest.raises(InputError, match="what differs is the receivers' names"):
@@ -188,6 +190,17 @@ def test_a_survey_store_is_selected_by_name_and_a_renamed_station_is_another_wor
     result = runner.invoke(main, ["plot", "s.zarr", "--source", "S7"])
     assert result.exit_code != 0
     assert "source 'S7' is neither a source number nor a source's name" in result.output
+
+
+def test_a_pictures_file_name_carries_a_safe_name_cut_short(tmp_path):
+    from raygrid.pipeline.inspect import PICTURE_NAME, picture_name
+
+    assert picture_name("s", 2, "S3") == "s-source2-S3.png"
+    assert picture_name("s", 0, None) == "s-source0.png"
+    assert picture_name("s", 1, "a/b c") == "s-source1-a_b_c.png"
+    long = picture_name("s", 3, "L" * 300)  # "File name too long" after it was drawn
+    assert long == f"s-source3-{'L' * PICTURE_NAME}.png"
+    (tmp_path / f".{long}.tmp").write_bytes(b"")  # with a temporary's prefix and suffix
 
 
 def test_an_unnamed_workflow_keeps_its_fingerprint():

@@ -182,6 +182,15 @@ def test_missing_model_file(tmp_path):
         prepare_workflow(read_workflow(path))
 
 
+def test_a_csv_entry_that_is_not_one_path_says_so(tmp_path):
+    # pydantic said "Input is not a valid path for <class 'pathlib.Path'>".
+    text = SMALL.replace(
+        "  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 200.0}\n", "  csv: [a.csv, b.csv]\n"
+    )
+    with pytest.raises(InputError, match=r"sources.csv: must be one file's path, got \['a.csv'"):
+        read_workflow(write(tmp_path, text))
+
+
 def test_generators_and_csv(tmp_path):
     csv = tmp_path / "shots.csv"
     csv.write_text("id,x,z\n1,10.0,0\n2,20.5,5\n")
@@ -256,6 +265,25 @@ def test_a_store_that_would_hold_the_model_file_is_refused(tmp_path, store, monk
     with pytest.raises(InputError, match=r"outputs.store: the store .* would hold the model file"):
         read_workflow(write(tmp_path, text))
     read_workflow(write(tmp_path, text.replace(f"store: {store}", "store: out/m.zarr")))
+
+
+@pytest.mark.parametrize("what", ["sources", "receivers"])
+def test_a_store_that_would_hold_a_points_file_is_refused(tmp_path, what, monkeypatch):
+    # --overwrite deleted a CSV kept inside the store's folder (the model was refused).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "small.zarr").mkdir(parents=True)
+    (tmp_path / "out" / "small.zarr" / "points.csv").write_text("z,x\n0,100\n200,300\n")
+    (tmp_path / "points.csv").write_text("z,x\n0,100\n200,300\n")
+    old = {
+        "sources": "sources:\n  - {z: 0.0, x: 100.0}\n  - {z: 0.0, x: 200.0}",
+        "receivers": "receivers:\n  line: {start: {z: 200.0, x: 0.0}, stop: {z: 200.0, "
+        "x: 300.0}, count: 4}",
+    }[what]  # fmt: skip
+    inside = SMALL.replace(old, f"{what}: {{csv: out/small.zarr/points.csv}}")
+    assert inside != SMALL
+    with pytest.raises(InputError, match=rf"the store .* would hold the {what}' CSV file"):
+        read_workflow(write(tmp_path, inside))
+    read_workflow(write(tmp_path, inside.replace("out/small.zarr/points.csv", "points.csv")))
 
 
 def test_fingerprint_follows_what_the_store_holds(tmp_path):

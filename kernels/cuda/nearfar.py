@@ -427,6 +427,8 @@ class NearFarSolver:
         self._slowness = padded_slowness(layout, slowness)  # padded on the device
         if delta is None:  # (from a model now known to be finite and positive)
             self.delta = delta = default_delta(slowness, spacing, star)
+            if not delta > 0:  # a spacing so small its product underflows (1e-320 m)
+                raise ValueError(f"delta must be positive, got {delta} (from the spacing)")
         self._spacing = cuda.to_device(spacing)
         self._tables = star_tables(star, layout)
         if precomputed:

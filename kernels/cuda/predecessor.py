@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, float64
 
-from ..layout import PaddedLayout, flat_steps
-from ..rules import EXACT
+from ..layout import PaddedLayout, checked_spacing, flat_steps
+from ..rules import EXACT, checked_rule
 from ..seeds import checked_precision
 from ..star import Star
 from .device import edge_weight_gpu
@@ -156,6 +156,7 @@ def recover_predecessors(
     raygrid.kernels.cuda.nearfar.solve_near_far : the push solver that uses it.
     raygrid.kernels.dijkstra : the CPU solver, which records predecessors as it goes.
     """
+    rule, spacing = checked_rule(rule), checked_spacing(spacing)  # as every solver's
     times_padded = _device(times_padded)
     dtype = checked_precision(times_padded.dtype, "times")
     n_nodes = int(np.prod(layout.padded))
@@ -171,11 +172,11 @@ def recover_predecessors(
         slowness_padded = np.ascontiguousarray(slowness_padded, dtype=np.float64)
     offsets, steps, half, is_forward = star_tables(star, layout)
     predecessor = cuda.device_array(n_nodes, dtype=star.predecessor_dtype)
-    kernel = predecessor_kernel(int(rule), weights is not None, dtype.name)
+    kernel = predecessor_kernel(rule, weights is not None, dtype.name)
     kernel[-(-n_nodes // threads), threads](
         times_padded.reshape(n_nodes),
         _device(slowness_padded),
-        cuda.to_device(np.asarray(spacing, dtype=np.float64)),
+        cuda.to_device(spacing),
         offsets,
         steps,
         half,
