@@ -975,7 +975,10 @@ def _dims_hint(velocity: xr.DataArray) -> str:
         names = ", ".join(repr(d) for d in single)
         hints.append(f"drop the one-node {names} with velocity.squeeze({names})")
     renamed = {d: _DIM_NAMES[d.lower()] for d in velocity.dims if d.lower() in _DIM_NAMES}
-    renamed = {d: to for d, to in renamed.items() if to not in velocity.dims}
+    if {renamed.get(d, d) for d in velocity.dims} == {"z", "y"}:
+        # A 2D section along y (a north-south profile, northing) is raygrid's (z, x).
+        renamed.update({d: "x" for d in velocity.dims if renamed.get(d, d) == "y"})
+    renamed = {d: to for d, to in renamed.items() if to != d and to not in velocity.dims}
     if renamed:
         pairs = ", ".join(f"{d!r}: {to!r}" for d, to in renamed.items())
         hints.append(

@@ -244,9 +244,15 @@ def numbered(names: list[str], count: int, choice: int | str, what: str, where: 
 def _number(names: list[str], choice: int | str, what: str, where: str) -> int:
     """``choice``'s position in ``names`` if it is a text and one of them, else the number
     it is (unchecked)."""
-    if isinstance(choice, str) and choice in names:
-        return names.index(choice)
+    if isinstance(choice, str):
+        # Spaces around it are a shell's or a table's, not the name's; a number is plain
+        # digits: int() took " 1" for 1 where a source is named "1" (and "1_0" for 10).
+        choice = choice.strip()
+        if choice in names:
+            return names.index(choice)
     try:
+        if isinstance(choice, str) and not re.fullmatch(r"-?[0-9]+", choice):
+            raise ValueError(choice)
         return int(choice)
     except ValueError:
         some = (
@@ -308,11 +314,13 @@ def plot_directory(
     if bad:
         raise InputError(f"source index {bad} out of range: {path} has {n} sources (0..{n - 1})")
     missing = [s for s in sources if lost[s]]
-    if missing:
+    if missing and (len(missing) == len(sources) or echo is None):
         raise InputError(
             f"sources {missing} have chunks missing on disk in {path} (it is damaged): "
             "rerun the workflow to solve them again, or pick others with --source"
         )
+    if missing:  # as a source not done: the others are drawn (the note on damage below)
+        sources = [s for s in sources if not lost[s]]
     not_done = [s for s in sources if not state.done[s]]
     if not_done and (len(not_done) == len(sources) or echo is None):
         raise InputError(

@@ -157,7 +157,7 @@ def plot_field(
         _receivers(ax, dataset, "z", off_section, named=~off_section)
     _source(ax, float(dataset["source_x"][source]), float(dataset["source_z"][source]))
     unit = _unit(dataset)
-    names = point_names(dataset, "source")
+    names = _shown_names(dataset, "source")
     which = f"source {source} of {n_sources}" + (f" ({names[source]})" if names else "")
     if "traveltime" in dataset:
         lines = [f"raygrid: first-arrival traveltimes, {which}"]
@@ -212,6 +212,22 @@ def plot_field(
 #: Characters of the title's font (``medium``, 10 pt) to an inch of figure, with a margin:
 #: a longer line ran off both sides of a 3D map's figure.
 TITLE_CHARACTERS_PER_INCH = 11.5
+
+
+#: Characters of a station's or event's name drawn on a picture: a 300-character name ran
+#: off the figure and collapsed its layout (matplotlib's "constrained_layout not applied").
+SHOWN_NAME = 32
+
+
+def _shown_names(dataset: xr.Dataset, what: str) -> list[str] | None:
+    """The store's names of its ``what`` (:func:`~raygrid.pipeline.store.point_names`), as
+    drawn: cut to :data:`SHOWN_NAME` characters, the cut marked."""
+    names = point_names(dataset, what)
+    if names is None:
+        return None
+    return [
+        name if len(name) <= SHOWN_NAME else name[: SHOWN_NAME - 1] + "\u2026" for name in names
+    ]
 
 
 def _check_store(dataset: object, function: str) -> None:
@@ -374,7 +390,7 @@ def _receivers(
                 x[chosen], y[chosen], "v", color="black", markerfacecolor=face, ms=7,
                 ls="none", clip_on=False, zorder=3, path_effects=HALO,
             )  # fmt: skip
-    names = point_names(dataset, "receiver")
+    names = _shown_names(dataset, "receiver")
     if names and len(names) <= MOST_NAMED:
         for name, at in zip(np.array(names)[named], zip(x[named], y[named])):
             # Above the triangle on the page (whichever way the axis runs), where a surface
@@ -477,7 +493,7 @@ def plot_gathers(
     unit = _unit(dataset)
     along = _source_line(dataset)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
-    names = point_names(dataset, "receiver")
+    names = _shown_names(dataset, "receiver")
     for r in receivers:
         # A station's name where the store has them, else its number.
         label = f"{names[r] if names else f'receiver {r}'} ({_position(dataset, r, unit)})"
@@ -508,8 +524,8 @@ def plot_gathers(
     image = right.imshow(table.values, aspect="auto", cmap="magma_r", interpolation="nearest")
     fig.colorbar(image, ax=right, label="traveltime (s)")
     right.set(xlabel="receiver", ylabel="source", title="receiver_traveltime(source, receiver)")
-    _name_ticks(right.xaxis, point_names(dataset, "receiver"))
-    _name_ticks(right.yaxis, point_names(dataset, "source"))
+    _name_ticks(right.xaxis, _shown_names(dataset, "receiver"))
+    _name_ticks(right.yaxis, _shown_names(dataset, "source"))
     return _save(fig, path)
 
 

@@ -241,6 +241,12 @@ def test_wrong_dims_say_how_to_make_them_right(tmp_path):
                                 for d, n in (("z", 5), ("y", 1), ("x", 6))})  # fmt: skip
     with pytest.raises(InputError, match=r"dim 'y' has 1 node.*velocity.squeeze\('y'\)"):
         traveltime(flat, SOURCE)
+    # A north-south section is raygrid's (z, x) one: it had no hint ("northing" was told
+    # to become y, which a 2D model cannot have either).
+    section = flat.isel(y=0, drop=True)
+    for name in ("y", "northing"):
+        with pytest.raises(InputError, match=rf"rename\(\{{'{name}': 'x'\}}\)"):
+            traveltime(section.rename({"x": name}), {"z": 0.0, name: 1.0})
 
 
 def test_missing_coordinate(velocity):

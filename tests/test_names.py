@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -187,6 +188,12 @@ def test_a_survey_store_is_selected_by_name_and_a_renamed_station_is_another_wor
 
     numbered = xr.Dataset(coords={"source": ("source", np.array(["1", "0"], dtype=object))})
     assert source_numbers(numbered, [0, "0", "5"]) == [0, 1, 5]
+    # Spaces around a name or number are not its own; a number is plain digits (int()
+    # took " 1" for 1 beside a source named "1", and "1_0" for 10).
+    assert source_numbers(numbered, [" 1", "0 ", " 5 "]) == [0, 1, 5]
+    for text in ("1_0", "+1", "1.0"):
+        with pytest.raises(InputError, match=f"source '{re.escape(text)}' is neither a source"):
+            source_numbers(numbered, [text])
     result = runner.invoke(main, ["plot", "s.zarr", "--source", "S7"])
     assert result.exit_code != 0
     assert "source 'S7' is neither a source number nor a source's name" in result.output

@@ -507,3 +507,19 @@ def test_what_is_not_a_survey_store_is_refused_saying_what_to_draw_it_with(tmp_p
     without_table = store(LINE_2D, [], {"z": 11, "x": 13}).drop_vars("receiver_traveltime")
     with pytest.raises(InputError, match="this store has none"):
         plot.plot_gathers(without_table, tmp_path / "bad.png")
+
+
+def test_long_names_are_drawn_cut_short_and_the_layout_holds(tmp_path, figures):
+    # A 300-character name ran off the figure: matplotlib warned "constrained_layout not
+    # applied" twice a picture.
+    import warnings
+
+    receivers = [{"z": 0.0, "x": x} for x in (0.0, 300.0, 600.0)]
+    dataset = _named(store(LINE_2D, receivers, {"z": 11, "x": 13}), sources="S" * 300)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*constrained_layout not applied")
+        plot.plot_field(dataset, tmp_path / "long.png", source=1)
+        plot.plot_gathers(dataset, tmp_path / "gathers.png")
+    shown = "S" * (plot.SHOWN_NAME - 1) + "\u2026"
+    assert f"({shown})" in title(figures[0])
+    assert "S" * plot.SHOWN_NAME not in title(figures[0])

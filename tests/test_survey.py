@@ -496,7 +496,15 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client, mo
 
     with pytest.raises(InputError, match=r"sources \[1\] have chunks missing on disk in .*"
                        "rerun the workflow to solve them again"):  # fmt: skip
-        plot_directory(store, tmp_path / "pictures", [0, 1])
+        plot_directory(store, tmp_path / "pictures", [0, 1])  # (nowhere to note it)
+    with pytest.raises(InputError, match=r"sources \[1, 3\] have chunks missing on disk"):
+        plot_directory(store, tmp_path / "pictures", [1, 3], echo=print)  # none to draw
+    # As a source not done yet: the damaged one is left out with a note, the others drawn
+    # (the whole command was refused).
+    notes = []
+    drawn = plot_directory(store, tmp_path / "pictures", [0, 1], echo=notes.append)
+    assert [p.name for p in drawn] == ["survey-source0.png"]
+    assert notes and "source(s) 1, 3 marked done have chunks missing" in notes[-1]
     notes = []
     drawn = plot_directory(store, tmp_path / "pictures", [], echo=notes.append)  # 0, 2, 4
     assert [p.name for p in drawn] == [f"survey-source{i}.png" for i in (0, 2, 4)]
