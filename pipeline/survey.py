@@ -24,9 +24,9 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -710,7 +710,7 @@ def _solve_pending(
     )
     remaining = [int(i) for i in pending]
     losses = 0  # in a row, with no task finished in between
-    with bar.ticking():
+    with bar.ticking(), _quiet_lost_model():
         while remaining:
             finished: set[int] = set()
             try:
@@ -761,6 +761,26 @@ def _await_workers(client, bar: Progress) -> None:
                 f"memory, or their batch jobs' walltime? see the workers' logs); {kept} once "
                 "workers can start"
             )
+
+
+def _not_the_lost_model(record: logging.LogRecord) -> bool:
+    """Logging filter for ``distributed.scheduler``: drop "Removing worker ... caused the
+    cluster to lose scattered data, which can't be recovered: {'SurveyTask-...'}", an
+    ERROR a local cluster's scheduler logs when every worker holding a survey's model died:
+    the survey sends it again and says so itself (the line read as the run failing)."""
+    message = record.getMessage()
+    return not ("lose scattered data" in message and f"'{SurveyTask.__name__}-" in message)
+
+
+@contextmanager
+def _quiet_lost_model() -> Iterator[None]:
+    """:func:`_not_the_lost_model` on ``distributed.scheduler`` while a survey runs."""
+    scheduler = logging.getLogger("distributed.scheduler")
+    scheduler.addFilter(_not_the_lost_model)
+    try:
+        yield
+    finally:
+        scheduler.removeFilter(_not_the_lost_model)
 
 
 #: How many times in a row a survey sends its model again after every worker holding it

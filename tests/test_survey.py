@@ -1481,6 +1481,29 @@ def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(
     assert dataset["source_done"].values.all()
 
 
+def test_the_schedulers_error_on_a_lost_model_is_left_to_the_surveys_own_note(monkeypatch):
+    # Every local worker killed: the run sent its model again and said so, but the
+    # scheduler's "ERROR ... lose scattered data, which can't be recovered" above it read
+    # as the run failing. Only while a survey runs, and only for its model.
+    import logging
+
+    from raygrid.pipeline import survey
+
+    def record(keys):
+        message = (
+            "Removing worker 'tcp://127.0.0.1:1' caused the cluster to lose scattered data, "
+            f"which can't be recovered: {keys} (stimulus_id='handle-worker-cleanup-1')"
+        )
+        return logging.LogRecord("distributed.scheduler", 40, "", 0, message, (), None)
+
+    scheduler = logging.getLogger("distributed.scheduler")
+    model, other = record({"SurveyTask-0123abcd"}), record({"ndarray-0123abcd"})
+    assert scheduler.filter(model) and scheduler.filter(other)
+    with survey._quiet_lost_model():
+        assert not scheduler.filter(model) and scheduler.filter(other)
+    assert scheduler.filter(model)
+
+
 @pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the CUDA simulator"
 )
