@@ -230,6 +230,23 @@ class JobQueueConfig(Strict):
             )
         return self
 
+    @field_validator(
+        "queue", "account", "walltime", "job_name", "job_directives", "interface", "python",
+        "log_directory", "local_directory",
+    )  # fmt: skip
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        # Written into the job's header and commands: a newline in a job_name ended its
+        # #SBATCH line there (sbatch then ignored every directive after it, --time and
+        # --mem among them) and ran the rest as shell. (prologue lines are shell already.)
+        for text in value if isinstance(value, list) else [value]:
+            if text is not None and any(ord(c) < 32 or ord(c) == 127 for c in str(text)):
+                message = f"{str(text)!r} holds a line break or control character"
+                raise schema_error("one_line", message)
+            if text is not None and not str(text).strip():  # (queue: "" dropped --partition)
+                raise schema_error("one_line", "empty: give a value, or leave the key out")
+        return value
+
     @field_validator("walltime")
     @classmethod
     def _pbs_walltime(cls, walltime: str, info: ValidationInfo) -> str:
@@ -676,8 +693,11 @@ SLURM_CANNOT_START = {
     "PartitionNodeLimit": "more nodes than the partition gives a job, or nodes that are "
     "down (workers / workers_per_node nodes)",
     "PartitionTimeLimit": "a longer walltime than the partition allows",
+    # SLURM 22.05 gives a job asking for more nodes than the partition has this reason for
+    # its first second too, before PartitionNodeLimit: both are named.
     "PartitionConfig": "more CPUs, memory or GPUs on a node than the partition's nodes have "
-    "(cores_per_worker and gpus_per_worker times workers_per_node, memory_per_worker)",
+    "(cores_per_worker and gpus_per_worker times workers_per_node, memory_per_worker), or "
+    "more nodes than it has (workers / workers_per_node)",
     "BadConstraints": "constraints (job_directives) that no node of the partition meets",
     "QOSMaxWallDurationPerJobLimit": "a longer walltime than its QOS allows",
 }

@@ -117,6 +117,22 @@ def _worker_threads(config: JobQueueConfig) -> int:
     return 1 if config.gpus_per_worker else config.cores_per_worker
 
 
+def _threads_crowded(config: JobQueueConfig, backend: str, threads: int) -> str | None:
+    """What to say when the job's CPU workers run more solver threads than the cores it
+    asks for: each of a worker's ``cores_per_worker`` task threads solves its sources on
+    ``compute.threads`` threads (``cores_per_worker: 2`` with ``threads: 2`` ran 4 threads
+    on the 2 cores of each task, the job asking for 2); else ``None``."""
+    running = _worker_threads(config) * threads
+    if backend != "cpu" or running <= config.cores_per_worker:
+        return None
+    return (
+        f"each worker runs {_worker_threads(config)} task(s) at once (cores_per_worker: "
+        f"{config.cores_per_worker}), each solving on compute.threads: {threads} threads: "
+        f"{running} threads on {config.cores_per_worker} core(s); set compute.threads: 1 "
+        "(the workers already run one task per core)"
+    )
+
+
 def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
     threads = _worker_threads(config)
     command = [
@@ -437,7 +453,7 @@ def submit_workflow(
     workdir = Path(workdir or Path.cwd()).resolve()
     # A job whose store a running job (or any run) is writing would be refused as it starts,
     # after its queue wait: said now. (A job still queued holds no lock yet.)
-    _refuse_if_queued(config, workdir, workdir / spec.outputs.store)
+    _refuse_if_queued(config, workdir, workdir / spec.outputs.store, dry_run=dry_run)
     with store_lock(workdir / spec.outputs.store):
         # An old store a killed run moved aside.
         tidy_siblings(store_path(workdir / spec.outputs.store))
@@ -451,6 +467,9 @@ def submit_workflow(
     unmatched = gpus_unmatched(config, prepared.options.backend, spec.compute.backend)
     if unmatched is not None:  # before the queue wait, not found out on the nodes
         warn_input(f"{cluster}: {unmatched}")
+    crowded = _threads_crowded(config, prepared.options.backend, spec.compute.threads)
+    if crowded is not None:
+        warn_input(f"{cluster}: {crowded}")
     store = store_spec(prepared)
     state = check_store(
         replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,
@@ -515,10 +534,17 @@ def submit_workflow(
             f"in {directory})"
         )
     job_id = done.stdout.strip().split(";")[0].strip()
-    # What a later submit of the same store checks (_refuse_if_queued).
-    (directory / SUBMITTED).write_text(
-        json.dumps({"job_id": job_id, "store": str((workdir / spec.outputs.store).resolve())})
-    )
+    # What a later submit of the same store checks (_refuse_if_queued): in the job's folder,
+    # and beside the store, where a submit with another log_directory (or from another
+    # folder) finds it too.
+    record = json.dumps(
+        {"job_id": job_id, "store": str((workdir / spec.outputs.store).resolve()),
+         "directory": str(directory)}
+    )  # fmt: skip
+    (directory / SUBMITTED).write_text(record)
+    beside = _store_record(workdir / spec.outputs.store)
+    beside.parent.mkdir(parents=True, exist_ok=True)
+    beside.write_text(record)
     if tool == "sbatch" and job_id:
         _warn_if_stuck(config, job_id)
     return Job(script, directory, shown, job_id)
@@ -528,21 +554,35 @@ def submit_workflow(
 SUBMITTED = "submitted.json"
 
 
-def _refuse_if_queued(config: JobQueueConfig, workdir: Path, store: Path) -> None:
-    """Refuse a second job for ``store`` while an earlier one (in the cluster file's
-    ``log_directory``) is still queued or running: a job still queued holds no lock yet,
-    and the second took a whole allocation to find the store taken or finished."""
+def _store_record(store: Path) -> Path:
+    """The record of the last job submitted for ``store``, beside it (hidden)."""
+    store = store.resolve()
+    return store.parent / f".{store.name}.{SUBMITTED}"
+
+
+def _refuse_if_queued(
+    config: JobQueueConfig, workdir: Path, store: Path, *, dry_run: bool = False
+) -> None:
+    """Refuse a second job for ``store`` while an earlier one (recorded in the cluster
+    file's ``log_directory``, or beside the store) is still queued or running: a job still
+    queued holds no lock yet, and the second took a whole allocation to find the store
+    taken or finished. ``dry_run`` (which submits nothing): said as a warning instead.
+
+    A submit with another ``log_directory`` (or from another folder, the store's path
+    absolute) found no earlier job: both ran, the second failing on the store's lock.
+    """
     from .cluster import job_states
 
     store = store.resolve()
     earlier = {}
-    for record in (workdir / config.log_directory).glob(f"*/{SUBMITTED}"):
+    records = [*(workdir / config.log_directory).glob(f"*/{SUBMITTED}"), _store_record(store)]
+    for record in records:
         try:
             said = json.loads(record.read_text())
         except (OSError, ValueError):
             continue
         if isinstance(said, dict) and said.get("store") == str(store) and said.get("job_id"):
-            earlier[str(said["job_id"])] = record.parent
+            earlier[str(said["job_id"])] = Path(said.get("directory") or record.parent)
     if not earlier:
         return
     try:
@@ -555,11 +595,15 @@ def _refuse_if_queued(config: JobQueueConfig, workdir: Path, store: Path) -> Non
                     "REQUEUED", "Q", "R", "H", "W", "S", "E", "B"):  # fmt: skip
             cancel = "scancel" if config.cluster == "slurm" else "qdel"
             shown = name.lower() if len(name) > 1 else f"in state {name}"  # PBS: one letter
-            raise InputError(
+            said = (
                 f"job {job} ({earlier[job]}) is {shown} for the same store, {store}: wait "
                 f"for it to finish (then submit again, if it did not), or cancel it first "
                 f"({cancel} {job})"
             )
+            if dry_run:
+                warn_input(said)
+                return
+            raise InputError(said)
 
 
 def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> None:

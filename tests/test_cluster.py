@@ -84,6 +84,15 @@ def test_default_is_a_local_cluster():
             "data: about 250.00 MiB",
         ),
         ("cluster: slurm\nmemory_per_worker: 300MB\n", "'300MB' is less than a worker needs"),
+        # Written into the job's header: a newline ended a #SBATCH line there (sbatch then
+        # ignored every directive after it) and ran the rest as shell; "" dropped the line.
+        (
+            'cluster: slurm\njob_name: "a\\necho INJECTED"\n',
+            ":2: job_name: 'a\\necho INJECTED' holds a line break or control character",
+        ),
+        ('cluster: pbs\nqueue: "debug\\nrm -rf x"\n', ":2: queue: 'debug\\nrm -rf x' holds a"),
+        ('cluster: slurm\njob_directives: ["--x=1", "a\\tb"]\n', "holds a line break or contr"),
+        ('cluster: slurm\nqueue: ""\n', ":2: queue: empty: give a value, or leave the key out"),
     ],
 )
 def test_bad_cluster_files(tmp_path, text, message):

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,22 @@ def setup(tmp_path: Path, kind: str = "slurm", **config) -> tuple[Path, Path]:
     } | config
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
     return tmp_path / "survey.yaml", tmp_path / "cluster.yaml"
+
+
+def test_solver_threads_beyond_the_cores_asked_for_are_warned_about(tmp_path):
+    # cores_per_worker: 2 and compute.threads: 2 ran 4 threads on the 2 cores a task
+    # asked for, without a word.
+    workflow, cluster = setup(tmp_path, cores_per_worker=2)
+    spec = yaml.safe_load(workflow.read_text())
+    spec.setdefault("compute", {})["threads"] = 2
+    workflow.write_text(yaml.safe_dump(spec))
+    with pytest.warns(rg.InputWarning, match=r"4 threads on 2 core\(s\); set compute.threads: 1"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    spec["compute"]["threads"] = 1
+    workflow.write_text(yaml.safe_dump(spec))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rg.InputWarning)
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
 
 
 def test_slurm_script(tmp_path):
@@ -490,6 +507,15 @@ def test_a_job_its_partition_cannot_start_is_warned_about_and_holds_its_store(tm
             f"{tmp_path / 'out' / 'survey.zarr'}: wait for it to finish (then submit again, "
             f"if it did not), or cancel it first (scancel {job.job_id})"
         )
+        # Another cluster file's log_directory found no earlier job: both ran, the second
+        # failing on the store's lock after its allocation. The store's own record tells.
+        other = yaml.safe_load(cluster.read_text()) | {"log_directory": "other-jobs"}
+        (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+        with pytest.raises(InputError, match=f"job {job.job_id} .* is pending for the same"):
+            submit_workflow(workflow, tmp_path / "other.yaml", workdir=tmp_path)
+        # A dry run submits nothing: said, not refused.
+        with pytest.warns(rg.InputWarning, match=f"job {job.job_id} .* is pending for the"):
+            assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
     finally:
         subprocess.run(["scancel", job.job_id], check=True)
     assert _wait_for_job(job.job_id) == "CANCELLED"
