@@ -139,6 +139,9 @@ def _walltime(value: str) -> str:
     # Both batch systems read [days-]hours:minutes:seconds (SLURM also fewer fields).
     if not re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", value):
         raise ValueError(f"{value!r} is not a walltime such as 01:30:00 or 2-00:00:00")
+    if not any(c not in "0-:" for c in value):
+        # SLURM reads a zero time limit as none at all (the partition's longest).
+        raise ValueError(f"{value!r} is no time at all: give the job's walltime, e.g. 01:00:00")
     return value
 
 
