@@ -362,6 +362,28 @@ def gpus_unmatched(config: AnyConfig, backend: str, asked: str | None = None) ->
     return None
 
 
+def worker_threads(config: JobQueueConfig) -> int:
+    """Threads of each of the job's workers: one on a GPU (its sources go to the device one
+    batch after another; more threads would only hold more of them in memory)."""
+    return 1 if config.gpus_per_worker else config.cores_per_worker
+
+
+def threads_crowded(config: JobQueueConfig, backend: str, threads: int) -> str | None:
+    """What to say when the job's CPU workers run more solver threads than the cores it
+    asks for: each of a worker's ``cores_per_worker`` task threads solves its sources on
+    ``compute.threads`` threads (``cores_per_worker: 2`` with ``threads: 2`` ran 4 threads
+    on the 2 cores of each task, the job asking for 2); else ``None``."""
+    running = worker_threads(config) * threads
+    if backend != "cpu" or running <= config.cores_per_worker:
+        return None
+    return (
+        f"each worker runs {worker_threads(config)} task(s) at once (cores_per_worker: "
+        f"{config.cores_per_worker}), each solving on compute.threads: {threads} threads: "
+        f"{running} threads on {config.cores_per_worker} core(s); set compute.threads: 1 "
+        "(the workers already run one task per core)"
+    )
+
+
 def read_cluster(path: str | Path | None) -> AnyConfig:
     """Read and validate a cluster file; ``None`` gives the default local cluster.
 

@@ -40,6 +40,8 @@ from .cluster import (
     gpus_unmatched,
     memory_bytes,
     read_cluster,
+    threads_crowded,
+    worker_threads,
 )
 from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
@@ -111,30 +113,8 @@ def driver_bytes(prepared: PreparedWorkflow) -> int:
     return DRIVER_BYTES + nodes * (grid.velocity.dtype.itemsize + 8) + graph
 
 
-def _worker_threads(config: JobQueueConfig) -> int:
-    """Threads of each of the job's workers: one on a GPU (its sources go to the device one
-    batch after another; more threads would only hold more of them in memory)."""
-    return 1 if config.gpus_per_worker else config.cores_per_worker
-
-
-def _threads_crowded(config: JobQueueConfig, backend: str, threads: int) -> str | None:
-    """What to say when the job's CPU workers run more solver threads than the cores it
-    asks for: each of a worker's ``cores_per_worker`` task threads solves its sources on
-    ``compute.threads`` threads (``cores_per_worker: 2`` with ``threads: 2`` ran 4 threads
-    on the 2 cores of each task, the job asking for 2); else ``None``."""
-    running = _worker_threads(config) * threads
-    if backend != "cpu" or running <= config.cores_per_worker:
-        return None
-    return (
-        f"each worker runs {_worker_threads(config)} task(s) at once (cores_per_worker: "
-        f"{config.cores_per_worker}), each solving on compute.threads: {threads} threads: "
-        f"{running} threads on {config.cores_per_worker} core(s); set compute.threads: 1 "
-        "(the workers already run one task per core)"
-    )
-
-
 def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
-    threads = _worker_threads(config)
+    threads = worker_threads(config)
     command = [
         _python(config), "-m", "distributed.cli.dask_worker",
         "--scheduler-file", str(scheduler_file),
@@ -467,7 +447,7 @@ def submit_workflow(
     unmatched = gpus_unmatched(config, prepared.options.backend, spec.compute.backend)
     if unmatched is not None:  # before the queue wait, not found out on the nodes
         warn_input(f"{cluster}: {unmatched}")
-    crowded = _threads_crowded(config, prepared.options.backend, spec.compute.threads)
+    crowded = threads_crowded(config, prepared.options.backend, spec.compute.threads)
     if crowded is not None:
         warn_input(f"{cluster}: {crowded}")
     store = store_spec(prepared)
@@ -483,7 +463,7 @@ def submit_workflow(
     # here, not once the job has waited in the queue for its allocation.
     worker = {
         "memory_limit": _memory_mb(config.memory_per_worker) * 2**20,
-        "nthreads": _worker_threads(config),
+        "nthreads": worker_threads(config),
     }
     check_workers_memory(
         prepared, store, [(f"each of the job's {config.workers} worker(s)", worker)],

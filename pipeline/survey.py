@@ -44,6 +44,7 @@ from .cluster import (
     SchedulerConfig,
     connect,
     gpus_unmatched,
+    threads_crowded,
     worker_info,
     workers_gone,
 )
@@ -357,6 +358,10 @@ def run_survey(
     unmatched = None if client else gpus_unmatched(config, backend, compute.backend)
     if unmatched is not None:
         warn_input(f"{cluster or compute.cluster}: {unmatched}")
+    if client is None and isinstance(config, JobQueueConfig):  # (submit warns of its own)
+        crowded = threads_crowded(config, backend, compute.threads)
+        if crowded is not None:
+            warn_input(f"{cluster or compute.cluster}: {crowded}")
     spec = store_spec(prepared)
     attrs = _store_attrs(prepared)
     chunks = field_chunks(

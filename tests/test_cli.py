@@ -219,6 +219,20 @@ def test_validate_checks_a_workflow_against_its_own_cluster_file(tmp_path):
         assert "note" not in checked.stdout, checked.stdout
 
 
+def test_validate_says_when_solver_threads_crowd_a_jobs_cores(tmp_path):
+    # As submit and run warn: compute.threads on workers already running a task per core.
+    jobs = yaml.safe_load((ROOT / "configs" / "slurm-gpu.yaml").read_text())
+    jobs |= {"gpus_per_worker": 0, "cores_per_worker": 2}
+    (tmp_path / "cpu-jobs.yaml").write_text(yaml.safe_dump(jobs))
+    path = write_workflow(
+        tmp_path,
+        compute={"backend": "cpu", "threads": 2, "cluster": str(tmp_path / "cpu-jobs.yaml")},
+    )
+    checked = raygrid_here("validate", path, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "4 threads on 2 core(s); set compute.threads: 1" in checked.stdout
+
+
 # Runs the CLI in this process and prints its peak resident memory (bytes) when it exits.
 PEAK_MEMORY = """
 import resource, sys

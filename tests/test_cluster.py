@@ -477,6 +477,24 @@ def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
     assert gpus_unmatched(read_cluster(None), "cuda") is None
 
 
+def test_solver_threads_beyond_a_jobs_cores_are_said():
+    # cores_per_worker: 2 and compute.threads: 2 ran 4 threads on the 2 cores of a task.
+    from raygrid.pipeline.cluster import read_cluster, threads_crowded
+
+    jobs = read_cluster(ROOT / "configs" / "slurm-gpu.yaml").model_copy(
+        update={"gpus_per_worker": 0, "cores_per_worker": 2}
+    )
+    assert threads_crowded(jobs, "cpu", 2) == (
+        "each worker runs 2 task(s) at once (cores_per_worker: 2), each solving on "
+        "compute.threads: 2 threads: 4 threads on 2 core(s); set compute.threads: 1 (the "
+        "workers already run one task per core)"
+    )
+    assert threads_crowded(jobs, "cpu", 1) is None
+    assert threads_crowded(jobs, "cuda", 4) is None  # (threads do not apply)
+    gpu = jobs.model_copy(update={"gpus_per_worker": 1})  # one task a worker at a time
+    assert threads_crowded(gpu, "cpu", 2) is None
+
+
 def test_a_cuda_survey_on_an_existing_schedulers_workers_is_checked_on_them(tmp_path, monkeypatch):
     # Refused on a client without a GPU ("backend='cuda' cannot run here"), though the
     # scheduler's workers may have one; checked on the workers instead, before the store.
