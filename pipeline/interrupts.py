@@ -11,7 +11,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from multiprocessing import resource_tracker
 from typing import Any
 
@@ -302,15 +302,22 @@ def _not_a_slow_worker_close(record: logging.LogRecord) -> bool:
 
 
 @contextmanager
-def quiet_slow_worker_close() -> Iterator[None]:
-    """:func:`_not_a_slow_worker_close` on ``distributed.nanny`` for the block: the life of
-    a local cluster raygrid started, not of the user's own clusters in the same process."""
-    nanny = logging.getLogger("distributed.nanny")
-    nanny.addFilter(_not_a_slow_worker_close)
+def log_filtered(name: str, keep: Callable[[logging.LogRecord], bool]) -> Iterator[None]:
+    """The logging filter ``keep`` on the logger ``name`` for the block only: raygrid
+    quiets a line of Dask's while its own run makes it harmless, not for the user's other
+    clusters in the same process."""
+    logger = logging.getLogger(name)
+    logger.addFilter(keep)
     try:
         yield
     finally:
-        nanny.removeFilter(_not_a_slow_worker_close)
+        logger.removeFilter(keep)
+
+
+def quiet_slow_worker_close() -> AbstractContextManager[None]:
+    """:func:`_not_a_slow_worker_close` on ``distributed.nanny`` for the block: the life of
+    a local cluster raygrid started."""
+    return log_filtered("distributed.nanny", _not_a_slow_worker_close)
 
 
 def _not_an_early_sync_cancel(record: logging.LogRecord) -> bool:

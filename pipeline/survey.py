@@ -24,9 +24,9 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -60,7 +60,7 @@ from .errors import (
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity
 from .integrity import listed_sources
-from .interrupts import check_interrupts
+from .interrupts import check_interrupts, log_filtered
 from .lock import store_lock
 from .lookup import receiver_times
 from .memory import (
@@ -715,7 +715,7 @@ def _solve_pending(
     )
     remaining = [int(i) for i in pending]
     losses = 0  # in a row, with no task finished in between
-    with bar.ticking(), _quiet_lost_model():
+    with bar.ticking(), log_filtered("distributed.scheduler", _not_the_lost_model):
         while remaining:
             finished: set[int] = set()
             try:
@@ -775,17 +775,6 @@ def _not_the_lost_model(record: logging.LogRecord) -> bool:
     the survey sends it again and says so itself (the line read as the run failing)."""
     message = record.getMessage()
     return not ("lose scattered data" in message and f"'{SurveyTask.__name__}-" in message)
-
-
-@contextmanager
-def _quiet_lost_model() -> Iterator[None]:
-    """:func:`_not_the_lost_model` on ``distributed.scheduler`` while a survey runs."""
-    scheduler = logging.getLogger("distributed.scheduler")
-    scheduler.addFilter(_not_the_lost_model)
-    try:
-        yield
-    finally:
-        scheduler.removeFilter(_not_the_lost_model)
 
 
 #: How many times in a row a survey sends its model again after every worker holding it
