@@ -214,7 +214,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     A file whose top level has a "cluster" key and none of a workflow's sections (model,
     sources, outputs, ...) is a cluster file; any other is a workflow.
     """
-    from .cluster import JobQueueConfig, gpus_unmatched, read_cluster, threads_crowded
+    from .cluster import JobQueueConfig, cluster_notes, read_cluster
     from .workflow import prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import is_cluster_file, load_yaml
 
@@ -243,12 +243,8 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                     + " x ".join(map(str, prepared.grid.shape))
                 )
                 # What `raygrid submit`/`run` would warn of, said before either.
-                backend = prepared.options.backend
-                said = [gpus_unmatched(config, backend, spec.compute.backend)]
-                if jobs:
-                    said.append(threads_crowded(config, backend, spec.compute.threads))
-                for note in said:
-                    if note and spec.compute.cluster is not None:
+                if spec.compute.cluster is not None:
+                    for note in cluster_notes(config, prepared.options.backend, spec.compute):
                         click.echo(f"{path}: note: {spec.compute.cluster}: {note}")
             else:
                 click.echo(f"{path}: valid workflow (schema only)")

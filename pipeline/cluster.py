@@ -368,11 +368,13 @@ def worker_threads(config: JobQueueConfig) -> int:
     return 1 if config.gpus_per_worker else config.cores_per_worker
 
 
-def threads_crowded(config: JobQueueConfig, backend: str, threads: int) -> str | None:
-    """What to say when the job's CPU workers run more solver threads than the cores it
-    asks for: each of a worker's ``cores_per_worker`` task threads solves its sources on
-    ``compute.threads`` threads (``cores_per_worker: 2`` with ``threads: 2`` ran 4 threads
-    on the 2 cores of each task, the job asking for 2); else ``None``."""
+def threads_crowded(config: AnyConfig, backend: str, threads: int) -> str | None:
+    """What to say when batch jobs' CPU workers run more solver threads than the cores
+    they ask for: each of a worker's ``cores_per_worker`` task threads solves its sources
+    on ``compute.threads`` threads (``cores_per_worker: 2`` with ``threads: 2`` ran 4
+    threads on the 2 cores of each task, the job asking for 2); else ``None``."""
+    if not isinstance(config, JobQueueConfig):
+        return None
     running = worker_threads(config) * threads
     if backend != "cpu" or running <= config.cores_per_worker:
         return None
@@ -382,6 +384,17 @@ def threads_crowded(config: JobQueueConfig, backend: str, threads: int) -> str |
         f"{running} threads on {config.cores_per_worker} core(s); set compute.threads: 1 "
         "(the workers already run one task per core)"
     )
+
+
+def cluster_notes(config: AnyConfig, backend: str, compute: Any) -> list[str]:
+    """What a workflow's ``compute`` section and the solver's ``backend`` do not match of
+    a cluster file (:func:`gpus_unmatched`, :func:`threads_crowded`): warned by ``run``
+    and ``submit``, noted by ``validate``."""
+    said = [
+        gpus_unmatched(config, backend, compute.backend),
+        threads_crowded(config, backend, compute.threads),
+    ]
+    return [note for note in said if note is not None]
 
 
 def read_cluster(path: str | Path | None) -> AnyConfig:

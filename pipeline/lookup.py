@@ -416,7 +416,7 @@ class TraveltimeTable:
         whole = _read_whole(field, self.grid, star, len(index))
         grid, slowness = self._model_for(whole)
 
-        warned: list[int] = []
+        warned = False  # said once a lookup, not once a source of it
 
         def read(s: int, values: Any, source: dict[str, float] | None) -> np.ndarray:
             # A lazy field (a survey store's) is read only in the chunks around the points,
@@ -431,8 +431,9 @@ class TraveltimeTable:
                 # chunk no point needs (a survey store).
                 source3 = grid.located_source(times, source, star.radius, slowness)
                 self._unchecked.discard(s)
+            nonlocal warned
             if source is None and not warned and not grid.on_nodes(index).all():
-                warned.append(s)  # once a lookup, not once a source of it
+                warned = True
                 warn_input(
                     "the field records no source position (source_z, ... coordinates or "
                     "attributes): points between nodes near an off-node source are reached "

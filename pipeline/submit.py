@@ -37,10 +37,9 @@ from .cluster import (
     WORKERS_LOG_ENV,
     JobQueueConfig,
     cannot_start,
-    gpus_unmatched,
+    cluster_notes,
     memory_bytes,
     read_cluster,
-    threads_crowded,
     worker_threads,
 )
 from .errors import RESUME_ENV, InputError, warn_input
@@ -444,12 +443,8 @@ def submit_workflow(
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
     gpu = config.gpus_per_worker > 0
     prepared = prepare_workflow(spec, here=False, values=resumed, gpu=gpu)
-    unmatched = gpus_unmatched(config, prepared.options.backend, spec.compute.backend)
-    if unmatched is not None:  # before the queue wait, not found out on the nodes
-        warn_input(f"{cluster}: {unmatched}")
-    crowded = threads_crowded(config, prepared.options.backend, spec.compute.threads)
-    if crowded is not None:
-        warn_input(f"{cluster}: {crowded}")
+    for note in cluster_notes(config, prepared.options.backend, spec.compute):
+        warn_input(f"{cluster}: {note}")  # before the queue wait, not found out on the nodes
     store = store_spec(prepared)
     state = check_store(
         replace(store, path=workdir / store.path), prepared.fingerprint, overwrite=overwrite,

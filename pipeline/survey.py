@@ -42,9 +42,8 @@ from .cluster import (
     JobQueueConfig,
     LocalConfig,
     SchedulerConfig,
+    cluster_notes,
     connect,
-    gpus_unmatched,
-    threads_crowded,
     worker_info,
     workers_gone,
 )
@@ -355,13 +354,8 @@ def run_survey(
     prepared = prepare_workflow(workflow, workers_gpu=_workers_gpu(config, workflow, client))
     compute = workflow.compute
     backend = prepared.options.backend
-    unmatched = None if client else gpus_unmatched(config, backend, compute.backend)
-    if unmatched is not None:
-        warn_input(f"{cluster or compute.cluster}: {unmatched}")
-    if client is None and isinstance(config, JobQueueConfig):  # (submit warns of its own)
-        crowded = threads_crowded(config, backend, compute.threads)
-        if crowded is not None:
-            warn_input(f"{cluster or compute.cluster}: {crowded}")
+    for note in [] if client else cluster_notes(config, backend, compute):
+        warn_input(f"{cluster or compute.cluster}: {note}")
     spec = store_spec(prepared)
     attrs = _store_attrs(prepared)
     chunks = field_chunks(
