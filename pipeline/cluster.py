@@ -397,6 +397,18 @@ def cluster_notes(config: AnyConfig, backend: str, compute: Any) -> list[str]:
     return [note for note in said if note is not None]
 
 
+def workers_back_s(config: AnyConfig) -> float | None:
+    """How long a run whose every worker died waits for one to join before it stops: a
+    batch system's new worker job may wait in the queue as the first ones did (the cluster
+    file's ``wait_timeout``), a scheduler's workers as long as its ``timeout``; a local
+    cluster's nannies restart theirs within seconds (``None``: the survey's default)."""
+    if isinstance(config, JobQueueConfig):
+        return config.wait_timeout
+    if isinstance(config, SchedulerConfig):
+        return config.timeout
+    return None
+
+
 def read_cluster(path: str | Path | None) -> AnyConfig:
     """Read and validate a cluster file; ``None`` gives the default local cluster.
 

@@ -45,6 +45,7 @@ from .cluster import (
     cluster_notes,
     connect,
     worker_info,
+    workers_back_s,
     workers_gone,
 )
 from .errors import (
@@ -385,6 +386,7 @@ def run_survey(
             parts=prepared.fingerprint_parts,
         )  # fmt: skip
         with ExitStack() as stack:
+            found_client = client is not None  # the caller's: its workers are its own
             if found is None or not found.done.all():
                 if client is None:
                     client = stack.enter_context(connect(config, echo=echo))
@@ -415,7 +417,10 @@ def run_survey(
             elif pending.size < n:
                 echo(f"resuming {spec.path}: {n - pending.size} of {n} sources already done")
             if pending.size:
-                _solve_pending(client, prepared, spec, pending, progress, echo, compile_here)
+                _solve_pending(
+                    client, prepared, spec, pending, progress, echo, compile_here,
+                    workers_back=None if found_client else workers_back_s(config),
+                )  # fmt: skip
         finish_store(spec)
     dataset = xr.open_zarr(spec.path, consolidated=False)
     # Said before the pictures are drawn: the store is complete whatever plotting does.
@@ -674,8 +679,10 @@ def check_workers_memory(
 
 def _solve_pending(
     client, prepared: PreparedWorkflow, spec: StoreSpec, pending, progress: bool, echo: Echo,
-    compile_here: bool = False,
+    compile_here: bool = False, workers_back: float | None = None,
 ) -> None:  # fmt: skip
+    """Solve the ``pending`` sources into the store; ``workers_back``: how long to wait for
+    a worker after every one died (:func:`_await_workers`)."""
     compute = prepared.workflow.compute
     # Workers open the store by this path, each from its own working directory (a scheduler
     # file's workers started elsewhere): a relative path would write their chunks there.
@@ -727,23 +734,25 @@ def _solve_pending(
                     f"the workers that held the model died{started}; sending it again for the "
                     f"{len(remaining)} source(s) left"
                 )
-                _await_workers(client, bar)
+                _await_workers(client, bar, workers_back)
 
 
-#: Seconds a survey whose every worker died waits for one to join (a nanny's restart, a
-#: batch system's new job) before it stops, its finished sources kept.
+#: Seconds a survey whose every worker died waits for one to join (a nanny's restart)
+#: before it stops, its finished sources kept, where no cluster file says longer
+#: (:func:`raygrid.pipeline.cluster.workers_back_s`).
 WORKERS_BACK_S = 120.0
 
 
-def _await_workers(client, bar: Progress) -> None:
-    """Return once the cluster has a worker, waiting up to :data:`WORKERS_BACK_S` seconds:
-    the model cannot be sent again to no worker (Dask's scatter raised "No valid workers
-    found", which stopped the run as if its input were wrong)."""
+def _await_workers(client, bar: Progress, wait: float | None = None) -> None:
+    """Return once the cluster has a worker, waiting up to ``wait`` seconds (default
+    :data:`WORKERS_BACK_S`): the model cannot be sent again to no worker (Dask's scatter
+    raised "No valid workers found", which stopped the run as if its input were wrong)."""
     if client.nthreads():
         return
-    bar.note(f"no worker is left: waiting up to {WORKERS_BACK_S:g} s for one to join")
+    wait = WORKERS_BACK_S if wait is None else wait
+    bar.note(f"no worker is left: waiting up to {wait:g} s for one to join")
     kept = f"the finished sources are kept in the store: {run_again()} to resume"
-    deadline = time.monotonic() + WORKERS_BACK_S
+    deadline = time.monotonic() + wait
     while True:
         try:
             # In steps: batch jobs that ended (their walltime) bring no worker back.
@@ -756,7 +765,7 @@ def _await_workers(client, bar: Progress) -> None:
             raise RunFailed(f"every worker died, and {gone}; {kept}")
         if time.monotonic() >= deadline:
             raise RunFailed(
-                f"every worker died and none joined within {WORKERS_BACK_S:g} s (killed for "
+                f"every worker died and none joined within {wait:g} s (killed for "
                 f"memory, or their batch jobs' walltime? see the workers' logs); {kept} once "
                 "workers can start"
             )

@@ -1443,6 +1443,8 @@ def test_a_survey_with_no_worker_left_waits_for_one_then_stops_clearly(monkeypat
         "jobs' walltime? see the workers' logs); the finished sources are kept in the store: "
         "run the same command again to resume once workers can start"
     )
+    with pytest.raises(rg.RunFailed, match="none joined within 0.2 s"):
+        survey._await_workers(NoWorkers(joins=False), bar, 0.2)  # the cluster file's wait
     # Worker jobs that ended (their walltime) bring none back: said at once, not after the
     # whole wait, nor blamed on memory.
     monkeypatch.setattr(survey, "WORKERS_BACK_S", 600)
@@ -1454,6 +1456,36 @@ def test_a_survey_with_no_worker_left_waits_for_one_then_stops_clearly(monkeypat
         f"every worker died, and {ended}; the finished sources are kept in the store: run "
         "the same command again to resume"
     )
+
+
+def test_a_survey_waits_for_workers_as_long_as_its_cluster_file_says(tmp_path, client, monkeypatch):
+    # A batch job's new worker waits in the queue as the first ones did: a survey whose every
+    # worker died waited a fixed 120 s whatever the cluster file's wait_timeout / timeout.
+    from raygrid.pipeline import cluster, survey
+
+    waits = []
+    monkeypatch.setattr(survey, "_solve_pending", lambda *a, workers_back, **k: waits.append(
+        workers_back
+    ))  # fmt: skip
+
+    class Solved(Exception):
+        pass
+
+    def finish_store(spec):
+        raise Solved  # the step after the solve: no store to finish
+
+    monkeypatch.setattr(survey, "finish_store", finish_store)
+    scheduler = tmp_path / "scheduler.yaml"
+    address = client.scheduler.address
+    scheduler.write_text(f"cluster: scheduler\naddress: {address}\ntimeout: 37\n")
+    with pytest.raises(Solved):
+        run_workflow(read_workflow(workflow_file(tmp_path / "a")), cluster=scheduler)
+    with pytest.raises(Solved):
+        run_workflow(read_workflow(workflow_file(tmp_path / "b")), client=client)
+    assert waits == [37.0, None]  # a caller's client: the default
+    jobs = cluster.JobQueueConfig(cluster="slurm", wait_timeout=900)
+    assert cluster.workers_back_s(jobs) == 900.0
+    assert cluster.workers_back_s(cluster.LocalConfig(cluster="local")) is None
 
 
 def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(
