@@ -474,8 +474,11 @@ def submit_workflow(
     text = batch_script(
         workflow.resolve(), config, directory, workdir=workdir, overwrite=overwrite,
         driver=driver_bytes(prepared),
-        resume=f"submit the job again (raygrid submit {shlex.quote(str(workflow.resolve()))} "
-        f"--cluster {shlex.quote(str(Path(cluster).resolve()))}, in {workdir})",
+        # (A job stopped by `scontrol requeue` or a preemption is started again by the
+        # batch system itself and resumes: its log should not send its user to submit.)
+        resume=f"submit the job again unless the batch system requeues it (raygrid submit "
+        f"{shlex.quote(str(workflow.resolve()))} --cluster "
+        f"{shlex.quote(str(Path(cluster).resolve()))}, in {workdir})",
     )  # fmt: skip
     node_text = _node_script(config, directory, workdir) if config.cluster == "pbs" else None
     directory.mkdir(parents=True)

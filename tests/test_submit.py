@@ -120,8 +120,8 @@ def test_slurm_script(tmp_path):
         f"raygrid.pipeline.cli run {workflow}", "trap ",
         # What the run's messages say resumes it: not its own command, whose scheduler
         # ends with the job.
-        f"export RAYGRID_RESUME='submit the job again (raygrid submit {workflow} --cluster "
-        f"{cluster}, in {tmp_path})'",
+        f"export RAYGRID_RESUME='submit the job again unless the batch system requeues it "
+        f"(raygrid submit {workflow} --cluster {cluster}, in {tmp_path})'",
     ):  # fmt: skip
         assert line in text, line
     assert "overwrite" not in text
