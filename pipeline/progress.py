@@ -13,6 +13,9 @@ import numpy as np
 
 __all__ = ["Progress"]
 
+#: The longest wait, in seconds, between two lines off a terminal while sources finish.
+SPARSEST = 600.0
+
 
 class Progress:
     """A progress bar on a terminal; a line every few seconds otherwise (logs, batch jobs).
@@ -20,7 +23,10 @@ class Progress:
     Within :meth:`ticking` the bar is drawn at once and, on a terminal, redrawn every
     ``tick`` seconds by a background thread, so that its clock runs while the first sources
     are solved (a 3D source can take minutes); elsewhere a line is written at the start and
-    then as sources finish, at most every ``every`` seconds, and at the end.
+    then as sources finish, at most every ``every`` seconds, and at the end. Off a terminal
+    the lines grow sparser as the run goes on (at most one per tenth of the time elapsed,
+    and at least one every :data:`SPARSEST` seconds), so a batch job's log of a day's run
+    holds some hundred lines, not thousands.
 
     Parameters
     ----------
@@ -90,7 +96,9 @@ class Progress:
         with self._lock:
             self.done += n
             now = time.perf_counter()
-            if self.tty or self.done >= self.total or now - self.last >= self.every:
+            since = now - self.last
+            sparse = min(max(self.every, (now - self.start) / 10), SPARSEST)
+            if self.tty or self.done >= self.total or since >= sparse:
                 self._draw()
 
     def note(self, message: str) -> None:

@@ -334,7 +334,9 @@ def batch_script(
     )
     run = [
         _python(config), "-m", "raygrid.pipeline.cli", "run", str(workflow),
-        "--cluster", str(directory / "scheduler.yaml"), "--no-progress",
+        # Progress as lines, sparser as the job goes on (Progress): its log says how far it
+        # got, not only that it started.
+        "--cluster", str(directory / "scheduler.yaml"),
     ]  # fmt: skip
     quoted_dir = shlex.quote(str(directory))
     replaced = shlex.quote(str(directory / "store-replaced"))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import raygrid.pipeline as rg
@@ -62,6 +63,29 @@ def test_off_a_terminal_lines_are_written_at_the_start_and_at_the_end():
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and "\r" not in stream.getvalue()
     assert "1/4 sources" in lines[0] and "4/4 sources" in lines[1]
+
+
+def test_off_a_terminal_lines_grow_sparser_as_the_run_goes_on(monkeypatch):
+    # A batch job's log got a line every 5 s of a day's run: 17 000 lines (so submitted
+    # jobs ran with --no-progress, and their logs said nothing of how far they were).
+    from raygrid.pipeline import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: clock[0])
+    stream = io.StringIO()
+    bar = Progress(total=100_000, done=0, enabled=True, stream=stream, every=5.0)
+    with bar.ticking():
+        for _ in range(86_400):  # a source finished every second, for a day
+            clock[0] += 1.0
+            bar.update(1)
+    lines = stream.getvalue().splitlines()
+    assert 150 < len(lines) < 250, len(lines)
+    elapsed = [float(line.split("sources")[1].split(" s")[0]) for line in lines]
+    gaps = np.diff(elapsed)
+    assert gaps[:5].tolist() == [5.0] * 5  # every 5 s at first
+    assert gaps.max() == progress.SPARSEST  # never more than 10 minutes apart
+    steady = gaps[:-1]  # (the last: the block's end, whenever it comes)
+    assert all(later >= earlier for earlier, later in zip(steady, steady[1:]))
 
 
 def test_off_a_terminal_a_run_cut_short_writes_how_far_it_got():

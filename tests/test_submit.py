@@ -386,7 +386,8 @@ def test_an_overwrite_job_replaces_the_store_until_a_start_has_done_so(tmp_path,
     marker = job.directory / "store-replaced"
     assert f"export RAYGRID_OVERWRITTEN={marker}\n" in text
     assert f"overwrite=--overwrite; [ ! -e {marker} ] || overwrite=\n" in text
-    assert text.rstrip().endswith("--no-progress $overwrite")
+    assert text.rstrip().endswith("scheduler.yaml $overwrite")
+    assert "--no-progress" not in text  # the job's log says how far it got
     assert subprocess.run(["bash", "-n", str(job.script)]).returncode == 0
     monkeypatch.setenv("RAYGRID_OVERWRITTEN", str(marker))
     monkeypatch.chdir(tmp_path)
