@@ -563,6 +563,10 @@ def check_store(
     check_writable(path)
     if not path.exists():
         return None
+    if holds(path, Path.cwd()):
+        raise InputError(f"{path} holds the working directory; choose another outputs.store")
+    if _empty_folder(path):
+        return None  # made ahead for the store (a scratch folder, a link's target): filled
     try:
         state = open_store(path)
     except DamagedStore as error:
@@ -576,8 +580,6 @@ def check_store(
             f"{error}; it is left untouched, with or without --overwrite (which replaces "
             "only a raygrid survey store): choose another outputs.store"
         ) from None
-    if holds(path, Path.cwd()):
-        raise InputError(f"{path} holds the working directory; choose another outputs.store")
     if overwrite:
         return None
     if state.fingerprint != fingerprint:
@@ -620,6 +622,12 @@ def check_store(
             lost=tuple(int(i) for i in np.flatnonzero(lost)),
         )  # fmt: skip
     return state
+
+
+def _empty_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder with nothing in it: where a store is to be made, as if
+    no file were there (an empty folder was refused as "not a Zarr store")."""
+    return path.is_dir() and next(path.iterdir(), None) is None
 
 
 def store_path(path: str | Path) -> Path:
@@ -716,8 +724,8 @@ def prepare_store(
         if state.lost:
             forget_sources(path, np.array(state.lost))
         return state
-    if not path.exists():
-        create()
+    if not path.exists() or _empty_folder(path):
+        create()  # (its store is renamed onto an empty folder as onto no file)
         return open_store(path)
     # --overwrite. The old store is moved aside while the new one is made, and deleted only
     # once the new one is in place: a creation that fails (a full disk, a model file that

@@ -953,6 +953,31 @@ def test_a_store_named_by_a_link_is_replaced_and_drawn_through_it(tmp_path, clie
         rg.open_survey(store)
 
 
+def test_an_empty_folder_made_for_the_store_is_filled(tmp_path, client, monkeypatch):
+    # A folder made ahead for the store (mkdir on scratch, then a link to it) was refused
+    # as "not a Zarr store (a folder without Zarr's group metadata)".
+    reference = run_workflow(read_workflow(workflow_file(tmp_path / "reference")), client=client)
+    made = tmp_path / "made" / "survey.zarr"
+    made.mkdir(parents=True)
+    filled = run_workflow(read_workflow(workflow_file(made.parent)), client=client)
+    xr.testing.assert_equal(filled.load(), reference.load())  # (attrs: the store path)
+    scratch = tmp_path / "scratch" / "real.zarr"
+    scratch.mkdir(parents=True)
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "survey.zarr").symlink_to(scratch, target_is_directory=True)
+    run_workflow(read_workflow(workflow_file(tmp_path / "linked")), client=client)
+    assert (tmp_path / "linked" / "survey.zarr").is_symlink()
+    assert (scratch / "zarr.json").exists()  # on scratch, through the link
+    # (A folder with anything in it is still left alone: the test after the next.) Nor is
+    # an empty working directory taken: the store would be renamed onto it.
+    here = tmp_path / "here" / "survey.zarr"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    with pytest.raises(InputError, match="is the working directory or holds it"):
+        run_workflow(read_workflow(workflow_file(here.parent)), client=client)
+    assert not any(here.iterdir())
+
+
 def test_what_a_run_cut_short_left_beside_its_store_is_removed_by_the_next(tmp_path, client):
     # Ctrl-C while a store was made (zarr still writing in its own thread) or while
     # --overwrite deleted the old one left a hidden folder beside the store, the size of
