@@ -529,7 +529,8 @@ def trace_rays(
     legs = []  # per ray: its points and, per leg, whether both ends are nodes
     for end, receiver3, node in zip(ends, receivers3, on_node):
         if end is None:  # straight from the source: one leg between two off-node points
-            legs.append(([source3, receiver3], [False]))
+            same = np.array_equal(source3, receiver3)  # no leg: one point, as on a node
+            legs.append(([source3], []) if same else ([source3, receiver3], [False]))
             continue
         points = [p.astype(np.float64) for p in next(walked)]
         between_nodes = [True] * (len(points) - 1)

@@ -219,7 +219,9 @@ def test_a_receiver_near_an_off_node_source_is_reached_straight(ndim):
         at = float(traveltime_at(result, receiver))
         assert at == pytest.approx(distance / 2000.0, rel=1e-12, abs=1e-15)
         ray = raypath(result, receiver)
-        assert ray.sizes["point"] == 2 and ray.attrs["traveltime"] == at
+        # At the source itself, one point (two identical ones were drawn), as on a node.
+        assert ray.sizes["point"] == (1 if shift == 0.0 else 2)
+        assert ray.attrs["traveltime"] == at
         # Reciprocity: the straight leg is the same floats both ways.
         back = traveltime(velocity, receiver, radius=3)
         assert float(traveltime_at(back, source, velocity=velocity)) == at
