@@ -57,6 +57,28 @@ def _taken() -> list[int]:
     return ([] if ignored else [signal.SIGINT]) + [signal.SIGTERM]
 
 
+#: A warnings filter (``PYTHONWARNINGS``'s form) for multiprocessing's resource tracker:
+#: its "There appear to be 1 leaked semaphore objects to clean up at shutdown", said at the
+#: exit of every run one of whose local workers was killed (the kernel's OOM killer, a
+#: ``kill -9``), read as raygrid leaking; the tracker cleans them up, as it says.
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning:multiprocessing.resource_tracker"
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, if it is not running yet, with
+    :data:`QUIET_TRACKER`: a process of its own, it reads its warnings filters from the
+    environment it starts with (this process's is left as it was)."""
+    kept = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [kept, QUIET_TRACKER]))
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if kept is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = kept
+
+
 @contextmanager
 def interrupts_held() -> Iterator[None]:
     """Hold Ctrl-C back while a local cluster starts; act on it when the block ends.
@@ -85,15 +107,15 @@ def interrupts_held() -> Iterator[None]:
     left alone (:func:`_taken`). A no-op off the main thread or without POSIX signal masks
     (Windows).
     """
+    # Spawning a process starts multiprocessing's resource tracker first, if it is not
+    # running yet, and that unblocks SIGINT in the spawning thread (CPython bpo-33613's
+    # block-spawn-unblock): started now, it leaves the mask alone.
+    _start_resource_tracker()
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
         threading.main_thread()
     ):
         yield
         return
-    # Spawning a process starts multiprocessing's resource tracker first, if it is not
-    # running yet, and that unblocks SIGINT in the spawning thread (CPython bpo-33613's
-    # block-spawn-unblock): started now, it leaves the mask alone.
-    resource_tracker.ensure_running()
     noted = []
 
     def note(signum, frame) -> None:

@@ -716,7 +716,12 @@ def _solve_pending(
     )
     remaining = [int(i) for i in pending]
     losses = 0  # in a row, with no task finished in between
-    with bar.ticking(), log_filtered("distributed.scheduler", _not_the_lost_model):
+    with (
+        bar.ticking(),
+        log_filtered("distributed.scheduler", _not_the_lost_model),
+        log_filtered("distributed.scheduler", _not_a_result_lost_with_its_worker),
+        log_filtered("distributed.client", _not_a_result_lost_with_its_worker),
+    ):
         while remaining:
             finished: set[int] = set()
             try:
@@ -778,6 +783,16 @@ def _not_the_lost_model(record: logging.LogRecord) -> bool:
     the survey sends it again and says so itself (the line read as the run failing)."""
     message = record.getMessage()
     return not ("lose scattered data" in message and f"'{SurveyTask.__name__}-" in message)
+
+
+def _not_a_result_lost_with_its_worker(record: logging.LogRecord) -> bool:
+    """Logging filter for ``distributed.scheduler`` and ``distributed.client``: drop
+    "Couldn't gather keys: {'raygrid-sources-...': 'queued'}" (an ERROR) and "Couldn't
+    gather 1 keys, rescheduling", logged when a worker died holding a finished task's
+    result: Dask solves it again elsewhere, as its "Removing worker ... will be recomputed
+    elsewhere" line (kept) says, and the run goes on; the ERROR read as the run failing."""
+    message = record.getMessage()
+    return not ("Couldn't gather" in message and "'raygrid-sources-" in message)
 
 
 #: How many times in a row a survey sends its model again after every worker holding it

@@ -376,6 +376,39 @@ def test_workers_drop_only_the_closing_cancel_warning_and_heartbeat_error(caplog
         worker_logger.removeFilter(_not_a_closing_heartbeat)
 
 
+LEAKS_A_SEMAPHORE = """
+import multiprocessing, os, sys
+if sys.argv[1] == "held":
+    from raygrid.pipeline import interrupts
+    with interrupts.interrupts_held():  # as a local cluster starts
+        pass
+    assert os.environ.get("PYTHONWARNINGS") == sys.argv[2]  # left as it was
+lock = multiprocessing.get_context("spawn").Lock()  # held by the tracker
+os._exit(0)  # as a killed worker ends: never released
+"""
+
+
+@pytest.mark.parametrize("before", ["", "default"])
+def test_the_resource_tracker_a_local_cluster_starts_keeps_quiet_of_a_killed_worker(before):
+    # A run one of whose local workers was killed (the OOM killer, kill -9) ended with
+    # multiprocessing's "UserWarning: resource_tracker: There appear to be 1 leaked
+    # semaphore objects to clean up at shutdown", read as raygrid leaking.
+    env = {**os.environ, "PYTHONWARNINGS": before}
+    said = {
+        how: subprocess.run(
+            [sys.executable, "-c", LEAKS_A_SEMAPHORE, how, before],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )  # fmt: skip
+        for how in ("plain", "held")
+    }
+    assert "leaked semaphore" in said["plain"].stderr  # what the tracker says unless told
+    assert said["held"].returncode == 0, said["held"].stderr
+    assert "leaked semaphore" not in said["held"].stderr
+
+
 def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
     import asyncio
 

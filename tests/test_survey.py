@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import re
 import shutil
@@ -1325,6 +1326,62 @@ def _long_survey(count: int) -> dict:
     return spec
 
 
+def test_a_result_lost_with_its_worker_is_not_logged_as_an_error():
+    # Dask solves it again elsewhere, as its kept "Removing worker ... will be recomputed
+    # elsewhere" says; its "ERROR - Couldn't gather keys" read as the run failing.
+    from raygrid.pipeline.survey import _not_a_result_lost_with_its_worker as kept
+
+    def record(name, message, *args):
+        return logging.LogRecord(name, logging.ERROR, __file__, 1, message, args, None)
+
+    key = "raygrid-sources-12-12-9bab0e38"
+    assert not kept(record("distributed.scheduler", "Couldn't gather keys: %s", {key: "queued"}))
+    said = "Couldn't gather %s keys, rescheduling %s"
+    assert not kept(record("distributed.client", said, 1, (key,)))
+    assert kept(record("distributed.client", said, 1, ("someone-elses-key",)))
+    assert kept(record("distributed.scheduler", f"Removing worker ... {key}"))
+
+
+class _Said(logging.Handler):
+    """The messages of the log records it handles: put on ``distributed``, which does not
+    propagate to caplog's handler."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+
+
+def test_a_survey_quiets_dasks_lost_result_lines_while_it_collects(tmp_path, client):
+    # (Said by Dask only when a worker dies with a result unread, which a test cannot time:
+    # said here from the progress bar's update, as the run collects its tasks.)
+    from raygrid.pipeline import survey
+
+    class Saying(survey.Progress):
+        def update(self, count: int) -> None:
+            key = "{'raygrid-sources-0-0-0a1b2c3d': 'queued'}"
+            logging.getLogger("distributed.scheduler").error(f"Couldn't gather keys: {key}")
+            logging.getLogger("distributed.client").warning("Couldn't gather 1 keys, "
+                                                            f"rescheduling ({key!r},)")  # fmt: skip
+            logging.getLogger("distributed.scheduler").warning("Removing worker (kept)")
+            super().update(count)
+
+    seen = _Said()
+    logging.getLogger("distributed").addHandler(seen)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(survey, "Progress", Saying)
+            run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+        logging.getLogger("distributed.client").warning("Couldn't gather 'raygrid-sources-1'")
+    finally:
+        logging.getLogger("distributed").removeHandler(seen)
+    said = [line for line in seen.said if "Couldn't gather" in line or "(kept)" in line]
+    assert set(said[:-1]) == {"Removing worker (kept)"}, said  # the run's, each update's
+    assert said[-1] == "Couldn't gather 'raygrid-sources-1'"  # after the run: said again
+
+
 def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
     spec = _long_survey(16)
     path = workflow_file(tmp_path, spec)
@@ -1343,9 +1400,17 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, client):
 
     killer = threading.Thread(target=kill_one_worker)
     killer.start()
-    dataset = run_workflow(read_workflow(path), client=client)
+    seen = _Said()
+    logging.getLogger("distributed").addHandler(seen)
+    try:
+        dataset = run_workflow(read_workflow(path), client=client)
+    finally:
+        logging.getLogger("distributed").removeHandler(seen)
     killer.join()
     assert killed, "the run finished before a worker could be killed"
+    said = seen.said
+    assert any("Restarting worker" in line for line in said), said  # the log was seen
+    assert not [line for line in said if "Couldn't gather" in line], said
     assert dataset["source_done"].values.all()
     result, rays = expected(spec)
     np.testing.assert_array_equal(dataset["traveltime"].values, result["traveltime"].values)
