@@ -311,7 +311,7 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     multiple=True,
     help="Source to draw, by index or, where the store names its sources, by name: a name "
     "wins over the same digits as an index (repeatable). A named source's picture is "
-    "STORE-source<index>-<name>.png.",
+    "<store name without .zarr>-source<index>-<name>.png.",
 )
 @click.option(
     "--map-z",
@@ -334,7 +334,8 @@ def plot(store: Path, out: Path | None, sources: tuple[str, ...], map_z: float |
 @click.option("--workflow", "show_workflow", is_flag=True, help="Print the stored workflow.")
 @_input_errors
 def info(store: Path, show_workflow: bool) -> None:
-    """Summarise a STORE: the workflow, sources done, sizes."""
+    """Summarise a STORE: its status, sources done, model and sizes (--workflow prints the
+    stored workflow)."""
     from .inspect import describe
 
     click.echo(describe(store, workflow=show_workflow))

@@ -222,7 +222,9 @@ class JobQueueConfig(Strict):
     log_directory: FilePath = Path("raygrid-jobs")  # job scripts, logs, scheduler files
     local_directory: str | None = None  # worker scratch (e.g. $TMPDIR)
     dashboard_address: Address | None = ":8787"
-    wait_timeout: Annotated[float, Field(gt=0)] = 600.0  # s to wait for the first worker
+    # s to wait for workers: the first (run --cluster), all of a submitted job's; after every
+    # worker died, for one to join again (workers_back_s)
+    wait_timeout: Annotated[float, Field(gt=0)] = 600.0
 
     @model_validator(mode="after")
     def _whole_nodes(self) -> JobQueueConfig:
