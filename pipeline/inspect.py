@@ -168,7 +168,10 @@ def _describe(path: Path, workflow: bool) -> str:
     if not state.done.all():
         lines.append(f"sources not done: {listed_sources(np.flatnonzero(~state.done))}")
     if workflow and state.workflow:
-        lines += ["workflow:", json.dumps(json.loads(state.workflow), indent=2)]
+        # The fingerprint leaves compute out: a run that resumed the store may have had
+        # other compute settings (batch, threads, tiles, cluster) than the one that made it.
+        said = "workflow (as the run that made the store read it; compute may differ since):"
+        lines += [said, json.dumps(json.loads(state.workflow), indent=2)]
     return "\n".join(lines)
 
 

@@ -579,6 +579,7 @@ def test_dashboard_answers_while_a_run_is_going_then_info_and_plot(tmp_path):
         "traveltime(source=24, z=161, x=241) float64",
         "rays: 168",
         '"radius": 4',
+        "workflow (as the run that made the store read it; compute may differ since):",
     ):
         assert text in info.stdout, text  # fmt: skip
     plot = raygrid_here(
