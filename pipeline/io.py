@@ -201,7 +201,7 @@ def load_velocity(
         coordinate (default 0), each one for all dims or per dim, and dim names in the
         array's axis order (default ``("z", "x")`` or ``("z", "y", "x")`` by rank).
     length_unit : {"m", "km"}, optional
-        Unit of a ``.npy`` array's spacing and origin (default m), or of a Zarr or NetCDF
+        Unit of a ``.npy`` array's spacing and origin (needed), or of a Zarr or NetCDF
         model's coordinates that have no ``units`` attribute (or one raygrid does not read);
         refused where a coordinate's unit is another size.
     rename : mapping, optional
@@ -279,6 +279,13 @@ def load_velocity(
                 f"{path}: a .npy model has no coordinates: give its spacing (spacing= in "
                 "Python, model.spacing in a workflow) and its units"
             )
+        if length_unit is None:
+            # Taken as metres, a spacing meant in km gave every time 1000 times too small,
+            # silently (a 60 m model at 3.5-8 km/s passes every check).
+            raise InputError(
+                f"{path}: a .npy model's spacing has no unit: give it (length_unit= in "
+                "Python, model.length_unit in a workflow), m or km"
+            )
         if isinstance(dims, str):  # "xz" was read as ("x", "z"); a workflow refuses it
             raise InputError(f"{path}: dims must be a list of dim names, e.g. ['x', 'z'], got "
                              f"{dims!r}")  # fmt: skip
@@ -294,7 +301,7 @@ def load_velocity(
             d: xr.DataArray(
                 float(start[d]) + float(step[d]) * np.arange(n),
                 dims=d,
-                attrs={"units": length_unit or "m"},
+                attrs={"units": length_unit},
             )
             for d, n in zip(dims, values.shape)
         }

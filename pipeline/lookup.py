@@ -21,6 +21,7 @@ import xarray as xr
 from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
 from .grid import MODEL_CHECK_RTOL, Grid, recorded_radius, recorded_source, solved_grid
+from .integrity import listed_sources
 from .nodevalues import NodeValues
 from .solve import as_table, check_flag, given_path, locate_points, one_point, source_list
 
@@ -110,6 +111,29 @@ def _positions_along_source(field: xr.DataArray, dims: tuple[str, ...]) -> bool:
     )
 
 
+def _warn_unsolved(times: np.ndarray) -> None:
+    """Warn of sources whose times read NaN: a field no solve wrote (a survey store still
+    running or stopped part-way keeps NaN for the sources it has not finished; a solve
+    gives inf, never NaN, where nothing arrives). A grid search summing with ``nansum``
+    located with the stations that happened to be done, silently."""
+    unsolved = np.isnan(times).any(axis=-1) if times.ndim > 1 else np.isnan(times).any()[None]
+    if not unsolved.any():
+        return
+    if times.ndim == 1:
+        said = "the field has no times (NaN) at the points"
+    else:
+        sources = np.flatnonzero(unsolved)
+        said = (
+            f"{len(sources)} of the {len(unsolved)} sources have no times (NaN) at the points "
+            f"(numbered from 0 along 'source': {listed_sources(sources)})"
+        )
+    warn_input(
+        f"{said}: not solved (a survey store still running, or stopped part-way: its "
+        "source_done says which are done); run its workflow again to finish it, or leave "
+        "them out (store.isel(source=...))"
+    )
+
+
 def _recorded_sources(field: xr.DataArray, dims: tuple[str, ...]) -> list[dict | None]:
     """:func:`~raygrid.pipeline.grid.recorded_source` of each source of a field with a
     ``source`` dim, from its ``source_<dim>`` coordinates along it (every raygrid result
@@ -185,8 +209,9 @@ def traveltime_at(
         model on different grids. For a recorded source position its times do not start
         at (:meth:`~raygrid.pipeline.grid.Grid.located_source`: another field's position,
         times changed since the solve, such as an origin time added, or a faster model):
-        a single field's scalar position is checked before any point is read, one along
-        ``source`` where a point uses it. For several sources sharing one scalar position
+        each position is checked before any point is read from its field (one along
+        ``source`` of a field read lazily, only where a point uses it). For several
+        sources sharing one scalar position
         (``xr.concat`` of single-source results under xarray's newer defaults).
 
     Notes
@@ -317,7 +342,8 @@ class TraveltimeTable:
         elif given:
             warn_input(
                 "the field records no check of the model it was solved on (model_check: a "
-                "tiled solve of a model read lazily, or a field not solved by raygrid), so "
+                "tiled solve of a model read lazily, or a field not solved by raygrid; for a "
+                "survey store, pass rg.open_survey(store), which holds its model), so "
                 "velocity= is taken for that model unchecked; a Vs model given for a Vp field "
                 "gives times late by their ratio"
             )
@@ -350,12 +376,17 @@ class TraveltimeTable:
         else:
             self._values = field.transpose(*grid.dims).data
             self._sources = [recorded_source(field, grid.dims)]
-        # A position along "source" (raygrid's results and stores) is checked against its
-        # field where a point uses it; a single field's scalar one (which xr.concat or a
-        # selection may have carried from another field) once per table before any point,
-        # since a point near the real source is not joined to a wrong one and was read late.
+        # Each source's position is checked against its field once per table, before any
+        # point is read from it: a single field's scalar one (which xr.concat or a selection
+        # may have carried from another field), since a point near the real source is not
+        # joined to a wrong one and was read late; and any position where the fields are in
+        # memory (0.2 ms a source in 3D at radius 3), so that times changed since the solve
+        # (an origin time added) are refused wherever the points lie, not only near the
+        # source. A lazily read field's position along "source" (a big survey store's) is
+        # checked only where a point uses it: the check would read a chunk no point needs.
         along = _positions_along_source(field, grid.dims)
-        self._unchecked = set() if along else set(range(len(self._sources)))
+        checked = not along or field.chunks is None
+        self._unchecked = set(range(len(self._sources))) if checked else set()
         self._whole_grid: tuple[Grid, NodeValues] | None = None
         self._lock = threading.Lock()
 
@@ -456,6 +487,7 @@ class TraveltimeTable:
             # name and position, as the fields of several sources give them along "source".
             named = [k for k in field.coords if k == "source" or k.startswith("source_")]
             coords.update({k: field.coords[k] for k in named if not field.coords[k].dims})
+        _warn_unsolved(times)
         result = xr.DataArray(
             times, dims=dims, coords=coords, name="traveltime",
             attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},

@@ -147,12 +147,12 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool 
     return "cuda"
 
 
-def warn_lopsided(grid: Grid, star: Star) -> None:
+def warn_star(grid: Grid, star: Star) -> None:
     """An :class:`InputWarning` when the star is lopsided for the grid's spacing
-    (:meth:`Grid.lopsided_star`)."""
-    said = grid.lopsided_star(star.radius)
-    if said is not None:
-        warn_input(said)
+    (:meth:`Grid.lopsided_star`) or costly (:meth:`Grid.costly_star`)."""
+    for said in (grid.lopsided_star(star.radius), grid.costly_star(star.size, star.radius)):
+        if said is not None:
+            warn_input(said)
 
 
 def check_flag(name: str, value: Any) -> None:
@@ -850,7 +850,7 @@ def traveltimes(
     # seconds, for 10001 x 50001 nodes), as the sources and options are.
     grid = grid_from_velocity(velocity, load=False, check_values=False)
     star = forward_star(grid.radius3(radius))
-    warn_lopsided(grid, star)
+    warn_star(grid, star)
     points, names = source_list(sources, grid.dims)
     path = given_path(sources)
     if not points:

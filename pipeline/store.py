@@ -313,10 +313,17 @@ def create_store(
     encoding = {"velocity": {"chunks": tuple(model_chunks.values())}}
     if spec.fields:
         shape = (n, *velocity.shape)
+        # The field's own record of how it was solved (radius, grid, model check), as a
+        # traveltime() result carries it: the store's 'traveltime' read with xarray alone
+        # (xr.open_zarr(store).traveltime) was looked up with any radius= and velocity=.
+        solved = {
+            k: v for k, v in attrs.items()
+            if k.startswith(("radius_", "nodes_")) or k == "model_check"
+        }  # fmt: skip
         template["traveltime"] = (
             ("source", *dims),
             da.empty(shape, chunks=chunks, dtype=spec.dtype),
-            {"units": "s", "long_name": "first-arrival traveltime"},
+            {"units": "s", "long_name": "first-arrival traveltime", **solved},
         )
         encoding["traveltime"] = {
             "chunks": chunks,

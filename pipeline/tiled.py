@@ -25,7 +25,7 @@ from .solve import (
     solver_attrs,
     source_coords,
     source_seeds,
-    warn_lopsided,
+    warn_star,
     with_predecessors,
 )
 from .tiles import TileGrid, tile_grid
@@ -159,7 +159,7 @@ def traveltime_tiled(
         grid = grid_from_velocity(velocity, load=False)
     star = forward_star(grid.radius3(radius))
     if not checked:
-        warn_lopsided(grid, star)
+        warn_star(grid, star)
     geometry = tiled_geometry(tiles, grid, star, options)
     small = None if checked else geometry.small_tiles(grid.dims)
     if small is not None:

@@ -208,7 +208,7 @@ class FileModel(Strict):
     # default reads "0", and origin: 0 was refused as not a mapping)
     origin: float | dict[str, float] | None = None
     dims: Annotated[list[Literal["z", "y", "x"]], Field(min_length=2, max_length=3)] | None = None
-    # .npy: unit of spacing and origin (default m); Zarr, NetCDF: of coordinates without units
+    # .npy: unit of spacing and origin (needed); Zarr, NetCDF: of coordinates without units
     length_unit: Literal["m", "km"] | None = None
     # Zarr, NetCDF: the file's axis names that are raygrid's, e.g. {depth: z, easting: x}
     rename: dict[str, Literal["z", "y", "x"]] | None = None
@@ -455,15 +455,15 @@ def _notes(
     names: dict[str, list[str]],
 ) -> None:
     """Warn, at their line, about what a workflow asks for that will not happen as it may
-    expect: a star too lopsided for the spacing, options the solve does not read, outputs
-    with nothing to hold, sources solved twice. Not errors: the run is what was asked,
-    minus what cannot apply."""
+    expect: a star too lopsided for the spacing or too costly, options the solve does not
+    read, outputs with nothing to hold, sources solved twice. Not errors: the run is what
+    was asked, minus what cannot apply."""
     notes = []
-    lopsided = grid.lopsided_star(star.radius)
-    if lopsided is not None:
-        # At the radius written, else (the default radius) at the model and its spacing.
-        given = "radius" in workflow.grid.model_fields_set
-        notes.append((("grid", "radius") if given else ("model",), lopsided))
+    for said in (grid.lopsided_star(star.radius), grid.costly_star(star.size, star.radius)):
+        if said is not None:
+            # At the radius written, else (the default radius) at the model and its spacing.
+            given = "radius" in workflow.grid.model_fields_set
+            notes.append((("grid", "radius") if given else ("model",), said))
     repeated = repeated_sources(indices["sources"], names.get("source"))
     if repeated is not None:
         notes.append((("sources",), repeated))

@@ -168,7 +168,7 @@ def test_load_velocity_formats(tmp_path, model):
     np.save(npy_path, model.values)
     from_zarr = rg.load_velocity(zarr_path)
     from_netcdf = rg.load_velocity(netcdf_path, "vp")
-    from_npy = rg.load_velocity(npy_path, units="m/s", spacing=10.0)
+    from_npy = rg.load_velocity(npy_path, units="m/s", length_unit="m", spacing=10.0)
     for loaded in (from_zarr, from_netcdf, from_npy):
         xr.testing.assert_allclose(loaded.reset_coords(drop=True), model.reset_coords(drop=True))
     expected = rg.traveltime(model, {"z": 0.0, "x": 150.0}, radius=2)
@@ -190,7 +190,7 @@ def test_load_velocity_checks_files_chunk_by_chunk(tmp_path, model):
     # tiles): not in memory.
     assert not rg.load_velocity(tmp_path / "m.nc", "vp").variable._in_memory
     np.save(tmp_path / "m.npy", model.values)
-    npy = {"units": "m/s", "spacing": 10.0}
+    npy = {"units": "m/s", "length_unit": "m", "spacing": 10.0}
     assert not rg.load_velocity(tmp_path / "m.npy", **npy).variable._in_memory
     bad = model.copy()
     bad[10, 20] = np.nan
@@ -221,7 +221,7 @@ def test_a_npy_model_is_checked_a_box_at_a_time_never_read_whole(tmp_path, model
 
     monkeypatch.setattr(NpyArray, "_read", recorded)
     with dask.config.set({"array.chunk-size": "1KiB"}):  # 128 values a chunk
-        loaded = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0)
+        loaded = rg.load_velocity(tmp_path / "m.npy", units="m/s", length_unit="m", spacing=10.0)
     sizes = [np.empty(model.shape)[key].size for key in reads]
     assert len(sizes) > 4 and max(sizes) <= 128, sizes
     assert sum(sizes) >= model.size  # every value was checked
@@ -303,23 +303,42 @@ def test_load_velocity_errors(tmp_path, model):
     with pytest.raises(rg.InputError, match="has no coordinates: give its spacing"):
         rg.load_velocity(tmp_path / "m.npy", units="m/s")
     with pytest.raises(rg.InputError, match="m.npy: velocity has no 'units'"):
-        rg.load_velocity(tmp_path / "m.npy", spacing=10.0)
+        rg.load_velocity(tmp_path / "m.npy", spacing=10.0, length_unit="m")
+    # Taken as metres, a spacing meant in km made every time 1000 times too small, silently.
+    with pytest.raises(
+        rg.InputError,
+        match=r"m.npy: a .npy model's spacing has no unit: give "
+        r"it \(length_unit= in Python, model.length_unit in a workflow\), m or km",
+    ):
+        rg.load_velocity(tmp_path / "m.npy", spacing=1.0, units="km/s")
+    in_km = rg.load_velocity(tmp_path / "m.npy", spacing=1.0, units="km/s", length_unit="km")
+    assert in_km["x"].attrs["units"] == in_km["z"].attrs["units"] == "km"
     with pytest.raises(rg.InputError, match=r"m.npy: spacing is given per dim .*missing \['x'\]"):
-        rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing={"z": 10.0})
+        rg.load_velocity(tmp_path / "m.npy", units="m/s", length_unit="m", spacing={"z": 10.0})
     with pytest.raises(rg.InputError, match=r"m.npy: origin .*unknown \['y'\]"):
-        rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"y": 1.0})
+        rg.load_velocity(
+            tmp_path / "m.npy", units="m/s", length_unit="m", spacing=10.0, origin={"y": 1.0}
+        )
     with pytest.raises(rg.InputError, match=r"dims \('z', 'y', 'x'\) for a 2D array"):
-        rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, dims=("z", "y", "x"))
+        rg.load_velocity(
+            tmp_path / "m.npy", units="m/s", length_unit="m", spacing=10.0, dims=("z", "y", "x")
+        )
     with pytest.raises(rg.InputError, match=r"m.npy: variable 'vp' names a variable of a Zarr"):
-        rg.load_velocity(tmp_path / "m.npy", "vp", units="m/s", spacing=10.0)  # was ignored
-    shifted = rg.load_velocity(tmp_path / "m.npy", units="m/s", spacing=10.0, origin={"x": 5.0})
+        rg.load_velocity(
+            tmp_path / "m.npy", "vp", units="m/s", length_unit="m", spacing=10.0
+        )  # was ignored
+    shifted = rg.load_velocity(
+        tmp_path / "m.npy", units="m/s", length_unit="m", spacing=10.0, origin={"x": 5.0}
+    )
     assert float(shifted["x"][0]) == 5.0 and float(shifted["z"][0]) == 0.0
     # One origin for every dim, as one spacing: a workflow's origin: 0 (the README's
     # default) was refused as "not a valid dictionary".
     from raygrid.pipeline.workflow import FileModel
 
     for origin in (0, 5.0):
-        model_file = FileModel(path=tmp_path / "m.npy", units="m/s", spacing=10.0, origin=origin)
+        model_file = FileModel(
+            path=tmp_path / "m.npy", units="m/s", length_unit="m", spacing=10.0, origin=origin
+        )
         everywhere = model_file.build()
         assert float(everywhere["x"][0]) == float(everywhere["z"][0]) == origin
     with pytest.raises(rg.InputError, match=r"spacing is given per dim .*missing \['x'\]"):

@@ -668,7 +668,9 @@ def test_a_npy_grid_is_checked_as_given(tmp_path, spacing, origin, message):
 
     np.save(tmp_path / "m.npy", np.full((5, 6), 2000.0))
     with pytest.raises(InputError, match=message):
-        load_velocity(tmp_path / "m.npy", units="m/s", spacing=spacing, origin=origin)
+        load_velocity(
+            tmp_path / "m.npy", units="m/s", length_unit="m", spacing=spacing, origin=origin
+        )
 
 
 @pytest.mark.parametrize(

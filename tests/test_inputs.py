@@ -674,7 +674,10 @@ def test_coordinates_without_units_take_the_unit_given(tmp_path):
 
 def test_a_npy_model_in_a_workflow_may_name_its_dims(tmp_path):
     np.save(tmp_path / "v.npy", np.full((31, 21), 2000.0))  # x first
-    model = f"  path: {tmp_path / 'v.npy'}\n  units: m/s\n  spacing: 10.0\n  dims: [x, z]\n"
+    model = (
+        f"  path: {tmp_path / 'v.npy'}\n  units: m/s\n  length_unit: m\n  spacing: 10.0\n"
+        "  dims: [x, z]\n"
+    )
     path = tmp_path / "wf.yaml"
     path.write_text(SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}\n", model))
     prepared = prepare_workflow(read_workflow(path))
@@ -683,7 +686,7 @@ def test_a_npy_model_in_a_workflow_may_name_its_dims(tmp_path):
     with pytest.raises(InputError, match=r"dims \('x', 'x'\) for a 2D array"):
         prepare_workflow(read_workflow(path))
     path.write_text(path.read_text().replace("[x, x]", "[x, q]"))
-    assert "wf.yaml:5: model.dims[1]" in workflow_error(tmp_path, path.read_text())
+    assert "wf.yaml:6: model.dims[1]" in workflow_error(tmp_path, path.read_text())
 
 
 def test_a_model_both_synthetic_and_from_a_file_is_named_as_such(tmp_path):
@@ -879,4 +882,4 @@ def test_a_files_axes_named_otherwise_are_renamed(tmp_path):
         load_velocity(tmp_path / "e.nc", rename=names)
     np.save(tmp_path / "m.npy", np.full((3, 4), 2000.0))
     with pytest.raises(InputError, match="rename is for Zarr and NetCDF models"):
-        load_velocity(tmp_path / "m.npy", rename=names, spacing=10.0, units="m/s")
+        load_velocity(tmp_path / "m.npy", rename=names, spacing=10.0, length_unit="m", units="m/s")

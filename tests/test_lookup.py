@@ -368,6 +368,29 @@ def test_a_recorded_source_a_few_cells_off_is_refused():
         traveltime_at(on_node + 1.0, {"z": 204.0, "x": 230.0}, velocity=model)
 
 
+def test_times_changed_since_the_solve_are_refused_wherever_the_points_lie():
+    # Fields of several sources (positions along "source") were checked only where a point
+    # was joined straight to its source: +5 s passed for points far from the sources and
+    # was refused near one, so a grid search's coarse pass ran and its fine pass stopped.
+    model = rg.gradient_model({"z": 41, "x": 61}, 10.0, 2000.0, 4000.0)
+    sources = [{"z": 0.0, "x": 100.5}, {"z": 3.3, "x": 455.5}]
+    fields = rg.traveltimes(model, sources, radius=3, predecessors=True)
+    later = fields.assign(traveltime=fields["traveltime"] + 5.0)
+    far, near = {"z": 350.0, "x": 280.0}, {"z": 3.0, "x": 103.0}
+    for point in (far, near):
+        with pytest.raises(InputError, match="the times were changed since the solve"):
+            traveltime_at(later, point)
+    table = rg.TraveltimeTable(fields)
+    assert np.isfinite(table.at([far, near]).values).all()
+    assert not table._unchecked  # each checked once, at its first read
+    # A big store read lazily around the points is checked where a point uses its source:
+    # the check would read a chunk no point needs.
+    lazy = rg.TraveltimeTable(later.chunk({"z": 8, "x": 8}), load=False)
+    assert np.allclose(lazy.at(far).values, table.at(far).values + 5.0)
+    with pytest.raises(InputError, match="the times were changed since the solve"):
+        lazy.at(near)
+
+
 def _survey_store(tmp_path, receivers, **compute):
     """A 2D survey store of two sources and these receivers, with a receiver table."""
     spec = {
@@ -394,6 +417,41 @@ def test_a_survey_store_reads_its_receiver_table(tmp_path):
     assert "model_check" in store.attrs
     apart = traveltime_at(store, receivers, velocity=store["velocity"])
     np.testing.assert_array_equal(apart.values, found.values)
+    # Its 'traveltime' read with xarray alone records its radius and model check too: a
+    # wrong radius= (13.6 % off at radius 1) or a Vs model for its Vp fields (up to 56 %)
+    # was taken with, at most, a warning that sent the user nowhere.
+    plain = xr.open_zarr(tmp_path / "survey.zarr", consolidated=False)["traveltime"]
+    velocity = store["velocity"].load()
+    read = traveltime_at(plain, receivers, velocity=velocity)
+    np.testing.assert_array_equal(read.values, found.values)
+    with pytest.raises(InputError, match="radius {'z': 1, 'x': 1} is not the radius the field"):
+        traveltime_at(plain, receivers, velocity=velocity, radius=1)
+    with pytest.raises(InputError, match="is not the model the field was solved on"):
+        traveltime_at(plain, receivers, velocity=velocity / 1.7)
+
+
+def test_a_lookup_of_sources_not_solved_yet_says_so(tmp_path):
+    # A store still running (or stopped part-way) keeps NaN for the sources it has not
+    # finished: read silently, a grid search summing with nansum located with whichever
+    # stations were done.
+    receivers = [{"z": 1234.5, "x": 987.6}]
+    store = _survey_store(tmp_path, receivers)
+    import zarr
+
+    zarr.open_array(tmp_path / "survey.zarr" / "traveltime", mode="r+")[1] = np.nan
+    zarr.open_array(tmp_path / "survey.zarr" / "source_done", mode="r+")[1] = 0
+    store = rg.open_survey(tmp_path / "survey.zarr")
+    points = [{"z": 500.0, "x": 500.0}, {"z": 700.0, "x": 1800.0}]
+    said = r"1 of the 2 sources have no times \(NaN\) at the points \(numbered from 0 along " \
+        r"'source': 1\): not solved \(a survey store still running"  # fmt: skip
+    with pytest.warns(rg.InputWarning, match=said):
+        found = traveltime_at(store, points)
+    assert np.isfinite(found.values[0]).all() and np.isnan(found.values[1]).all()
+    with pytest.warns(rg.InputWarning, match="the field has no times"):
+        traveltime_at(store.isel(source=1), points)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the sources done: nothing to say
+        traveltime_at(store.isel(source=[0]), points)
 
 
 @pytest.mark.parametrize("tiles", [None, {"z": 16, "x": 14}], ids=["plain", "tiled"])
@@ -559,5 +617,6 @@ def test_a_table_of_a_store_that_fits_in_memory_reads_it_once(tmp_path, monkeypa
     assert found.identical(traveltime_at(store, receivers).compute())
     monkeypatch.setattr(lookup, "LOAD_BYTES", 0)  # too big: read lazily, around the points
     assert rg.TraveltimeTable(store).field.chunks is not None
-    with pytest.raises(InputError, match="pass radius=, or the Dataset whose attributes"):
-        rg.TraveltimeTable(store["traveltime"], velocity=store["velocity"])
+    # Its 'traveltime' alone records its radius (and model check) as a result's does.
+    alone = rg.TraveltimeTable(store["traveltime"], velocity=store["velocity"])
+    assert alone.at(receivers).identical(found)

@@ -392,12 +392,13 @@ def test_an_overwrite_job_replaces_the_store_until_a_start_has_done_so(tmp_path,
     monkeypatch.setenv("RAYGRID_OVERWRITTEN", str(marker))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out" / "survey.zarr").mkdir(parents=True)  # not a raygrid store: refused
+    (tmp_path / "out" / "survey.zarr" / "notes.txt").write_text("mine")  # (empty: filled)
     with in_process_client() as client:
         with pytest.raises(InputError, match="left untouched"):
             rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), client=client,
                                      overwrite=True)  # fmt: skip
         assert not marker.exists()
-        (tmp_path / "out" / "survey.zarr").rmdir()
+        shutil.rmtree(tmp_path / "out" / "survey.zarr")
         rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), client=client)
         assert not marker.exists()  # a run without --overwrite replaces nothing
         rg.workflow.run_workflow(rg.workflow.read_workflow(workflow), client=client,

@@ -156,7 +156,7 @@ def test_model_on_file_is_never_gathered(client, model_2d, tmp_path, monkeypatch
         path = tmp_path / "model.npy"
         np.save(path, model_2d.values)
         spacing = float(model_2d["x"][1] - model_2d["x"][0])
-        lazy = rg.load_velocity(path, units="m/s", spacing=spacing)
+        lazy = rg.load_velocity(path, units="m/s", length_unit="m", spacing=spacing)
         xr.testing.assert_equal(lazy.reset_coords(drop=True), model_2d.reset_coords(drop=True))
     else:
         path = tmp_path / "model.zarr"

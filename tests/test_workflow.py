@@ -11,6 +11,7 @@ import pytest
 import xarray as xr
 import yaml
 
+import raygrid.pipeline as rg
 from raygrid.pipeline.errors import InputError, InputWarning
 from raygrid.pipeline.positions import resolve_points
 from raygrid.pipeline.workflow import prepare_workflow, read_workflow
@@ -621,7 +622,10 @@ def test_the_picture_type_is_checked_before_anything_runs(tmp_path):
 def test_npy_model_with_its_grid(tmp_path):
     values = np.linspace(1500.0, 3000.0, 21 * 31).reshape(21, 31)
     np.save(tmp_path / "v.npy", values)
-    model = f"  path: {tmp_path / 'v.npy'}\n  spacing: {{z: 10.0, x: 12.5}}\n  units: m/s"
+    model = (
+        f"  path: {tmp_path / 'v.npy'}\n  spacing: {{z: 10.0, x: 12.5}}\n  units: m/s\n"
+        "  length_unit: m"
+    )
     text = SMALL.replace("  synthetic: gradient\n  shape: {z: 21, x: 31}", model)
     prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
     assert prepared.grid.shape == (21, 31) and tuple(prepared.grid.spacing3) == (10.0, 1.0, 12.5)
@@ -668,7 +672,7 @@ def test_a_model_file_that_does_not_read_is_an_input_error(tmp_path, name, said)
         path.mkdir()
         if name == "bad.zarr":
             (path / "zarr.json").write_text("{not json")
-    grid = {"spacing": 10.0, "units": "m/s"} if name.endswith(".npy") else {}
+    grid = {"spacing": 10.0, "length_unit": "m", "units": "m/s"} if name.endswith(".npy") else {}
     with pytest.raises(InputError, match=re.escape(f"{path}: {said}")):
         rg.load_velocity(path, **grid)
     model = f"  path: {path}\n" + "".join(f"  {k}: {v}\n" for k, v in grid.items())
@@ -688,7 +692,7 @@ def test_a_path_that_is_not_text_is_an_input_error(tmp_path):
             rg.open_survey(given)
     np.save(tmp_path / "m.npy", np.full((4, 5), 2000.0))
     with pytest.raises(InputError, match="dims must be a list of dim names, e.g."):
-        rg.load_velocity(tmp_path / "m.npy", spacing=10.0, units="m/s", dims="xz")
+        rg.load_velocity(tmp_path / "m.npy", spacing=10.0, length_unit="m", units="m/s", dims="xz")
 
 
 def test_the_option_vocabulary_is_one():
@@ -827,6 +831,25 @@ def test_a_union_names_only_the_alternative_the_value_was_meant_for(tmp_path, ra
     with pytest.raises(InputError) as error:
         read_workflow(path)
     assert str(error.value).splitlines()[1:] == [f"  {path}:5: {said}"]
+
+
+def test_a_star_many_times_radius_3s_is_warned_about_at_the_radius(tmp_path):
+    # 3D radius 30 ran 185 s a source (0.5 s at radius 3) with no word, validate included.
+    text = SMALL.replace("  radius: 2", "  radius: 12")
+    said = (r"wf.yaml:\d+: grid.radius: radius z=12, x=12 gives 368 star offsets a node, 12 "
+            r"times radius 3's 32: a solve takes at least that many times as long")  # fmt: skip
+    with pytest.warns(InputWarning, match=said):
+        prepare_workflow(read_workflow(write(tmp_path, text)), here=False, values=False)
+    model = rg.constant_model({"z": 21, "y": 21, "x": 21}, 10.0, 2000.0)
+    with pytest.warns(InputWarning, match="radius z=8, y=8, x=8 gives 4,034 star offsets"):
+        rg.traveltime(model, {"z": 0.0, "y": 100.0, "x": 100.0}, radius=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 2D radius 10, 3D radius 7: below
+        rg.traveltime(model, {"z": 0.0, "y": 100.0, "x": 100.0}, radius=7)
+        prepare_workflow(
+            read_workflow(write(tmp_path, SMALL.replace("  radius: 2", "  radius: 10"))),
+            here=False, values=False,
+        )  # fmt: skip
 
 
 def test_a_star_lopsided_for_the_spacing_is_warned_about_at_the_radius(tmp_path):
