@@ -26,15 +26,31 @@ __all__ = [
 ]  # fmt: skip
 
 #: Accepted length units and their size in metres.
-LENGTH_UNITS = {"m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0, "km": 1e3}
+LENGTH_UNITS = {
+    "m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0,
+    "km": 1e3, "kilometer": 1e3, "kilometers": 1e3, "kilometre": 1e3, "kilometres": 1e3,
+}  # fmt: skip
 #: Accepted velocity units and their size in m/s.
-SPEED_UNITS = {"m/s": 1.0, "m s-1": 1.0, "m.s-1": 1.0, "km/s": 1e3, "km s-1": 1e3, "km.s-1": 1e3}
+SPEED_UNITS = {
+    "m/s": 1.0, "m s-1": 1.0, "m.s-1": 1.0, "m/sec": 1.0,
+    "km/s": 1e3, "km s-1": 1e3, "km.s-1": 1e3, "km/sec": 1e3,
+    **{f"{m}/second": 1.0 for m in ("meter", "meters", "metre", "metres")},
+    **{f"{m}/second": 1e3 for m in ("kilometer", "kilometers", "kilometre", "kilometres")},
+}  # fmt: skip
+
+
+def unit_size(unit: object, units: Mapping[str, float]) -> float | None:
+    """The size of ``unit`` (metres, or metres a second) if it is one of ``units``'
+    spellings, in any case and with spaces around it (``KM``, ``Kilometers``: files write
+    them so), else ``None``: a list or an array (an attribute written so) is not one."""
+    if not isinstance(unit, str):
+        return None
+    return units.get(" ".join(unit.split()).lower())
 
 
 def known_unit(unit: object, units: Mapping[str, float]) -> bool:
-    """Whether ``unit`` is one of ``units``' spellings: a list or an array (an attribute
-    written so) is not, where a bare ``in`` raised ``TypeError: unhashable``."""
-    return isinstance(unit, str) and unit in units
+    """Whether ``unit`` is one of ``units``' spellings (:func:`unit_size`)."""
+    return unit_size(unit, units) is not None
 
 
 DIMS_2D = ("z", "x")
@@ -693,7 +709,9 @@ class Grid:
             f"[{origin:.10g}, {last:.10g}] {unit}"
         )
         # (A point in km on a model in m mostly lands inside: that slip is not seen here.)
-        far = abs(value) > 100 * max(abs(origin), abs(last))  # not a km slightly off
+        # Not a km slightly off; 100 times (not 10) let y=5000 on a 60 km model go unnamed
+        # beside y=30000, named, in one call.
+        far = abs(value) > 10 * max(abs(origin), abs(last))
         if self.metres_per_unit == 1e3 and far and origin <= value * 1e-3 <= last:
             return (
                 f"{said}; is it in m? Points are in the model's unit, km ({dim}={value / 1e3:.10g})"
@@ -739,7 +757,9 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
         )
     if not known_unit(unit, LENGTH_UNITS):
         raise InputError(
-            f"coordinate {dim!r} has units {unit!r}; expected one of {sorted(LENGTH_UNITS)}"
+            f"coordinate {dim!r} has units {unit!r}; expected one of {sorted(LENGTH_UNITS)} "
+            "(in any case; a file's other spelling of m or km is corrected by loading it with "
+            "length_unit=, model.length_unit in a workflow)"
         )
     positive = velocity.coords[dim].attrs.get("positive")
     if dim == "z" and isinstance(positive, str) and positive.strip().lower() == "up":
@@ -749,6 +769,10 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             f"coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's "
             f"{Z_IS_DEPTH}; negate it, e.g. "
             'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
+            # Negated by hand, the attribute left behind: negated again, it was inverted.
+            "; if it holds depths already (negated, the attribute left behind), set its "
+            "attribute: "
+            'model.z.attrs["positive"] = "down"'
         )
     if values.size < 2:
         raise InputError(
@@ -956,7 +980,7 @@ def _check_extent(dim: str, n: int, spacing: float, unit: str) -> None:
     1e200 m made every time inf, one of 1e-200 m every time 0 (their squares overflow or
     underflow), silently."""
     low, high = EXTENT_METRES
-    metres = spacing * LENGTH_UNITS[unit]
+    metres = spacing * unit_size(unit, LENGTH_UNITS)
     if not (metres >= low and metres * (n - 1) <= high):
         raise InputError(
             f"coordinate {dim!r}: a spacing of {spacing:g} {unit} over {n} nodes is outside "
@@ -986,7 +1010,12 @@ def _first_bad(bad: Any) -> tuple[int, ...]:
 
 
 #: Names of depth and horizontal axes that are raygrid's z, y or x by another name.
-_DIM_NAMES = {"depth": "z", "easting": "x", "northing": "y", "lon": "x", "lat": "y"}
+_DIM_NAMES = {
+    "depth": "z", "easting": "x", "northing": "y", "lon": "x", "lat": "y", "longitude": "x",
+    "latitude": "y",
+}  # fmt: skip
+#: Names of a vertical axis measured up: raygrid's z negated, not renamed.
+_ELEVATION_NAMES = ("elev", "elevation", "height", "altitude")
 
 
 def _dims_hint(velocity: xr.DataArray) -> str:
@@ -1006,6 +1035,15 @@ def _dims_hint(velocity: xr.DataArray) -> str:
         hints.append(
             f"rename axes with velocity.rename({{{pairs}}}) (load_velocity(..., rename=...), "
             "model.rename in a workflow)"
+        )
+    # An elevation axis was left out of the renames (its rename alone would turn the model
+    # upside down): negated into depth, then named z.
+    up = [d for d in velocity.dims if d.lower() in _ELEVATION_NAMES and "z" not in velocity.dims]
+    if up:
+        hints.append(
+            f"{up[0]!r} measures up where raygrid's {Z_IS_DEPTH}: make it z with "
+            f"velocity.assign_coords({{{up[0]!r}: -velocity[{up[0]!r}]}}).rename("
+            f"{{{up[0]!r}: 'z'}}).sortby('z')"
         )
     return ": " + "; ".join(hints) if hints else ""
 
@@ -1143,12 +1181,14 @@ def grid_from_velocity(
         raise InputError(f"velocity has no 'units' attribute (one of {sorted(SPEED_UNITS)})")
     if not known_unit(speed_unit, SPEED_UNITS):
         raise InputError(
-            f"velocity has units {speed_unit!r}; expected a speed, one of {sorted(SPEED_UNITS)}"
+            f"velocity has units {speed_unit!r}; expected a speed, one of {sorted(SPEED_UNITS)} "
+            "(in any case; a file's other spelling of m/s or km/s is corrected by loading it "
+            "with units=, model.units in a workflow)"
         )
 
     axes = {dim: _axis(velocity, dim) for dim in order}
     length_units = {axes[d][3] for d in order}
-    if len({LENGTH_UNITS[u] for u in length_units}) > 1:
+    if len({unit_size(u, LENGTH_UNITS) for u in length_units}) > 1:
         raise InputError(
             "coordinates use inconsistent units "
             + ", ".join(f"{d}: {axes[d][3]!r}" for d in order)
@@ -1160,7 +1200,7 @@ def grid_from_velocity(
     if check_values:
         _warn_elevation(velocity["z"], axes["z"][0], axes["z"][3])
         checked = velocity if values is None else velocity.copy(data=values)
-        _check_values(checked, axes, order, SPEED_UNITS[speed_unit])
+        _check_values(checked, axes, order, unit_size(speed_unit, SPEED_UNITS))
     unit = axes[order[0]][3]
     grid = Grid(
         dims=order,
@@ -1168,10 +1208,10 @@ def grid_from_velocity(
         origin=tuple(axes[d][1] for d in order),
         spacing=tuple(axes[d][2] for d in order),
         length_unit=unit,
-        metres_per_unit=LENGTH_UNITS[unit],
+        metres_per_unit=unit_size(unit, LENGTH_UNITS),
         slowness=None,
         velocity=velocity,
-        speed_factor=SPEED_UNITS[speed_unit],
+        speed_factor=unit_size(speed_unit, SPEED_UNITS),
         rounding=tuple(axes[d][4] for d in order),
         deviation=tuple(axes[d][5] for d in order),
     )

@@ -12,7 +12,7 @@ from xarray.backends import BackendArray
 from xarray.core import indexing
 
 from .errors import InputError, as_path, missing_file
-from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity, known_unit
+from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity, known_unit, unit_size
 from .models import per_dim, real_number
 
 __all__ = ["load_velocity", "NpyArray"]
@@ -76,9 +76,12 @@ def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray
 def _conflicts(found: str | None, given: str, scales: Mapping[str, float]) -> bool:
     """Whether a unit given for a file contradicts the file's own: both are units raygrid
     reads (``scales``) and of different sizes. ``m s-1`` and ``m/s`` agree; a file's unit
-    raygrid does not read (``m/sec``) is the one the user is correcting, not a conflict."""
+    raygrid does not read (``meters per second``) is the one the user is correcting, not a
+    conflict."""
     return (
-        known_unit(found, scales) and known_unit(given, scales) and scales[found] != scales[given]
+        known_unit(found, scales)
+        and known_unit(given, scales)
+        and unit_size(found, scales) != unit_size(given, scales)
     )
 
 

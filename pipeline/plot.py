@@ -237,8 +237,10 @@ def _check_store(dataset: object, function: str) -> None:
         return
     raise InputError(
         f"{function} draws a survey store, as open_survey opens it (sources, the model and "
-        f"the store's records), got {_kind(dataset)}: draw a traveltime() result with "
-        "xarray, e.g. result['traveltime'].plot.contourf()"
+        f"the store's records), got {_kind(dataset)}: draw a traveltime() result's field "
+        "(the result, or its 'traveltime' with predecessors=True) with xarray: "
+        "field.plot.contourf(yincrease=False) in 2D, of a section in 3D "
+        "(field.sel(y=..., method='nearest'))"
     )
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "csv_points",
     "csv_row_lines",
     "name_column",
+    "other_columns_hint",
     "resolve_points",
     "warn_ignored_columns",
 ]
@@ -220,6 +221,22 @@ def _how_to_rename(columns: dict[str, str]) -> str:
     )
 
 
+def other_columns_hint(names: list[Any]) -> str:
+    """``"; columns are the model's coordinates ... lat -> y, depth -> z ..."`` for a table
+    whose columns are named as other tools name them (a CSV file's header, a DataFrame's
+    columns), else ``""``."""
+    names = [name for name in names if isinstance(name, str)]
+    other = {name: _OTHER_COLUMNS[name.lower()] for name in names if name.lower() in _OTHER_COLUMNS}
+    if not other:
+        return ""
+    said = ", ".join(f"{name} -> {dim}" for name, dim in other.items())
+    return (
+        f"; columns are the model's coordinates, in its length unit, named z (depth, "
+        f"positive down), y and x: {said}, projected onto the model first where they "
+        f"are geographic ({_how_to_rename(other)})"
+    )
+
+
 def _header_hint(lines: list[str], header_line: int, names: list[str] | None = None) -> str:
     """A hint for a header that names no dim: ``np.savetxt(..., header="z,x")`` writes the
     header as ``# z,x``, a comment, so the first row of numbers was taken for the header;
@@ -231,14 +248,9 @@ def _header_hint(lines: list[str], header_line: int, names: list[str] | None = N
             parts = {part.strip() for part in names[0].split(sign)}
             if parts & set(_DIM_ORDER):
                 return f"; its fields are separated by {sign!r}: separate them by commas"
-    other = {name: _OTHER_COLUMNS[name.lower()] for name in names if name.lower() in _OTHER_COLUMNS}
+    other = other_columns_hint(names)
     if other:
-        said = ", ".join(f"{name} -> {dim}" for name, dim in other.items())
-        return (
-            f"; columns are the model's coordinates, in its length unit, named z (depth, "
-            f"positive down), y and x: {said}, projected onto the model first where they "
-            f"are geographic ({_how_to_rename(other)})"
-        )
+        return other
     for number, line in enumerate(lines[: header_line - 1], start=1):
         text = line.strip()
         if text.startswith("#"):

@@ -47,6 +47,7 @@ from .positions import (
     csv_points,
     csv_row_lines,
     name_column,
+    other_columns_hint,
     warn_ignored_columns,
 )
 from .progress import Progress
@@ -610,9 +611,9 @@ def source_list(
         missing = [d for d in dims if d not in points]
         if missing:
             given = list(points.variables if isinstance(points, xr.Dataset) else points.keys())
-            raise InputError(
-                f"the {what} table has no column for {missing}{other_case(given, missing)}"
-            )
+            # (A DataFrame of lat, lon, depth got no hint; the same CSV file did.)
+            hint = other_case(given, missing) or other_columns_hint(given)
+            raise InputError(f"the {what} table has no column for {missing}{hint}")
         columns = {}
         for d in dims:
             try:

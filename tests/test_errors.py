@@ -284,6 +284,8 @@ def test_a_point_in_metres_on_a_model_in_km_is_named_so():
         traveltime(model, {"z": 0.0, "x": 1500.0})
     with pytest.raises(InputError, match=r"x=7 is outside the model: x spans \[0, 2\] km$"):
         traveltime(model, {"z": 0.0, "x": 7.0})  # 7 km just beyond: no guess
+    with pytest.raises(InputError, match=r"x=500 is outside .*; is it in m\? .*\(x=0.5\)"):
+        traveltime(model, {"z": 0.0, "x": 500.0})  # (under 100 times the span: said too)
 
 
 @pytest.mark.parametrize(

@@ -396,7 +396,8 @@ def test_a_z_marked_positive_up_is_an_elevation_refused():
     advice = 'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
     assert str(error.value) == (
         "coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's "
-        f"{Z_IS_DEPTH}; negate it, e.g. {advice}"
+        f"{Z_IS_DEPTH}; negate it, e.g. {advice}; if it holds depths already (negated, the "
+        'attribute left behind), set its attribute: model.z.attrs["positive"] = "down"'
     )
     fixed = grid_from_velocity(eval(advice, {"model": elevation}))
     assert fixed.origin[0] == 0.0 and fixed.spacing[0] == 10.0
@@ -637,16 +638,16 @@ def test_units_given_for_a_file_that_has_others_are_refused(tmp_path):
     assert cf.attrs["units"] == "m s-1" and cf["z"].attrs["units"] == "meters"
     with pytest.raises(InputError, match=r"the velocity's units are 'm s-1' in the file, not"):
         load_velocity(tmp_path / "cf.zarr", units="km/s")
-    spelled["vp"].attrs["units"] = "m/sec"
+    spelled["vp"].attrs["units"] = "m/second"
     spelled["x"].attrs["units"] = "metros"
     spelled.to_zarr(tmp_path / "odd.zarr", zarr_format=3, consolidated=False)
-    with pytest.raises(InputError, match="velocity has units 'm/sec'"):
+    with pytest.raises(InputError, match="velocity has units 'm/second'"):
         load_velocity(tmp_path / "odd.zarr")
     odd = load_velocity(tmp_path / "odd.zarr", units="m/s", length_unit="m")
     assert odd.attrs["units"] == "m/s" and odd["x"].attrs["units"] == "m"
     # A unit given that raygrid does not read is refused whatever the file holds: where the
-    # file had its own, "m/sec" was taken and silently ignored.
-    for given in ({"units": "m/sec"}, {"length_unit": "metros"}):
+    # file had its own, "m/second" was taken and silently ignored.
+    for given in ({"units": "m/second"}, {"length_unit": "metros"}):
         for name in ("m.zarr", "odd.zarr"):
             with pytest.raises(InputError, match=r"(units|length_unit) '\w+/?\w*' is not a unit"):
                 load_velocity(tmp_path / name, **given)
@@ -849,6 +850,25 @@ def test_an_axis_the_star_spans_whole_is_not_called_lopsided():
     assert wide.lopsided_star((1, 1, 6)).endswith("radius: {z: 20, y: 1, x: 6}")
 
 
+def test_an_elevation_axis_and_other_tools_columns_are_named_in_the_hints():
+    # dims elev, northing, easting: the hint renamed the two horizontal axes and left elev
+    # out; a DataFrame of lon and depth got no hint where the same CSV file got one.
+    model = constant_model({"z": 5, "y": 6, "x": 7}, 10.0, 2000.0)
+    upward = model.rename(z="elev", y="northing", x="easting")
+    with pytest.raises(
+        InputError,
+        match=r"'elev' measures up where raygrid's z is depth.*make "
+        r"it z with velocity.assign_coords\(\{'elev': -velocity\['elev'\]\}\)",
+    ):
+        traveltime(upward, {"z": 0.0, "y": 0.0, "x": 0.0})
+    import pandas as pd
+
+    table = pd.DataFrame({"lon": [10.0], "lat": [20.0], "depth": [0.0]})
+    with pytest.raises(InputError, match=r"no column for \['z', 'y', 'x'\]; columns are the "
+                       r"model's coordinates.*lon -> x, lat -> y, depth -> z"):  # fmt: skip
+        traveltimes(model, table, radius=2)
+
+
 def test_a_files_axes_named_otherwise_are_renamed(tmp_path):
     # A NetCDF file with axes depth, northing, easting: the error's hint was Python only
     # (velocity.rename), and a workflow had no way to read it.
@@ -883,3 +903,25 @@ def test_a_files_axes_named_otherwise_are_renamed(tmp_path):
     np.save(tmp_path / "m.npy", np.full((3, 4), 2000.0))
     with pytest.raises(InputError, match="rename is for Zarr and NetCDF models"):
         load_velocity(tmp_path / "m.npy", rename=names, spacing=10.0, length_unit="m", units="m/s")
+
+
+def test_units_are_read_in_any_case_and_spelt_out():
+    # "kilometers", "KM" and "KM/S" were refused ("expected one of [...]") where "meters"
+    # passed; a NetCDF file's attributes are written every way.
+    model = constant_model({"z": 11, "x": 21}, 0.5, 3.5).assign_attrs(units="km/s")
+    model = model.assign_coords(
+        z=model.z.assign_attrs(units="km"), x=model.x.assign_attrs(units="km")
+    )
+    source = {"z": 0.0, "x": 2.3}
+    expected = traveltime(model, source, radius=3)
+    for length, speed in (
+        ("kilometers", "KM/S"),
+        (" Kilometre ", "kilometres/second"),
+        ("KM", "km/sec"),
+    ):
+        spelt = model.assign_attrs(units=speed).assign_coords(
+            z=model.z.assign_attrs(units=length), x=model.x.assign_attrs(units=length)
+        )
+        np.testing.assert_array_equal(traveltime(spelt, source, radius=3).values, expected.values)
+    with pytest.raises(InputError, match="coordinate 'z' has units 'furlongs'"):
+        traveltime(model.assign_coords(z=model.z.assign_attrs(units="furlongs")), source, radius=3)
