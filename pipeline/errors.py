@@ -155,6 +155,12 @@ Z_IS_DEPTH = (
     "model reaches there)"
 )
 LOWER_CASE_DIMS = f"dim names are lower case; raygrid's {Z_IS_DEPTH}"
+#: Names other tools give raygrid's z, y and x (a model's axes, a table's columns), lower
+#: case: named in the hints to rename them. (Geographic ones must be projected first.)
+OTHER_DIM_NAMES = {
+    "depth": "z", "lat": "y", "latitude": "y", "lon": "x", "long": "x", "longitude": "x",
+    "northing": "y", "easting": "x", "north": "y", "east": "x",
+}  # fmt: skip
 
 
 def other_case(given: list, missing: list[str]) -> str:

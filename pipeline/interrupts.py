@@ -110,7 +110,8 @@ def interrupts_held() -> Iterator[None]:
     # Spawning a process starts multiprocessing's resource tracker first, if it is not
     # running yet, and that unblocks SIGINT in the spawning thread (CPython bpo-33613's
     # block-spawn-unblock): started now, it leaves the mask alone.
-    _start_resource_tracker()
+    if hasattr(signal, "pthread_sigmask"):  # POSIX (Windows spawns no tracker this way)
+        _start_resource_tracker()
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
         threading.main_thread()
     ):

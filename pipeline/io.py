@@ -117,6 +117,13 @@ def _renamed(velocity: xr.DataArray, path: Path, rename: Mapping[str, str]) -> x
     return velocity.rename(dict(rename))
 
 
+def _check_unit(given: str | None, option: str, known: Mapping[str, float]) -> None:
+    """Refuse a unit option (``units``, ``length_unit``) given in a spelling raygrid does
+    not read."""
+    if given is not None and not known_unit(given, known):
+        raise InputError(f"{option} {given!r} is not a unit raygrid reads: one of {sorted(known)}")
+
+
 def _given_units(
     velocity: xr.DataArray, path: Path, units: str | None, length_unit: str | None
 ) -> xr.DataArray:
@@ -129,12 +136,8 @@ def _given_units(
     """
     # Checked whatever the file says: "m/sec" was taken silently where the file had km/s
     # (and ignored), and refused only where the file had none.
-    for given, option, known in ((units, "units", SPEED_UNITS), (length_unit, "length_unit",
-                                                                  LENGTH_UNITS)):  # fmt: skip
-        if given is not None and not known_unit(given, known):
-            raise InputError(
-                f"{option} {given!r} is not a unit raygrid reads: one of {sorted(known)}"
-            )
+    _check_unit(units, "units", SPEED_UNITS)
+    _check_unit(length_unit, "length_unit", LENGTH_UNITS)
     if units is not None:
         found = velocity.attrs.get("units")
         if _conflicts(found, units, SPEED_UNITS):
@@ -282,6 +285,7 @@ def load_velocity(
                 f"{path}: a .npy model has no coordinates: give its spacing (spacing= in "
                 "Python, model.spacing in a workflow) and its units"
             )
+        _check_unit(length_unit, "length_unit", LENGTH_UNITS)  # (feet: said as the option)
         if length_unit is None:
             # Taken as metres, a spacing meant in km gave every time 1000 times too small,
             # silently (a 60 m model at 3.5-8 km/s passes every check).

@@ -279,7 +279,9 @@ class TraveltimeTable:
     loaded (``load=False``, or too big), is loaded whole at the first call that reads the
     fields whole (a grid search), and then kept. Edit a model in place afterwards and the
     table does not see it: build a new one. Fields in memory are read as they are at each
-    call (a store's loaded fields are a copy).
+    call (a store's loaded fields are a copy), but each source's position is checked
+    against its field at its first call only: fields edited in place afterwards (an origin
+    time added) are not refused, as a new table's would be.
 
     Calls from several threads run one at a time: they share the model's blocks read so
     far (a lazy store's), whose cache is not made for concurrent use.

@@ -32,7 +32,14 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
 
-from .errors import LOWER_CASE_DIMS, Z_IS_DEPTH, InputError, missing_file, warn_input
+from .errors import (
+    LOWER_CASE_DIMS,
+    OTHER_DIM_NAMES,
+    Z_IS_DEPTH,
+    InputError,
+    missing_file,
+    warn_input,
+)
 from .yamlfile import FilePath, Strict, schema_error
 
 __all__ = [
@@ -204,13 +211,6 @@ def _records(lines: list[str], where: str) -> list[tuple[int, list[str]]]:
         records.append((numbers[consumed], fields))
 
 
-#: Column names of station lists from other tools, and what raygrid reads instead.
-_OTHER_COLUMNS = {
-    "lat": "y", "latitude": "y", "lon": "x", "long": "x", "longitude": "x",
-    "northing": "y", "easting": "x", "north": "y", "east": "x", "depth": "z",
-}  # fmt: skip
-
-
 def _how_to_rename(columns: dict[str, str]) -> str:
     """How to read ``columns`` (column name -> dim) as the dims they hold: in a workflow and
     in Python."""
@@ -226,7 +226,9 @@ def other_columns_hint(names: list[Any]) -> str:
     whose columns are named as other tools name them (a CSV file's header, a DataFrame's
     columns), else ``""``."""
     names = [name for name in names if isinstance(name, str)]
-    other = {name: _OTHER_COLUMNS[name.lower()] for name in names if name.lower() in _OTHER_COLUMNS}
+    other = {
+        name: OTHER_DIM_NAMES[name.lower()] for name in names if name.lower() in OTHER_DIM_NAMES
+    }
     if not other:
         return ""
     said = ", ".join(f"{name} -> {dim}" for name, dim in other.items())
@@ -365,9 +367,9 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
     # Another tool's name for a dim the table lacks (depth beside x): the points then miss
     # that dim, refused later without a word about the column that holds it.
     likely = {
-        n: _OTHER_COLUMNS[n.lower()]
+        n: OTHER_DIM_NAMES[n.lower()]
         for _, n in ignored
-        if isinstance(n, str) and _OTHER_COLUMNS.get(n.lower()) not in (None, *dims)
+        if isinstance(n, str) and OTHER_DIM_NAMES.get(n.lower()) not in (None, *dims)
     }
     if likely:
         message += (

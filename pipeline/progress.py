@@ -25,8 +25,8 @@ class Progress:
     are solved (a 3D source can take minutes); elsewhere a line is written at the start and
     then as sources finish, at most every ``every`` seconds, and at the end. Off a terminal
     the lines grow sparser as the run goes on (at most one per tenth of the time elapsed,
-    and at least one every :data:`SPARSEST` seconds), so a batch job's log of a day's run
-    holds some hundred lines, not thousands.
+    and, while sources finish, one every :data:`SPARSEST` seconds at least), so a batch
+    job's log of a day's run holds some hundred lines, not thousands.
 
     Parameters
     ----------

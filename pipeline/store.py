@@ -71,6 +71,7 @@ __all__ = [
     "check_writable",
     "create_store",
     "done_sources",
+    "empty_folder",
     "finish_store",
     "hidden_sibling",
     "holds",
@@ -166,7 +167,9 @@ def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
     for sibling, host, gone in _siblings(path, "replaced"):
         if not (gone or (restore_foreign and host != _host())):
             continue
-        if not path.exists() and not path.is_symlink():
+        # (An empty folder there, a job script's mkdir, is as none: the old store was
+        # deleted in its place.)
+        if (not path.exists() or empty_folder(path)) and not path.is_symlink():
             try:
                 os.replace(sibling, path)
                 continue
@@ -572,7 +575,7 @@ def check_store(
         return None
     if holds(path, Path.cwd()):
         raise InputError(f"{path} holds the working directory; choose another outputs.store")
-    if _empty_folder(path):
+    if empty_folder(path):
         return None  # made ahead for the store (a scratch folder, a link's target): filled
     try:
         state = open_store(path)
@@ -631,7 +634,7 @@ def check_store(
     return state
 
 
-def _empty_folder(path: Path) -> bool:
+def empty_folder(path: Path) -> bool:
     """Whether ``path`` is a folder with nothing in it: where a store is to be made, as if
     no file were there (an empty folder was refused as "not a Zarr store")."""
     return path.is_dir() and next(path.iterdir(), None) is None
@@ -731,7 +734,7 @@ def prepare_store(
         if state.lost:
             forget_sources(path, np.array(state.lost))
         return state
-    if not path.exists() or _empty_folder(path):
+    if not path.exists() or empty_folder(path):
         create()  # (its store is renamed onto an empty folder as onto no file)
         return open_store(path)
     # --overwrite. The old store is moved aside while the new one is made, and deleted only

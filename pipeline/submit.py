@@ -45,7 +45,7 @@ from .cluster import (
 from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
 from .memory import footprint
-from .store import check_store, store_path, tidy_siblings
+from .store import check_store, empty_folder, store_path, tidy_siblings
 from .survey import OVERWRITTEN_ENV, check_workers_memory, store_spec
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
 
@@ -440,7 +440,8 @@ def submit_workflow(
         tidy_siblings(store_path(workdir / spec.outputs.store))
     # The model's values are read (and hashed) only to check an existing store against
     # them: a new store needs none, and a login node need not hold the model.
-    resumed = (workdir / spec.outputs.store).exists() and not overwrite
+    store_at = workdir / spec.outputs.store
+    resumed = store_at.exists() and not empty_folder(store_at) and not overwrite
     # backend: auto resolved as on the job's nodes (GPUs if the cluster file asks for them),
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
     gpu = config.gpus_per_worker > 0

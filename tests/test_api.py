@@ -311,6 +311,8 @@ def test_load_velocity_errors(tmp_path, model):
         r"it \(length_unit= in Python, model.length_unit in a workflow\), m or km",
     ):
         rg.load_velocity(tmp_path / "m.npy", spacing=1.0, units="km/s")
+    with pytest.raises(rg.InputError, match="length_unit 'feet' is not a unit raygrid reads"):
+        rg.load_velocity(tmp_path / "m.npy", spacing=1.0, units="km/s", length_unit="feet")
     in_km = rg.load_velocity(tmp_path / "m.npy", spacing=1.0, units="km/s", length_unit="km")
     assert in_km["x"].attrs["units"] == in_km["z"].attrs["units"] == "km"
     with pytest.raises(rg.InputError, match=r"m.npy: spacing is given per dim .*missing \['x'\]"):

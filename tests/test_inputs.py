@@ -855,12 +855,17 @@ def test_an_elevation_axis_and_other_tools_columns_are_named_in_the_hints():
     # out; a DataFrame of lon and depth got no hint where the same CSV file got one.
     model = constant_model({"z": 5, "y": 6, "x": 7}, 10.0, 2000.0)
     upward = model.rename(z="elev", y="northing", x="easting")
-    with pytest.raises(
-        InputError,
-        match=r"'elev' measures up where raygrid's z is depth.*make "
-        r"it z with velocity.assign_coords\(\{'elev': -velocity\['elev'\]\}\)",
-    ):
+    upward["elev"].attrs["positive"] = "up"  # as a CF file marks it
+    with pytest.raises(InputError, match=r"'elev' measures up where raygrid's z is depth") as said:
         traveltime(upward, {"z": 0.0, "y": 0.0, "x": 0.0})
+    renames = "velocity.rename({'northing': 'y', 'easting': 'x'})"
+    to_z = (
+        "velocity.assign_coords({'elev': (-velocity['elev']).assign_attrs(positive='down')})"
+        ".rename({'elev': 'z'}).sortby('z')"
+    )
+    assert renames in str(said.value) and to_z in str(said.value)
+    fixed = eval(to_z, {"velocity": eval(renames, {"velocity": upward})})  # as it says
+    traveltime(fixed, {"z": 0.0, "y": 0.0, "x": 0.0}, radius=2)  # (positive up: refused)
     import pandas as pd
 
     table = pd.DataFrame({"lon": [10.0], "lat": [20.0], "depth": [0.0]})
@@ -923,5 +928,11 @@ def test_units_are_read_in_any_case_and_spelt_out():
             z=model.z.assign_attrs(units=length), x=model.x.assign_attrs(units=length)
         )
         np.testing.assert_array_equal(traveltime(spelt, source, radius=3).values, expected.values)
+    # Axes spelt apart (a file's z in KM, its x given length_unit="km") are one unit: the
+    # field's own lookups were refused ("the field's x coordinates ... are not the model's").
+    mixed = model.assign_coords(x=model.x.assign_attrs(units="KM"))
+    field = traveltime(mixed, source, radius=3, predecessors=True)
+    at = traveltime_at(field, {"z": 0.35, "x": 1.01}, velocity=model)
+    assert at == traveltime_at(expected, {"z": 0.35, "x": 1.01}, velocity=model, radius=3)
     with pytest.raises(InputError, match="coordinate 'z' has units 'furlongs'"):
         traveltime(model.assign_coords(z=model.z.assign_attrs(units="furlongs")), source, radius=3)

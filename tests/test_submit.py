@@ -231,6 +231,22 @@ def test_a_job_asks_for_its_scheduler_and_client_on_top_of_its_workers(tmp_path)
     assert driver_bytes(prepare_workflow(read_workflow(workflow), here=False)) == DRIVER_BYTES
 
 
+def test_an_empty_folder_at_the_store_is_no_store_to_check_the_model_against(tmp_path, monkeypatch):
+    # A login node need not hold the model: an empty folder at outputs.store (made ahead)
+    # read and hashed it whole, as for a store to resume, though none was there.
+    from raygrid.pipeline import submit
+
+    read = []
+    prepare = submit.prepare_workflow
+    monkeypatch.setattr(submit, "prepare_workflow", lambda *a, values, **k: read.append(
+        values
+    ) or prepare(*a, values=values, **k))  # fmt: skip
+    workflow, cluster = setup(tmp_path)
+    (tmp_path / "out" / "survey.zarr").mkdir(parents=True)
+    submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert read == [False]
+
+
 def test_submit_needs_a_batch_cluster_file(tmp_path):
     workflow, _ = setup(tmp_path)
     with pytest.raises(InputError, match="needs a slurm or pbs cluster file"):
@@ -820,6 +836,7 @@ def test_backend_auto_is_checked_as_the_jobs_nodes_resolve_it(tmp_path, monkeypa
     auto = WORKFLOW | {"compute": {"batch": 2, "backend": "auto"}}
     workflow.write_text(yaml.safe_dump(auto))
     (tmp_path / "out" / "survey.zarr").mkdir(parents=True)  # a store to resume: checked
+    (tmp_path / "out" / "survey.zarr" / "zarr.json").write_text("{}")  # (empty: none)
     checked = []
     monkeypatch.setattr(
         submit, "check_store", lambda spec, fingerprint, **_: checked.append(fingerprint)

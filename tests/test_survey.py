@@ -911,6 +911,12 @@ def test_an_old_store_a_killed_overwrite_moved_aside_is_put_back_by_the_next_run
         resumed = run_workflow(read_workflow(path), client=client)  # resumed, not made again
         assert resumed.attrs["complete"] == 1, killed
         assert chunks() == before and not aside.exists()
+    # An empty folder in its place (a job script's mkdir -p) is as none: the old store is
+    # put back onto it, not deleted for a fresh run.
+    os.replace(store, aside := tmp_path / f".survey.zarr.replaced-{host}-{2**22 + 1}-0a1b2c3d")
+    store.mkdir()
+    assert run_workflow(read_workflow(path), client=client).attrs["complete"] == 1
+    assert chunks() == before and not aside.exists()
     dead = f"{host}-{2**22 + 1}"
     aside = tmp_path / f".survey.zarr.replaced-{dead}-0a1b2c3d"
     # Where the new store did take the name, the old one moved aside is deleted.
@@ -977,6 +983,14 @@ def test_an_empty_folder_made_for_the_store_is_filled(tmp_path, client, monkeypa
     monkeypatch.chdir(here)
     with pytest.raises(InputError, match="is the working directory or holds it"):
         run_workflow(read_workflow(workflow_file(here.parent)), client=client)
+    from raygrid.pipeline.store import StoreSpec, check_store
+
+    spec = StoreSpec(
+        path=here.resolve(), n_sources=1, n_receivers=0, dims=("z", "x"), fields=True,
+        receiver_table=False, rays=False, dtype="float64",
+    )  # fmt: skip
+    with pytest.raises(InputError, match="holds the working directory"):  # (the API's way)
+        check_store(spec, None, overwrite=False)
     assert not any(here.iterdir())
 
 
