@@ -683,11 +683,22 @@ class Grid:
             nearest = round(i)
             # Snap positions within rounding of a node onto it, so that a source written
             # as 1500.0 on a 10 m grid is exactly node 150.
-            on_node = abs(i - nearest) <= _SNAP_TOL * max(1.0, abs(i))
+            tolerance = _SNAP_TOL * max(1.0, abs(i))
+            on_node = abs(i - nearest) <= tolerance
             if not on_node and (stored or off):
                 node = float(self.coords[dim][min(max(nearest, 0), n - 1)])
                 on_node = abs(value - node) <= _half_ulp(node, stored) + 2 * off
-            index[dim] = float(nearest) if on_node else i
+            # And onto a cell face, half-way between two nodes, where the legs along it take
+            # the faster cell (docs/method.md, section 3): a face written as 2.705 km came
+            # out 0.4999999999999912 nodes, a leg along it timed through the slow cell
+            # alone (15 % late against the same model in m; 6.5 times at a sharp contrast).
+            face = math.floor(i) + 0.5
+            on_face = not on_node and abs(i - face) <= tolerance
+            if not (on_node or on_face) and (stored or off) and 0 <= face < n - 1:
+                below, above = (float(self.coords[dim][k]) for k in (int(face), int(face) + 1))
+                middle = (below + above) / 2  # as the stored nodes place it
+                on_face = abs(value - middle) <= _half_ulp(middle, stored) + 2 * off
+            index[dim] = float(nearest) if on_node else face if on_face else i
             index[dim] = min(max(index[dim], 0.0), len(self.coords[dim]) - 1.0)
         return np.array([index["z"], index.get("y", 0.0), index["x"]], dtype=np.float64)
 

@@ -93,6 +93,31 @@ def test_a_leg_lying_in_a_cell_face_takes_the_faster_side(axis):
         )
 
 
+@pytest.mark.parametrize("unit", ["m", "km"])
+def test_a_point_on_a_face_is_on_it_whatever_the_rounding_of_its_coordinate(unit):
+    # Written in km from a z of 2.7 km, the face 5 m below the first row came out
+    # 0.4999999999999912 nodes: its legs were timed through the slow cell alone (15 % late
+    # against the same model in m), and a source at x index 3.5 tied to the other node.
+    size = 1e-3 if unit == "km" else 1.0
+    speeds = np.full((6, 12), 3000.0)
+    speeds[0] = 1500.0
+    coords = {
+        "z": ("z", (2700.0 + 10.0 * np.arange(6)) * size, {"units": unit}),
+        "x": ("x", (4100.0 + 10.0 * np.arange(12)) * size, {"units": unit}),
+    }
+    model = xr.DataArray(
+        speeds * size, dims=("z", "x"), coords=coords, attrs={"units": f"{unit}/s"}
+    )
+    grid = rg.grid_from_velocity(model)
+    source, receiver = (
+        {"z": 2705.0 * size, "x": 4123.0 * size},
+        {"z": 2705.0 * size, "x": 4135.0 * size},
+    )
+    assert grid.to_index(receiver).tolist() == [0.5, 0.0, 3.5]
+    field = rg.traveltime(model, source, radius=3)
+    assert float(traveltime_at(field, receiver, velocity=model)) == pytest.approx(12.0 / 3000.0)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("rough", [True, False])
 def test_the_compiled_box_search_is_the_per_point_rule(dtype, rough):
