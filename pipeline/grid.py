@@ -944,11 +944,17 @@ def _bad_values(values: Any) -> Any:
     return ~np.isfinite(values) | (values < np.finfo(np.float64).tiny)
 
 
+#: Speeds (m/s) no medium has, air and diamond included: a model any part of which lies
+#: outside is warned about (:func:`_check_values`).
+EXTREME_SPEEDS = (1.0, 1e5)
+
+
 def _check_values(
     velocity: xr.DataArray, axes: dict, order: tuple[str, ...], speed_factor: float
 ) -> None:
     """Every velocity finite and positive; lazy arrays are checked where they live. A model
-    whose every speed lies outside :data:`PLAUSIBLE_SPEEDS` gets an :class:`InputWarning`."""
+    whose every speed lies outside :data:`PLAUSIBLE_SPEEDS`, or any outside
+    :data:`EXTREME_SPEEDS`, gets an :class:`InputWarning`."""
     values = velocity.data
     # Two reductions (one pass over a dask array's blocks), a few numbers back from the
     # workers: a NaN makes both NaN and fails the test. Only a model that fails builds the
@@ -970,6 +976,16 @@ def _check_values(
                 f"velocities from {float(lowest):g} to {float(highest):g} {unit}: no rock is "
                 f"that {'slow' if highest * speed_factor < slow else 'fast'}; is the model's "
                 "'units' attribute right (m/s or km/s)?"
+            )
+        elif (
+            lowest * speed_factor < EXTREME_SPEEDS[0] or highest * speed_factor > EXTREME_SPEEDS[1]
+        ):
+            # Some of the model only: a fill value (1e-20 for "no data") took the solve's
+            # times to 1e301 s, or beyond float32's slowness (inf: nodes "not reached").
+            warn_input(
+                f"velocities from {float(lowest):g} to {float(highest):g} {unit}: part of "
+                f"the model is slower than {EXTREME_SPEEDS[0]:g} m/s or faster than "
+                f"{EXTREME_SPEEDS[1]:g} m/s, which no medium is (a fill value for no data?)"
             )
         return
     bad = _bad_values(values)

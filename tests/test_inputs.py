@@ -936,3 +936,25 @@ def test_units_are_read_in_any_case_and_spelt_out():
     assert at == traveltime_at(expected, {"z": 0.35, "x": 1.01}, velocity=model, radius=3)
     with pytest.raises(InputError, match="coordinate 'z' has units 'furlongs'"):
         traveltime(model.assign_coords(z=model.z.assign_attrs(units="furlongs")), source, radius=3)
+
+
+def test_a_model_part_of_which_no_medium_has_is_warned_about():
+    # A fill value for "no data" (1e-20 m/s) in an otherwise 2 km/s model ran silently:
+    # times of 1e301 s, or, in float32, nodes "not reached" (the slowness is inf there).
+    model = constant_model({"z": 11, "x": 21}, 10.0, 2000.0)
+    filled = model.copy(data=model.values.copy())
+    filled[5, 5] = 1e-20
+    said = (
+        r"part of the model is slower than 1 m/s or faster than 100000 m/s, which no medium "
+        r"is \(a fill value for no data\?\)"
+    )
+    with pytest.warns(InputWarning, match=said):
+        traveltime(filled, {"z": 0.0, "x": 0.0}, radius=2)
+    fast = model.copy(data=model.values.copy())
+    fast[5, 5] = 1e6
+    with pytest.warns(InputWarning, match="which no medium is"):
+        traveltime(fast, {"z": 0.0, "x": 0.0}, radius=2)
+    air_to_mantle = model.copy(data=np.linspace(330.0, 14_000.0, model.size).reshape(model.shape))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traveltime(air_to_mantle, {"z": 0.0, "x": 0.0}, radius=2)
