@@ -215,7 +215,11 @@ def layered_model(
         no default (``layered_model(shape, 10.0, [300.0], [1500.0, 3000.0])``).
     interfaces : sequence of float
         Depths (m) of the layer boundaries, strictly increasing; a node at an interface's depth
-        belongs to the layer below it.
+        belongs to the layer below it. Each node's slowness fills the cell around it
+        (docs/method.md, section 3), so the solver's boundary lies half-way between the
+        last node above and the first below: half a cell above an interface on a node row
+        (10 m spacing, 100 m: at 95 m, head waves 12 ms early against the analytic 100 m),
+        exactly where given for one half-way between rows (105 m).
     velocities : sequence of float
         Velocity (m/s) of each layer from the top, one more than ``interfaces``.
 
