@@ -833,6 +833,18 @@ def test_a_union_names_only_the_alternative_the_value_was_meant_for(tmp_path, ra
     assert str(error.value).splitlines()[1:] == [f"  {path}:5: {said}"]
 
 
+def test_a_batch_holding_every_source_is_warned_about(tmp_path):
+    # batch: 5000 for 400 shots ran as one task on one worker, the others idle, its
+    # progress at 0 until the end. The default batch (4) for 2 sources is no news.
+    said = r"wf.yaml:\d+: compute.batch: compute.batch 8 holds all 2 sources: one task"
+    with pytest.warns(InputWarning, match=said):
+        prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  batch: 8\n")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_workflow(read_workflow(write(tmp_path, SMALL)))
+        prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  batch: 1\n")))
+
+
 def test_a_star_many_times_radius_3s_is_warned_about_at_the_radius(tmp_path):
     # 3D radius 30 ran 185 s a source (0.5 s at radius 3) with no word, validate included.
     text = SMALL.replace("  radius: 2", "  radius: 12")
