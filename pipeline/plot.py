@@ -367,13 +367,20 @@ def _contours(ax: Axes, field: xr.DataArray) -> None:
         ax.clabel(contours, levels[1::2], fmt=f"%.{decimals}f s", fontsize=7)
 
 
+#: Rays drawn opaque at full width in a picture; more are drawn thinner and see-through.
+CLEAR_RAYS = 30
+
+
 def _draw_rays(ax: Axes, rays: list[tuple[np.ndarray, np.ndarray]]) -> None:
     """The rays in red, over the receivers' triangles and unclipped: a ray along the
     surface ran under the triangles of the receivers it passed, out of sight, and one
     along the model's top edge was half cut off by the frame. The source's star and the
-    names stay on top."""
+    names stay on top. Beyond :data:`CLEAR_RAYS` rays, thinner and see-through in
+    proportion: 400-1000 opaque rays hid the model, its layers and the receivers."""
+    crowd = min(1.0, CLEAR_RAYS / max(len(rays), 1))
+    width, alpha = max(0.3, 1.2 * np.sqrt(crowd)), max(0.1, crowd)
     for along, down in rays:
-        ax.plot(along, down, color="red", lw=1.2, zorder=3.5, clip_on=False)
+        ax.plot(along, down, color="red", lw=width, alpha=alpha, zorder=3.5, clip_on=False)
 
 
 def _receivers(

@@ -523,3 +523,21 @@ def test_long_names_are_drawn_cut_short_and_the_layout_holds(tmp_path, figures):
     shown = "S" * (plot.SHOWN_NAME - 1) + "\u2026"
     assert f"({shown})" in title(figures[0])
     assert "S" * plot.SHOWN_NAME not in title(figures[0])
+
+
+def test_many_rays_are_drawn_thin_and_see_through():
+    # 400-1000 rays drawn opaque at full width hid the model, its layers and receivers.
+    import matplotlib.pyplot as plt
+
+    from raygrid.pipeline.plot import CLEAR_RAYS, _draw_rays
+
+    ray = (np.array([0.0, 1.0]), np.array([0.0, 1.0]))
+    for count, alpha in ((CLEAR_RAYS, 1.0), (10 * CLEAR_RAYS, 0.1), (100 * CLEAR_RAYS, 0.1)):
+        fig, ax = plt.subplots()
+        try:
+            _draw_rays(ax, [ray] * count)
+            (line, *_) = ax.get_lines()
+            assert (line.get_alpha(), line.get_linewidth() <= 1.2) == (alpha, True)
+            assert (line.get_linewidth() == 1.2) == (count == CLEAR_RAYS)
+        finally:
+            plt.close(fig)
