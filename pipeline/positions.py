@@ -377,6 +377,17 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
             f"coordinates and length unit, z positive down): rename it "
             f"({_how_to_rename(likely)})"
         )
+    # A dim's column mistyped (xx for x): every row was then refused for missing x, with
+    # nothing said of the column (a names' column mistyped got a guess, below).
+    absent = [d for d in _DIM_ORDER if d not in dims]
+    typed = {
+        n: close[0]
+        for _, n in ignored
+        if isinstance(n, str) and n not in likely
+        and (close := difflib.get_close_matches(n.lower(), absent, 1))
+    }  # fmt: skip
+    if typed:
+        message += "; " + ", ".join(f"did you mean {d!r} for {n!r}?" for n, d in typed.items())
     if name_column(names) is None:
         # A names' column mistyped ("nmae") left the points unnamed, with only this warning
         # to say so; a store's names are part of its fingerprint, so fixing it later means

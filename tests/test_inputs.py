@@ -958,3 +958,12 @@ def test_a_model_part_of_which_no_medium_has_is_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         traveltime(air_to_mantle, {"z": 0.0, "x": 0.0}, radius=2)
+
+
+def test_a_dims_column_mistyped_is_guessed(tmp_path):
+    # name,z,xx: "ignoring 'xx'", then every row refused for missing x, nothing said of xx.
+    (tmp_path / "r.csv").write_text("name,z,xx\nA,0,100\nB,0,200\n")
+    model = constant_model({"z": 11, "x": 31}, 10.0, 2000.0)
+    with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'xx'; .*did you mean 'x' for "):
+        with pytest.raises(InputError, match="missing: \\['x'\\]"):
+            traveltimes(model, tmp_path / "r.csv", radius=2)
