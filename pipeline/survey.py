@@ -835,7 +835,10 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
     note = threading.Timer(
         after,
         echo,
-        ("compiling raygrid's CPU solver for this machine (first run only: Numba caches it)",),
+        (
+            f"compiling raygrid's CPU solver for this machine, in {options.precision} (once "
+            "for each precision and kind of star: Numba caches it)",
+        ),
     )
     note.daemon = True
     note.start()
