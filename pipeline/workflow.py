@@ -453,6 +453,7 @@ def _notes(
     grid: Grid,
     star: Star,
     names: dict[str, list[str]],
+    backend: str,
 ) -> None:
     """Warn, at their line, about what a workflow asks for that will not happen as it may
     expect: a star too lopsided for the spacing or too costly, options the solve does not
@@ -470,7 +471,10 @@ def _notes(
     compute = workflow.compute
     sources = len(indices["sources"])
     given = "batch" in compute.model_fields_set  # (the default 4 for 3 sources: no news)
-    if given and compute.tiles is None and 1 < sources <= compute.batch:
+    # On the CPU with one thread a task: one core solves them all, one after another. (A
+    # GPU's batch of every source is its way to run them together: not said.)
+    sequential = backend == "cpu" and compute.threads == 1
+    if given and sequential and compute.tiles is None and 1 < sources <= compute.batch:
         # batch: 5000 for 400 shots ran as one task: one worker busy, the others idle, and
         # the progress bar at 0 until the very end (26 s against 9-14 s at batch 4).
         notes.append((
@@ -699,7 +703,7 @@ def prepare_workflow(
             raise _located(workflow, (key, error.index) if listed else (key,), error) from None
     if not points["sources"]:
         raise _located(workflow, ("sources",), InputError("no sources"))
-    _notes(workflow, indices, grid, star, names)
+    _notes(workflow, indices, grid, star, names, options.backend)
     options = options.for_sources(min(compute.batch, len(points["sources"])))  # in one task
     if compute.tiles is None:  # a tiled solve relaxes one source at a time: tiled_geometry
         try:

@@ -835,7 +835,8 @@ def test_a_union_names_only_the_alternative_the_value_was_meant_for(tmp_path, ra
 
 def test_a_batch_holding_every_source_is_warned_about(tmp_path):
     # batch: 5000 for 400 shots ran as one task on one worker, the others idle, its
-    # progress at 0 until the end. The default batch (4) for 2 sources is no news.
+    # progress at 0 until the end. The default batch (4) for 2 sources is no news, nor a
+    # batch a task's threads solve side by side.
     said = r"wf.yaml:\d+: compute.batch: compute.batch 8 holds all 2 sources: one task"
     with pytest.warns(InputWarning, match=said):
         prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  batch: 8\n")))
@@ -843,6 +844,8 @@ def test_a_batch_holding_every_source_is_warned_about(tmp_path):
         warnings.simplefilter("error")
         prepare_workflow(read_workflow(write(tmp_path, SMALL)))
         prepare_workflow(read_workflow(write(tmp_path, SMALL + "compute:\n  batch: 1\n")))
+        threads = SMALL + "compute:\n  batch: 8\n  threads: 2\n"  # solved side by side
+        prepare_workflow(read_workflow(write(tmp_path, threads)))
 
 
 def test_a_star_many_times_radius_3s_is_warned_about_at_the_radius(tmp_path):
