@@ -376,8 +376,8 @@ def _stored_rays(
     Read from the ragged arrays (``ray_start``/``ray_count`` index ``ray_time`` and
     ``ray_<dim>``): the index and the source's records once, then the points of every ray
     asked for in one read, of only the chunks holding them (one read a ray, with the
-    source's checks, cost ~50 ms a ray). The store wrote them from :func:`trace_rays`'
-    Datasets, time in the solve's precision and positions in float64, so the floats come
+    source's checks, cost ~50 ms a ray). The store wrote them from :func:`traced_points`'
+    arrays, time in the solve's precision and positions in float64, so the floats come
     back as traced.
     """
     if "source" in store.dims:
@@ -518,11 +518,21 @@ def _receiver_number(
 def trace_rays(
     field: RayField, receivers: list[Mapping[str, float]], grid: Grid
 ) -> list[xr.Dataset]:
-    """:func:`raypath` to each receiver from a :class:`RayField`: a survey traces every
-    receiver of a source on one field, and every source on one model, checked (and warned
-    about) once. The rays are walked in step and their legs' model blocks read together, so
-    a lazy field or model costs a round trip per step of the longest ray, not per block of
-    every ray."""
+    """:func:`raypath` to each receiver from a :class:`RayField` (:func:`traced_points`,
+    each ray made the Dataset :func:`raypath` returns)."""
+    traced = traced_points(field, receivers, grid)
+    return [_ray(grid, coords, time, r) for (coords, time), r in zip(traced, receivers)]
+
+
+def traced_points(
+    field: RayField, receivers: list[Mapping[str, float]], grid: Grid
+) -> list[tuple[dict[str, np.ndarray], np.ndarray]]:
+    """Each receiver's raypath from a :class:`RayField` as its points' coordinates (by dim)
+    and times: a survey traces every receiver of a source on one field, and every source on
+    one model, checked (and warned about) once, and stores the arrays (a Dataset a ray cost
+    0.4 ms, most of a survey's rays). The rays are walked in step and their legs' model
+    blocks read together, so a lazy field or model costs a round trip per step of the
+    longest ray, not per block of every ray."""
     source3 = grid.to_index(field.source, "source")
     receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
     on_node = [grid.on_node(r) for r in receivers3]
@@ -558,7 +568,7 @@ def trace_rays(
     rays = []
     for group in field.slowness.groups(boxes):
         field.slowness.prefetch(box for k in group for box in boxes[k])
-        rays += [_ray_dataset(grid, field, *legs[k], receivers[k], inner[k]) for k in group]
+        rays += [_ray_points(grid, field, *legs[k], receivers[k], inner[k]) for k in group]
     return rays
 
 
@@ -583,15 +593,15 @@ def _inner_legs(grid: Grid, field: RayField, legs: list[tuple]) -> list[np.ndarr
     return inner
 
 
-def _ray_dataset(
+def _ray_points(
     grid: Grid,
     field: RayField,
     points: np.ndarray,
     between_nodes: np.ndarray,
     receiver: Mapping[str, float],
     inner: np.ndarray | None = None,
-) -> xr.Dataset:
-    """One ray as :func:`raypath` returns it, its legs timed as the solver timed them
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """One ray's coordinates (by dim) and times, its legs timed as the solver timed them
     (``inner``: its legs between nodes timed already, NaN for the others,
     :func:`_inner_legs`); ``points`` in rows of node units."""
     dtype = field.dtype
@@ -607,7 +617,7 @@ def _ray_dataset(
     for d in grid.dims:  # the end points exactly as given, not round-tripped through indices
         coords[d][0] = field.source[d]
         coords[d][-1] = float(receiver[d])
-    return _ray(grid, coords, cumulative, receiver)
+    return coords, cumulative
 
 
 def _ray(

@@ -75,7 +75,7 @@ from .memory import (
 )
 from .nodevalues import NodeValues
 from .progress import Progress
-from .rays import ray_field, trace_rays
+from .rays import ray_field, traced_points
 from .solve import (
     Options,
     compile_cpu_solver,
@@ -197,11 +197,10 @@ def _ray_table(
     """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
     field = ray_field(result, grid, slowness, client, times)
     pieces, counts = [], []
-    for ray in trace_rays(field, receivers, grid):
-        columns = [ray["time"].values.astype(np.float64)]
-        columns += [ray[d].values.astype(np.float64) for d in grid.dims]
+    for coords, along in traced_points(field, receivers, grid):
+        columns = [along.astype(np.float64), *(coords[d].astype(np.float64) for d in grid.dims)]
         pieces.append(np.stack(columns, axis=1))
-        counts.append(ray.sizes["point"])
+        counts.append(len(along))
     return np.concatenate(pieces), counts
 
 
