@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..kernels import best_last_legs, point_box, point_leg_times, segment_time_cpu
+from ..kernels import best_last_legs, forward_star, point_box, point_leg_times, segment_time_cpu
 from ..kernels.layout import flat_steps
 from .errors import OTHER_DIM_NAMES, Z_IS_DEPTH, InputError, other_case, warn_input
 from .nodevalues import NodeValues
@@ -572,13 +572,20 @@ class Grid:
         (:func:`radius3`)."""
         return radius3(radius, {d: len(self.coords[d]) for d in self.dims})
 
+    def star_notes(self, offsets: int, radius3: tuple[int, int, int]) -> list[str]:
+        """What to say of a star of ``offsets`` offsets a node, radius ``radius3``, on this
+        grid: lopsided for its spacing (:meth:`lopsided_star`), costly
+        (:meth:`costly_star`)."""
+        said = (self.lopsided_star(radius3), self.costly_star(offsets, radius3))
+        return [note for note in said if note is not None]
+
     def costly_star(self, offsets: int, radius3: tuple[int, int, int]) -> str | None:
         """What to say of a star of ``offsets`` offsets a node (radius ``radius3``) that
         costs many times the radius-3 star, or ``None``: a solve's time grows with the
         offsets (and each offset's exact weight crosses more cells), so a large radius ran
         for minutes without a word (3D radius 30 on 41 x 61 x 61 nodes: 185 s a source,
         against 0.5 s at radius 3), while the error it buys falls little past radius 6."""
-        three = 290 if len(self.dims) == 3 else 32  # forward_star((3, 3 or 0, 3)).size
+        three = forward_star((3, 3 if "y" in self.dims else 0, 3)).size  # 290 in 3D, 32
         if offsets < COSTLY_STAR * three:
             return None
         radius = ", ".join(f"{d}={r}" for d, r in zip(("z", "y", "x"), radius3) if d in self.dims)

@@ -120,7 +120,7 @@ def _warn_unsolved(times: np.ndarray) -> None:
     running or stopped part-way keeps NaN for the sources it has not finished; a solve
     gives inf, never NaN, where nothing arrives). A grid search summing with ``nansum``
     located with the stations that happened to be done, silently."""
-    unsolved = np.isnan(times).any(axis=-1) if times.ndim > 1 else np.isnan(times).any()[None]
+    unsolved = np.atleast_2d(np.isnan(times)).any(axis=-1)  # per source
     if not unsolved.any():
         return
     if times.ndim == 1:

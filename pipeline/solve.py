@@ -150,10 +150,9 @@ def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool 
 
 def warn_star(grid: Grid, star: Star) -> None:
     """An :class:`InputWarning` when the star is lopsided for the grid's spacing
-    (:meth:`Grid.lopsided_star`) or costly (:meth:`Grid.costly_star`)."""
-    for said in (grid.lopsided_star(star.radius), grid.costly_star(star.size, star.radius)):
-        if said is not None:
-            warn_input(said)
+    or costly (:meth:`Grid.star_notes`)."""
+    for said in grid.star_notes(star.size, star.radius):
+        warn_input(said)
 
 
 def check_flag(name: str, value: Any) -> None:

@@ -460,11 +460,10 @@ def _notes(
     read, outputs with nothing to hold, sources solved twice. Not errors: the run is what
     was asked, minus what cannot apply."""
     notes = []
-    for said in (grid.lopsided_star(star.radius), grid.costly_star(star.size, star.radius)):
-        if said is not None:
-            # At the radius written, else (the default radius) at the model and its spacing.
-            given = "radius" in workflow.grid.model_fields_set
-            notes.append((("grid", "radius") if given else ("model",), said))
+    for said in grid.star_notes(star.size, star.radius):
+        # At the radius written, else (the default radius) at the model and its spacing.
+        given = "radius" in workflow.grid.model_fields_set
+        notes.append((("grid", "radius") if given else ("model",), said))
     repeated = repeated_sources(indices["sources"], names.get("source"))
     if repeated is not None:
         notes.append((("sources",), repeated))
