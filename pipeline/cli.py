@@ -113,10 +113,13 @@ def _identity(store: str | Path) -> tuple[int, int] | None:
 def _kept(store: str | Path, pictures: bool = True) -> str:
     """What an interrupted run left in its store, and what to do next (``pictures``: its
     workflow draws some)."""
-    from .store import open_store
+    from .store import empty_folder, open_store
 
     # A submitted job's way to resume (RESUME_ENV) is a command of its own, without it.
     again = run_again() if os.environ.get(RESUME_ENV) else f"{run_again()} (without --overwrite)"
+    path = Path(store)
+    if not path.exists() or empty_folder(path):  # stopped before the store was made
+        return f"no source had finished yet (nothing was written to {store}): {again} to start"
     try:
         state = open_store(store)
     except Exception:  # a store stopped while it was made: zarr raises several kinds

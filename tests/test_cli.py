@@ -718,6 +718,7 @@ def test_an_overwrite_stopped_says_whether_the_old_store_was_replaced(
     def stopped(spec, **kwargs):
         if replaced:  # as prepare_store does: the new store made beside, then put in place
             (tmp_path / "new.zarr").mkdir()
+            (tmp_path / "new.zarr" / "zarr.json").write_text("{}")  # made, not yet whole
             os.replace(tmp_path / "new.zarr", store)
         raise KeyboardInterrupt
 
@@ -733,6 +734,27 @@ def test_an_overwrite_stopped_says_whether_the_old_store_was_replaced(
         )
     else:
         assert said == "interrupted: out/survey.zarr was not replaced: the old store is as it was"
+
+
+def test_a_run_stopped_before_its_store_was_made_says_nothing_was_written(tmp_path, monkeypatch):
+    # An empty folder at outputs.store (a job script's mkdir -p) is where the store will be
+    # made: stopped before that, a run said "the sources finished so far are in" it.
+    from raygrid.pipeline import workflow
+
+    survey_dir(tmp_path)
+    (tmp_path / "out" / "survey.zarr").mkdir(parents=True)
+
+    def stopped(spec, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workflow, "run_workflow", stopped)
+    monkeypatch.chdir(tmp_path)
+    result = _invoked_stopping(["run", "survey.yaml"])
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == (
+        "interrupted: no source had finished yet (nothing was written to out/survey.zarr): "
+        "run the same command again (without --overwrite) to start"
+    )
 
 
 def test_ctrl_c_during_the_first_imports_says_nothing_was_written(tmp_path, monkeypatch):
@@ -779,6 +801,7 @@ def test_a_run_inside_a_submitted_job_says_to_submit_it_again(tmp_path, monkeypa
 
     survey_dir(tmp_path)
     (tmp_path / "out" / "survey.zarr").mkdir(parents=True)
+    (tmp_path / "out" / "survey.zarr" / "zarr.json").write_text("{}")  # made, not yet whole
 
     def stopped(spec, **kwargs):
         raise KeyboardInterrupt
