@@ -16,6 +16,7 @@ from .crossings import Crossings, star_crossings
 from .graph import MoserGraph, moser_graph, with_weights
 from .layout import PaddedLayout
 from .legs import best_last_legs, node_leg_times, point_box, point_leg_times
+from .paths import walk_paths
 from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
 from .star import Star, forward_star, star_offsets
@@ -44,5 +45,6 @@ __all__ = [
     "segment_time_cpu",
     "star_crossings",
     "star_offsets",
+    "walk_paths",
     "with_weights",
 ]

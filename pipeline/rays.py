@@ -16,6 +16,7 @@ from ..kernels import (
     mean_slowness_time_cpu,
     node_leg_times,
     segment_time_cpu,
+    walk_paths,
 )
 from .errors import InputError
 from .grid import Grid, recorded_radius, recorded_source, solved_grid
@@ -96,30 +97,48 @@ def ray_field(
     )
 
 
+#: What a ray walked back through broken predecessors says (a result edited or damaged).
+CORRUPTED = (
+    "predecessors form a cycle, name no edge of the star or lead outside the model: the "
+    "result is corrupted; solve the source again"
+)
+
+
 def _node_paths(field: RayField, ends: np.ndarray) -> list[np.ndarray]:
     """Nodes from the seed where each path starts to its end (inclusive), in order.
 
-    Every path is walked back one predecessor at a time, all of them in step: each step
-    reads the predecessors of all the paths' current nodes at once, so the blocks of a lazy
-    field (a tiled solve's) that many rays enter together come in one round trip, not one
-    per ray and block.
+    In memory, each path is walked back in compiled code (:func:`~raygrid.kernels.walk_paths`:
+    400 rays of ~360 nodes in 1 ms, against 14 ms in step below). A lazy field's (a tiled
+    solve's) paths are walked back one predecessor at a time, all of them in step: each
+    step reads the predecessors of all the paths' current nodes at once, so the blocks that
+    many rays enter together come in one round trip, not one per ray and block.
     """
     ends = np.asarray(ends, dtype=np.int64).reshape(-1, 3)
     if not len(ends):
         return []
+    if not field.predecessor.lazy:  # in memory: walked in compiled code, path by path
+        try:
+            nodes, counts = walk_paths(field.predecessor.values, field.offsets, ends)
+        except ValueError:
+            raise InputError(CORRUPTED) from None
+        return np.split(nodes, np.cumsum(counts)[:-1])
     current = ends.copy()
     walking = np.arange(len(ends))
     # Each step's (ray, node) pairs, put in order once at the end: appended node by node
     # in Python, 400 rays of 360 nodes took a fifth of a survey's ray tracing.
     rays, nodes = [walking], [current]
     steps, most = 0, int(np.prod(field.predecessor.shape3))  # no path has more nodes
+    shape3 = np.asarray(field.predecessor.shape3)
     while walking.size:
-        if steps == most:
-            raise InputError("predecessors form a cycle: the result is corrupted")
-        steps += 1
         k = np.asarray(field.predecessor.at(current), dtype=np.int64)
         going = k >= 0
-        walking, current = walking[going], current[going] - field.offsets[k[going]]
+        edges = k[going]
+        if (steps == most and edges.size) or np.any(edges >= len(field.offsets)):
+            raise InputError(CORRUPTED)
+        steps += 1
+        walking, current = walking[going], current[going] - field.offsets[edges]
+        if np.any((current < 0) | (current >= shape3)):  # (a negative index would wrap)
+            raise InputError(CORRUPTED)
         rays.append(walking)
         nodes.append(current)
     ray, node = np.concatenate(rays), np.concatenate(nodes)
@@ -525,16 +544,24 @@ def trace_rays(
 
 
 def traced_points(
-    field: RayField, receivers: list[Mapping[str, float]], grid: Grid
+    field: RayField,
+    receivers: list[Mapping[str, float]],
+    grid: Grid,
+    receivers3: np.ndarray | None = None,
 ) -> list[tuple[dict[str, np.ndarray], np.ndarray]]:
     """Each receiver's raypath from a :class:`RayField` as its points' coordinates (by dim)
     and times: a survey traces every receiver of a source on one field, and every source on
     one model, checked (and warned about) once, and stores the arrays (a Dataset a ray cost
     0.4 ms, most of a survey's rays). The rays are walked in step and their legs' model
     blocks read together, so a lazy field or model costs a round trip per step of the
-    longest ray, not per block of every ray."""
+    longest ray, not per block of every ray. ``receivers3``: the receivers' positions in
+    node units (:meth:`~raygrid.pipeline.grid.Grid.to_index`), where the caller has them
+    (a survey, for every source)."""
     source3 = grid.to_index(field.source, "source")
-    receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
+    if receivers3 is None:
+        receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
+    else:
+        receivers3 = list(np.asarray(receivers3, dtype=np.float64).reshape(-1, 3))
     on_node = [grid.on_node(r) for r in receivers3]
     ends = []  # None: straight from the (off-node) source
     last = grid.last_legs(field.times, receivers3, field.radius, field.slowness, source3)
@@ -565,6 +592,8 @@ def traced_points(
         for points, _ in legs
     ]
     inner = _inner_legs(grid, field, legs)
+    walked = [end is not None for end in ends]
+    _end_legs(grid, field, inner, legs, walked, [leg for _, _, leg in last], source3)
     rays = []
     for group in field.slowness.groups(boxes):
         field.slowness.prefetch(box for k in group for box in boxes[k])
@@ -578,19 +607,45 @@ def _inner_legs(grid: Grid, field: RayField, legs: list[tuple]) -> list[np.ndarr
     most of a 500-ray call); ``None`` per ray for a lazy model, read leg by leg."""
     if field.slowness.lazy or not legs:
         return [None] * len(legs)
-    starts = np.concatenate([points[:-1][between] for points, between in legs])
-    ends = np.concatenate([points[1:][between] for points, between in legs])
-    times = node_leg_times(
-        field.slowness.values, grid.spacing3, starts.reshape(-1, 3), ends.reshape(-1, 3),
-        exact=field.rule == EXACT,
-    )  # fmt: skip
-    inner, taken = [], 0
-    for _, between in legs:
-        ray = np.full(len(between), np.nan)
-        ray[between] = times[taken : taken + between.sum()]
-        taken += between.sum()
-        inner.append(ray)
-    return inner
+    # All rays' legs in one array (a ray's own fancy indexing cost 12 us of 400 rays each).
+    between = np.concatenate([between for _, between in legs])
+    starts = np.concatenate([points[:-1] for points, _ in legs])[between]
+    ends = np.concatenate([points[1:] for points, _ in legs])[between]
+    times = np.full(len(between), np.nan)
+    times[between] = node_leg_times(
+        field.slowness.values, grid.spacing3, starts, ends, exact=field.rule == EXACT
+    )
+    return np.split(times, np.cumsum([len(b) for _, b in legs])[:-1])
+
+
+def _end_legs(
+    grid: Grid,
+    field: RayField,
+    inner: list[np.ndarray | None],
+    legs: list[tuple],
+    walked: list[bool],
+    last: list[float],
+    source3: np.ndarray,
+) -> None:
+    """Fill in, in place, each walked ray's legs from an off-node source and to an
+    off-node receiver where ``inner`` holds its times (a model in memory): the last legs as
+    :meth:`~raygrid.pipeline.grid.Grid.last_legs` timed them (``last``) when it chose the
+    ray's end, the first once per seed node the rays start from. Each leg one Python call
+    took a third of a survey's ray tracing (400 off-node receivers a source); these are the
+    same floats, timed by the same compiled segment on the whole model."""
+    from_source = not grid.on_node(source3)
+    rays = [k for k, ray in enumerate(inner) if ray is not None and walked[k] and len(ray)]
+    if from_source and rays:  # a walked ray's second point is its seed node
+        seeds = np.array([legs[k][0][1] for k in rays], dtype=np.int64)
+        nodes, which = np.unique(seeds, axis=0, return_inverse=True)
+        first = grid.leg_times(source3, nodes, field.slowness)[which.ravel()]
+    for j, k in enumerate(rays):
+        ray, between = inner[k], legs[k][1]
+        if from_source:
+            ray[0] = first[j]
+        # To an off-node receiver (a ray of one leg from an off-node source ends on a node).
+        if not between[-1] and (len(ray) > 1 or not from_source):
+            ray[-1] = last[k]
 
 
 def _ray_points(

@@ -183,21 +183,23 @@ def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarr
     result = with_predecessors(
         field, predecessor.reshape(grid.shape), task.star, grid.velocity, grid
     )
-    return _ray_table(result, task.receivers, grid)
+    return _ray_table(result, task.receivers, task.receiver_index, grid)
 
 
 def _ray_table(
     result: xr.Dataset,
     receivers: list[dict[str, float]],
+    receivers3: np.ndarray,
     grid: Grid,
     slowness: NodeValues | None = None,
     client: Any = None,
     times: NodeValues | None = None,
 ):
-    """Every receiver's raypath in one ragged table: points (time, *dims) and counts."""
+    """Every receiver's raypath in one ragged table: points (time, *dims) and counts;
+    ``receivers3``: their positions in node units."""
     field = ray_field(result, grid, slowness, client, times)
     pieces, counts = [], []
-    for coords, along in traced_points(field, receivers, grid):
+    for coords, along in traced_points(field, receivers, grid, receivers3):
         columns = [along.astype(np.float64), *(coords[d].astype(np.float64) for d in grid.dims)]
         pieces.append(np.stack(columns, axis=1))
         counts.append(len(along))
@@ -992,6 +994,9 @@ def _solve_tiled_source(
         receiver_times, grid, prepared.star, times, prepared.receiver_index, spec.dtype,
         slowness, prepared.source_index[i],
     )  # fmt: skip
-    rays = partial(_ray_table, result, prepared.receivers, grid, slowness, client, times)
+    rays = partial(
+        _ray_table, result, prepared.receivers, prepared.receiver_index, grid, slowness,
+        client, times,
+    )  # fmt: skip
     # The completion record last, after the field's chunks.
     write_source(spec.path, _source_result(spec, i, table, rays))

@@ -419,6 +419,31 @@ def test_a_cuda_batch_counts_only_up_to_the_sources(velocity, monkeypatch):
     assert used == [1, 3]
 
 
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("damage", ["cycle", "no such edge", "outside"])
+def test_raypath_refuses_corrupted_predecessors(velocity, lazy, damage):
+    # Walked back in compiled code (no bounds checks), an edge number past the star read
+    # memory beyond the offsets, and a step outside the model memory beyond the field.
+    result = traveltime(velocity, SOURCE, predecessors=True, radius=2)
+    offsets = result["star_offset"].values  # (k, 3): z, y, x
+    predecessor = result["predecessor"].values.copy()  # (z, x)
+    end = {"z": 80.0, "x": 100.0}  # node (8, 10)
+    if damage == "cycle":  # (8, 10) from (7, 10) and (7, 10) from (8, 10)
+        down = int(np.flatnonzero((offsets == [1, 0, 0]).all(axis=1))[0])
+        up = int(np.flatnonzero((offsets == [-1, 0, 0]).all(axis=1))[0])
+        predecessor[8, 10], predecessor[7, 10] = down, up
+    elif damage == "no such edge":
+        predecessor[8, 10] = len(offsets)
+    else:  # (0, 0) from a node above and left of it
+        end = {"z": 0.0, "x": 0.0}
+        predecessor[0, 0] = int(np.flatnonzero((offsets[:, 0] > 0) & (offsets[:, 2] > 0))[0])
+    result["predecessor"].values[...] = predecessor
+    if lazy:  # a tiled solve's result is read block by block
+        result = result.chunk({"z": 4, "x": 4})
+    with pytest.raises(InputError, match=r"predecessors form a cycle.*result is corrupted"):
+        raypath(result, end)
+
+
 def test_raypath_refuses_unknown_weights(velocity):
     result = traveltime(velocity, SOURCE, predecessors=True, radius=2)
     result.attrs["weights"] = "fast"
