@@ -1251,6 +1251,14 @@ def grid_from_velocity(
     return grid
 
 
+def in_memory(velocity: xr.DataArray) -> bool:
+    """Whether a model's values are in memory: not dask-backed, nor a file read lazily
+    without dask (:func:`~raygrid.pipeline.load_velocity`'s ``.npy`` and NetCDF models),
+    whose values a rewrite of the file changes under it."""
+    # Private, but the only test that does not itself read a lazily indexed array.
+    return velocity.chunks is None and velocity.variable._in_memory
+
+
 def solved_grid(velocity: xr.DataArray) -> Grid:
     """The grid of a model a field was solved on, for reading points and rays off it.
 

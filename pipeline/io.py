@@ -268,6 +268,9 @@ def load_velocity(
         except (OSError, ValueError) as error:  # no NetCDF engine, or not a NetCDF file
             raise InputError(f"{path}: cannot open it as NetCDF ({error})") from None
         velocity = _pick(dataset, variable, path)
+        # The model's close() closes the file (a variable of a dataset has none of its own:
+        # the file stayed open, and HDF5's lock refused the next iteration's rewrite of it).
+        velocity.set_close(dataset.close)
     elif suffix == ".npy":
         if variable is not None:  # it was ignored: the array read may not be the one meant
             raise InputError(

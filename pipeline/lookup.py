@@ -315,7 +315,8 @@ class TraveltimeTable:
                     else ""
                 )
                 raise InputError(
-                    f"traveltime_at needs a traveltime field (no 'traveltime' in it){stored}"
+                    "reading times off a field (traveltime_at, TraveltimeTable) needs a "
+                    f"traveltime field (no 'traveltime' in it){stored}"
                 )
             own = field["velocity"] if "velocity" in field else None
             if velocity is None:
@@ -331,7 +332,8 @@ class TraveltimeTable:
             attrs = dict(field.attrs)
         if velocity is None:
             raise InputError(
-                "traveltime_at needs the model: pass velocity=, or a Dataset holding 'velocity'"
+                "reading times off a field (traveltime_at, TraveltimeTable) needs the model: "
+                "pass velocity=, or a Dataset holding 'velocity'"
             )
         lazy = field.chunks is not None or velocity.chunks is not None
         if load is not None:

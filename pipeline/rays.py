@@ -328,8 +328,9 @@ def _traced(
     _check_result(result)
     if "source" in result["traveltime"].dims:
         if source is None:
+            called = "raypaths" if numbered else "raypath"  # (a table: raypaths)
             raise InputError(
-                "raypath takes one source: pass source= (its name or number) or "
+                f"{called} takes one source: pass source= (its name or number) or "
                 "result.isel(source=i)"
             )
         result = result.isel(source=point_number(result, source, "source", "the result"))

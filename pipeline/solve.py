@@ -28,7 +28,7 @@ from ..kernels import (
     with_weights,
 )
 from .errors import InputError, other_case, setting, warn_input
-from .grid import Grid, grid_from_velocity
+from .grid import Grid, grid_from_velocity, in_memory
 from .memory import (
     available_memory,
     batch_hint,
@@ -865,8 +865,10 @@ def traveltimes(
     _check_memory(grid, star, options, len(positions), threads, predecessors)
     # A lazy model (a file's) is read once, here, for the solve and for the result to keep:
     # kept lazy, a file rewritten by the next iteration moved its rays silently (9 % at 10 %
-    # faster), and rays read it block by block, 13 times slower.
-    read = predecessors and velocity.chunks is not None
+    # faster), and rays read it block by block, 13 times slower. Lazy means not in memory,
+    # not only dask-backed: a .npy or NetCDF model is indexed lazily without dask, and was
+    # kept so (its rays moved with the file as a Zarr model's had).
+    read = predecessors and not in_memory(velocity)
     if read:
         velocity = velocity.compute()
     grid = grid_from_velocity(velocity)

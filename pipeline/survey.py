@@ -58,7 +58,7 @@ from .errors import (
     warn_input,
 )
 from .fingerprint import model_digest
-from .grid import Grid, grid_from_velocity
+from .grid import Grid, grid_from_velocity, in_memory
 from .integrity import listed_sources
 from .interrupts import check_interrupts, log_filtered
 from .lock import store_lock
@@ -694,7 +694,7 @@ def _solve_pending(
             _solve_tiled(client, prepared, spec, pending, bar)
         return
     grid = prepared.grid
-    if grid.velocity.chunks is not None:  # a lazily opened file: workers get it in memory
+    if not in_memory(grid.velocity):  # a lazily opened file: workers get it in memory
         grid = replace(grid, velocity=grid.velocity.compute())
     options = prepared.options
     if options.backend == "cpu" and compile_here:

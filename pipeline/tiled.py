@@ -16,7 +16,7 @@ from ..kernels import Star, forward_star
 from .cluster import LocalConfig, connect
 from .decompose import solve_tiled
 from .errors import InputError, setting, warn_input
-from .grid import Grid, grid_from_velocity
+from .grid import Grid, grid_from_velocity, in_memory
 from .solve import (
     Options,
     check_launchable,
@@ -86,8 +86,7 @@ def chunked_lazily(velocity: xr.DataArray) -> xr.DataArray:
     """
     if not isinstance(velocity, xr.DataArray) or velocity.chunks is not None:
         return velocity
-    # Private, but the only test that does not itself read a lazily indexed array.
-    if velocity.variable._in_memory or velocity.ndim not in LAZY_BLOCK:
+    if in_memory(velocity) or velocity.ndim not in LAZY_BLOCK:
         return velocity
     side = LAZY_BLOCK[velocity.ndim]
     return velocity.chunk({d: min(side, n) for d, n in velocity.sizes.items()})

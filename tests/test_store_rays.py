@@ -200,6 +200,8 @@ def test_a_results_source_is_chosen_like_a_stores(survey):
     xr.testing.assert_identical(ray, raypath(store, "2", source="EV03"))
     with pytest.raises(InputError, match=r"raypath takes one source: pass source="):
         raypath(result, receiver)
+    with pytest.raises(InputError, match=r"^raypaths takes one source: pass source="):
+        rg.raypaths(result, [receiver])  # (it said "raypath")
     with pytest.raises(InputError, match="holds one source already: leave source= out"):
         raypath(result.isel(source=0), receiver, source=0)
     with pytest.raises(InputError, match="receivers by name or number are a survey store's"):
