@@ -27,7 +27,7 @@ from ..kernels import (
     moser_graph,
     with_weights,
 )
-from .errors import InputError, other_case, setting, warn_input
+from .errors import InputError, other_case, setting, warn_input, workflow_spelling
 from .grid import Grid, grid_from_velocity, in_memory
 from .memory import (
     available_memory,
@@ -476,9 +476,11 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
     would fail only once the survey is under way): even the smallest default tiles (at
     least the halo wide and a warp of 32 threads,
     :func:`~raygrid.kernels.cuda.pull_solver.pull_layout`) with their halo, slowness and
-    ``batch`` time tiles, default ``options.batch``, exceed a block's shared memory."""
+    ``batch`` time tiles, default ``options.batch``, exceed a block's shared memory; or the
+    star's tables exceed the GPU's constant memory."""
     if options.backend != "cuda" or options.algorithm != "pull":
         return
+    from ..kernels.cuda.pull import check_constants
     from ..kernels.cuda.pull_solver import check_launch, pull_layout
 
     batch = options.batch if batch is None else batch
@@ -490,15 +492,35 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
             return False
         return True
 
+    def constants_fit(precomputed: bool) -> bool:
+        layout = pull_layout(grid.shape3, star.radius, None, batch, options.dtype)
+        try:
+            check_constants(layout, star, options.rule, precomputed)
+        except ValueError:
+            return False
+        return True
+
+    near_far = setting('algorithm="near-far"', "compute.algorithm: near-far") + " (untiled)"
     if fits(batch, options.dtype):
-        return
+        if constants_fit(options.precompute):
+            return
+        hints = ["a smaller radius", near_far]
+        # (Precomputed weights are a workflow's setting only: compute.precompute.)
+        if not options.precompute and workflow_spelling() and constants_fit(True):
+            hints.insert(0, "compute.precompute: true")
+        raise InputError(
+            f"the CUDA pull solver cannot run radius {tuple(star.radius)}: its star's tables "
+            "(offsets, and each edge's cell crossings where weights are computed on the fly) "
+            "are compiled into the kernel and need more than the GPU's 64 KB of constant "
+            f"memory; use {' or '.join(hints)}"
+        )
     hints = ["a smaller radius"]  # what would fit, of what a user can change
     if batch > 1 and fits(1, options.dtype):
         hints.insert(0, batch_hint())
     if options.precision == "float64" and fits(batch, np.float32):
         hints.append(float32_hint())
     if len(hints) == 1:  # Near-Far keeps no tiles in shared memory
-        hints.append(setting('algorithm="near-far"', "compute.algorithm: near-far") + " (untiled)")
+        hints.append(near_far)
     raise InputError(
         f"the CUDA pull solver cannot run radius {tuple(star.radius)} with batch {batch} in "
         f"{options.precision}: even its smallest tiles (at least the halo wide and 32 "

@@ -120,6 +120,29 @@ def test_launch_limits_are_clear_errors():
         check_launch(PaddedLayout((64, 1, 64), (1, 0, 1), (64, 1, 32)), 1, np.float64)
 
 
+def test_a_star_beyond_constant_memory_is_refused_before_the_device():
+    # ptxas refused 2D radius 14's kernel ("too much global constant data") at its first
+    # launch, on the device: a raw link error. The tables' bytes are as the PTX lays them
+    # out (compared with a compile in test_kernels_compile_to_sm90_ptx).
+    from raygrid.kernels.cuda.pull import CONSTANT_BYTES, constant_bytes
+    from raygrid.kernels.cuda.pull_solver import PullSolver
+
+    def size(radius, precomputed=False, walk="scan"):
+        tile = tuple(16 + 2 * r if r else 1 for r in radius)
+        return constant_bytes(forward_star(radius), tile, EXACT, precomputed, walk)
+
+    # Measured on sm_90 PTX: 2D radius 12, 13 (and its rows walk), 16 precomputed; 3D 4.
+    assert size((12, 0, 12)) == 44652
+    assert size((13, 0, 13)) == 61740 < CONSTANT_BYTES
+    assert size((13, 0, 13), walk="rows") == 62292
+    assert size((16, 0, 16), precomputed=True) == 53760
+    assert constant_bytes(forward_star((4, 4, 4)), (12, 16, 16)) == 39248
+    assert size((14, 0, 14)) > CONSTANT_BYTES  # 71,052 bytes in the PTX, refused by ptxas
+    slowness = np.ones((40, 1, 40))
+    with pytest.raises(ValueError, match=r"radius \(14, 0, 14\) with weights computed on the "):
+        PullSolver(slowness, np.ones(3), forward_star((14, 0, 14)))
+
+
 @pytest.mark.parametrize(
     "shape, radius, batch, dtype, block",
     [
@@ -532,6 +555,7 @@ def test_auto_never_picks_the_simulator():
 
 PTX_SCRIPT = textwrap.dedent(
     """
+    import re
     import sys
     from importlib.metadata import PackageNotFoundError, version
     from pathlib import Path
@@ -620,6 +644,16 @@ PTX_SCRIPT = textwrap.dedent(
         print("rows walk registers", report["registers"], "spills", report["spill_stores"])
         if toolchain == RECORDED:
             assert report["registers"] <= 128 and report["spill_stores"] == 0, report
+    # The star's tables as the compiler lays them out in constant memory (64 KB a module):
+    # what check_constants counts, to the byte (2D radius 12 on the fly, 3D 4 precomputed).
+    from raygrid.kernels.cuda.pull import constant_bytes
+
+    block, radius, pre = (((16, 1, 16), (12, 0, 12), False), ((4, 8, 8), (4, 4, 4), True))[part]
+    per_pass, _, _ = pull_kernels(block, forward_star(radius), 1, np.float64, pre)
+    ptx, _ = cuda.compile_ptx(per_pass.py_func, argument_types(np.float64, "per_pass"), cc=(9, 0))
+    held = sum(int(n) for n in re.findall(r"\\.const \\.align \\d+ \\.b8 \\S+\\[(\\d+)\\]", ptx))
+    tile = tuple(b + 2 * r for b, r in zip(block, radius))
+    assert held == constant_bytes(forward_star(radius), tile, EXACT, pre), (held, radius)
     if part == 0:
         ptx, _ = cuda.compile_ptx(
             promote_kernel().py_func,

@@ -378,6 +378,29 @@ def test_a_cuda_batch_beyond_shared_memory_is_an_input_error(velocity):
         traveltimes(velocity, line_of_sources(64), backend="cuda", batch=64, radius=2)
 
 
+def test_a_star_beyond_the_gpus_constant_memory_is_an_input_error():
+    # 2D radius 14 with weights on the fly: ptxas refused the kernel at its first launch
+    # on the device, a raw link error from deep in the solve.
+    from raygrid.pipeline.errors import spelt_for_workflows
+
+    wide = constant_model({"z": 40, "x": 40}, 10.0, 2000.0)
+    with pytest.warns(InputWarning, match="star offsets"), pytest.raises(InputError) as refused:
+        traveltime(wide, SOURCE, radius=14, backend="cuda")
+    assert str(refused.value) == (
+        "the CUDA pull solver cannot run radius (14, 0, 14): its star's tables (offsets, and "
+        "each edge's cell crossings where weights are computed on the fly) are compiled into "
+        "the kernel and need more than the GPU's 64 KB of constant memory; use a smaller "
+        'radius or algorithm="near-far" (untiled)'
+    )
+    # A workflow can precompute the weights instead (no crossing tables then).
+    with spelt_for_workflows(), pytest.warns(InputWarning), pytest.raises(InputError) as refused:
+        traveltime(wide, SOURCE, radius=14, backend="cuda")
+    assert str(refused.value).endswith(
+        "; use compute.precompute: true or a smaller radius or compute.algorithm: near-far "
+        "(untiled)"
+    )
+
+
 def test_a_refusal_names_the_settings_as_its_reader_writes_them(velocity):
     # The same check refuses a Python call and a workflow: each told in its own words.
     from concurrent.futures import ThreadPoolExecutor

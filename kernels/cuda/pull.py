@@ -37,7 +37,7 @@ from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 __all__ = [
     "pull_kernels", "register_capped", "check_launch", "MAX_INNER", "PHASES_REGISTERS",
     "DEFAULT_BLOCK_2D", "DEFAULT_BLOCK_3D", "SHARED_BYTES", "shared_bytes",
-    "check_settings", "WALKS",
+    "check_settings", "WALKS", "CONSTANT_BYTES", "constant_bytes", "check_constants",
 ]  # fmt: skip
 
 #: Tile shapes for real GPUs: 256 threads per block.
@@ -51,6 +51,8 @@ MAX_INNER = 8
 WALKS = ("scan", "rows")
 #: Static shared memory a block may use (CUDA's limit without opting in to more).
 SHARED_BYTES = 48 * 1024
+#: Constant memory a module may hold (CUDA's limit on every GPU): the star's tables.
+CONSTANT_BYTES = 64 * 1024
 
 
 def shared_bytes(layout: PaddedLayout, batch: int, dtype) -> int:
@@ -74,6 +76,54 @@ def check_launch(layout: PaddedLayout, batch: int, dtype) -> None:
             f"block {layout.block} with radius {layout.radius} and batch {batch} needs "
             f"{need} bytes of shared memory, more than {SHARED_BYTES}: use a smaller batch "
             "or block, or float32"
+        )
+
+
+def constant_bytes(
+    star: Star,
+    tile: tuple[int, int, int],
+    rule: int = EXACT,
+    precomputed: bool = False,
+    walk: str = "scan",
+) -> int:
+    """Constant memory the pull kernel's star tables take (:func:`pull_kernels` compiles
+    them in), for a padded ``tile`` (the block plus its halo).
+
+    As numba-cuda 0.30 and NVVM 13 lay them out for sm_90, measured on the PTX (2D radius
+    12 and 13 with either walk, 2D radius 16 with precomputed weights, 3D radius 4: equal
+    to the byte; ``tests/test_cuda_pull.py`` compares one on each compile): each offset's
+    step in the tile and half-star index; the crossing tables with weights computed on the
+    fly (their uint32 starts three times: one copy per use), the offsets three times with
+    precomputed weights (to find an edge's stored weight); the rows walk's row tables.
+    """
+    n = len(star.offsets)
+    size = n * (8 + 4)  # tile_step (int64), half (uint32)
+    if precomputed:
+        size += 3 * n * 3 * 8
+    else:
+        crossings = star_crossings(star, np.ones(3), rule, tile)
+        size += 3 * 4 * crossings.start.size + 8 * (crossings.step.size + crossings.fraction.size)
+    if walk == "rows":
+        rows = len(np.unique(star.offsets[:, 0] * (2 * star.radius[1] + 1) + star.offsets[:, 1]))
+        size += 3 * 4 * (rows + 1) + 8 * rows
+    return int(size)
+
+
+def check_constants(
+    layout: PaddedLayout, star: Star, rule: int = EXACT, precomputed: bool = False,
+    walk: str = "scan",
+) -> None:  # fmt: skip
+    """Raise ``ValueError`` where the star's tables exceed a module's constant memory
+    (:data:`CONSTANT_BYTES`): the compiler refuses the kernel only at its first launch, on
+    the device ("ptxas error: File uses too much global constant data"); 2D radius 14 and
+    up with weights computed on the fly, each offset's crossing table growing with its
+    length."""
+    need = constant_bytes(star, layout.tile, rule, precomputed, walk)
+    if need > CONSTANT_BYTES:
+        weights = "precomputed weights" if precomputed else "weights computed on the fly"
+        raise ValueError(
+            f"radius {tuple(star.radius)} with {weights} needs {need} bytes of the GPU's "
+            f"constant memory for its star's tables, more than {CONSTANT_BYTES}"
         )
 
 

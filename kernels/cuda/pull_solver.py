@@ -48,6 +48,7 @@ from .pull import (
     MAX_INNER,
     PHASES_REGISTERS,
     SHARED_BYTES,
+    check_constants,
     check_launch,
     check_settings,
     pull_kernels,
@@ -252,6 +253,7 @@ class PullSolver:
         slowness = checked_slowness(slowness, values=False)  # values: checked on the device
         layout = pull_layout(slowness.shape, star.radius, block, batch, dtype)
         check_launch(layout, batch, dtype)
+        check_constants(layout, star, rule, precomputed, walk)
         seed_room = SEED_ROOM * batch if seed_room is None else max(seed_room, 1)
         check_device_memory(
             pull_device_bytes(
