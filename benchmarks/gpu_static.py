@@ -50,6 +50,30 @@ KERNELS = [
 ]
 
 
+#: 0.5 as PTX writes a double: its product with a small integer is exact, so fusing it into
+#: a sum rounds nothing (a cell face's parameter, ``raygrid.kernels.segment``).
+HALF = "0d3FE0000000000000"
+
+
+def fused_sums(ptx: str) -> list[str]:
+    """The float64 fused multiply-adds in ``ptx`` that can round otherwise than the CPU,
+    which never fuses: all but those by 0.5 (exact) and those whose result is only
+    compared (the pull kernel's pruning bound, conservative by its margin,
+    ``raygrid.kernels.bounds``). The kernels write every product a sum takes as an
+    explicitly rounded one (``raygrid.kernels.segment``'s notes), so none should be left:
+    ``tests/test_cuda_pull.py`` and ``test_cuda_nearfar.py`` check each kernel."""
+    lines = [line.strip() for line in ptx.splitlines()]
+    found = []
+    for i, line in enumerate(lines):
+        if not line.startswith("fma.rn.f64") or HALF in line:
+            continue
+        result = re.escape(line.split()[1].rstrip(","))
+        uses = [later for later in lines[i + 1 :] if re.search(rf"{result}(?!\d)", later)]
+        if not (uses and all(use.startswith("setp.") for use in uses)):
+            found.append(line)
+    return found
+
+
 def argument_types(precision, kernel: str) -> tuple:
     """The kernel's argument types, as the solver's arrays give them."""
     f8, i8, i4 = numba.float64, numba.int64, numba.int32

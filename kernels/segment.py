@@ -4,7 +4,18 @@ The functions here are plain Python on purpose: :mod:`.cpu` compiles them with
 ``numba.njit`` and the CUDA module compiles the same source with
 ``numba.cuda.jit(device=True, inline="always")``, so both targets sum the same floats in the
 same order (docs/method.md section 1, "One algorithm, thin backends"). They therefore use only
-scalar arithmetic, ``math`` and array indexing, and call no other Python function.
+scalar arithmetic, ``math`` and array indexing, and call no other Python function but
+:func:`product` and :func:`total`.
+
+**Each product rounded on its own.** Every product that a sum takes is written
+``product(a, b)`` and that sum ``total(a, b)``: plain ``a * b`` and ``a + b`` on the CPU
+(which never fuses them) and in plain Python, but on a GPU NVVM contracts ``a * b + c``
+into one fused multiply-add, rounded once: the weights came out a few units in the last
+place off the CPU's, and a weight fused into the time it is added to at one batch size and
+not at another gave times that depended on the batch (CUDA review, sm_90 PTX). The CUDA
+module binds the two names to libdevice's explicitly rounded operations
+(:func:`with_arithmetic`), which the compiler never contracts, so every backend rounds the
+same way.
 
 Coordinates are in node-index units on a 3D grid ``(nz, ny, nx)``: node ``(i, j, k)`` sits
 at the centre of the cell ``[i - 1/2, i + 1/2] x [j - 1/2, j + 1/2] x [k - 1/2, k + 1/2]``
@@ -14,8 +25,33 @@ whose slowness is ``slowness[i, j, k]``; ``hz, hy, hx`` are the node spacings.
 from __future__ import annotations
 
 import math
+import types
 
-__all__ = ["segment_time", "mean_slowness_time"]
+from numba.extending import register_jitable
+
+__all__ = ["segment_time", "mean_slowness_time", "product", "total", "with_arithmetic"]
+
+
+@register_jitable
+def product(a, b):
+    """``a * b``, rounded on its own (see the module's notes)."""
+    return a * b
+
+
+@register_jitable
+def total(a, b):
+    """``a + b`` of a product, rounded on its own (see the module's notes)."""
+    return a + b
+
+
+def with_arithmetic(function: types.FunctionType, product, total) -> types.FunctionType:
+    """``function``, one of this module's, with its ``product`` and ``total`` bound to
+    another backend's (the GPU's explicitly rounded operations): the same source, the same
+    order of operations, compiled for that backend."""
+    bound = dict(function.__globals__, product=product, total=total)
+    return types.FunctionType(
+        function.__code__, bound, function.__name__, function.__defaults__, function.__closure__
+    )
 
 
 def segment_time(slowness, pz, py, px, qz, qy, qx, hz, hy, hx):
@@ -62,7 +98,11 @@ def segment_time(slowness, pz, py, px, qz, qy, qx, hz, hy, hx):
     dz = qz - pz
     dy = qy - py
     dx = qx - px
-    length = math.sqrt((dz * hz) * (dz * hz) + (dy * hy) * (dy * hy) + (dx * hx) * (dx * hx))
+    length = math.sqrt(
+        total(
+            total(product(dz * hz, dz * hz), product(dy * hy, dy * hy)), product(dx * hx, dx * hx)
+        )
+    )
 
     # Cell holding the start point. On a face, take the cell the segment enters.
     sz = 1 if dz > 0 else -1
@@ -78,10 +118,10 @@ def segment_time(slowness, pz, py, px, qz, qy, qx, hz, hy, hx):
     lx = (cx + 0.5 * sx - px) / dx if dx != 0 else 2.0
 
     ratio = 0.0
-    total = 0.0
+    time = 0.0  # in units of length: the sum of slowness times length fraction
     nxt = min(lz, min(ly, lx))
     while nxt < 1.0:
-        total += slowness[cz, cy, cx] * (nxt - ratio)
+        time = total(time, product(slowness[cz, cy, cx], nxt - ratio))
         ratio = nxt
         if lz == nxt:
             cz += sz
@@ -93,8 +133,8 @@ def segment_time(slowness, pz, py, px, qz, qy, qx, hz, hy, hx):
             cx += sx
             lx = (cx + 0.5 * sx - px) / dx
         nxt = min(lz, min(ly, lx))
-    total += slowness[cz, cy, cx] * (1.0 - ratio)
-    return total * length
+    time = total(time, product(slowness[cz, cy, cx], 1.0 - ratio))
+    return product(time, length)  # (a caller adds it to a time: never fused into that)
 
 
 def mean_slowness_time(slowness, uz, uy, ux, vz, vy, vx, hz, hy, hx):
@@ -116,5 +156,5 @@ def mean_slowness_time(slowness, uz, uy, ux, vz, vy, vx, hz, hy, hx):
     dz = (vz - uz) * hz
     dy = (vy - uy) * hy
     dx = (vx - ux) * hx
-    length = math.sqrt(dz * dz + dy * dy + dx * dx)
-    return 0.5 * (slowness[uz, uy, ux] + slowness[vz, vy, vx]) * length
+    length = math.sqrt(total(total(product(dz, dz), product(dy, dy)), product(dx, dx)))
+    return product(0.5 * (slowness[uz, uy, ux] + slowness[vz, vy, vx]), length)

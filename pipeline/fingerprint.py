@@ -65,7 +65,8 @@ def workflow_fingerprint(
     coordinates), and the output choices; not the batch size, the cluster or the plot,
     which change how a store is filled, not what it holds (nor the tiles, unless rays are
     stored: see below). The resolved backend counts: CPU
-    and GPU times may differ in the last bits (FMA contraction). A model loaded in memory is
+    and GPU times were a few ulps apart (FMA contraction, since written out of the kernels,
+    not yet compared on a device). A model loaded in memory is
     hashed as its slowness; a lazy one (tiled solves) by its values block by block
     (:func:`_model_digests`), so a model file edited in place is another workflow either way.
     ``indices``: the ``sources`` and ``receivers`` in node units, as the workflow located

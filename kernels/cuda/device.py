@@ -13,9 +13,11 @@ import numba
 from numba import cuda, float64
 
 from ..rules import EXACT
-from ..segment import mean_slowness_time, segment_time
+from ..segment import mean_slowness_time, segment_time, with_arithmetic
 
 __all__ = [
+    "product_rn",
+    "total_rn",
     "segment_time_gpu",
     "mean_slowness_time_gpu",
     "edge_weight_gpu",
@@ -27,8 +29,38 @@ __all__ = [
     "COMPILER_HINT",
 ]
 
-segment_time_gpu = cuda.jit(device=True, inline="always")(segment_time)
-mean_slowness_time_gpu = cuda.jit(device=True, inline="always")(mean_slowness_time)
+if numba.config.ENABLE_CUDASIM:  # (simulating(), below) Python's floats round as the CPU's
+
+    def product_rn(a, b):
+        """``a * b`` rounded on its own (:mod:`raygrid.kernels.segment`'s notes)."""
+        return a * b
+
+    def total_rn(a, b):
+        """``a + b`` rounded on its own, never fused with a product."""
+        return a + b
+
+else:
+    from numba.cuda.libdevice import dadd_rn, dmul_rn
+
+    # mul.rn.f64 and add.rn.f64: explicitly rounded, which NVVM and ptxas never contract
+    # into a fused multiply-add (a plain a * b + c they do, by default).
+    @cuda.jit(device=True, inline="always")
+    def product_rn(a, b):
+        """``a * b`` rounded on its own (:mod:`raygrid.kernels.segment`'s notes)."""
+        return dmul_rn(a, b)
+
+    @cuda.jit(device=True, inline="always")
+    def total_rn(a, b):
+        """``a + b`` rounded on its own, never fused with a product."""
+        return dadd_rn(a, b)
+
+
+segment_time_gpu = cuda.jit(device=True, inline="always")(
+    with_arithmetic(segment_time, product_rn, total_rn)
+)
+mean_slowness_time_gpu = cuda.jit(device=True, inline="always")(
+    with_arithmetic(mean_slowness_time, product_rn, total_rn)
+)
 
 
 @cuda.jit(device=True, inline="always")

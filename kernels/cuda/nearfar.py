@@ -372,8 +372,9 @@ class NearFarSolver:
     Any order of relaxations reaches the same fixed point, the minimum over paths of the
     float sums of the same weights (weights in float64, rounded once to ``dtype``), so the
     times equal :func:`raygrid.kernels.dijkstra`'s exactly in either precision (docs/method.md
-    section 1, "Why bitwise matters"). On a real GPU the compiler may contract the weight
-    arithmetic into FMAs, so times may differ from the CPU's in the last bits.
+    section 1, "Why bitwise matters"). On a real GPU the weights' products are rounded
+    on their own, as on the CPU, never fused into a sum (:mod:`raygrid.kernels.segment`'s
+    notes; checked on the PTX, not yet compared on a device).
 
     See Also
     --------

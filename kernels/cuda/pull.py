@@ -32,6 +32,7 @@ from ..crossings import star_crossings
 from ..layout import PaddedLayout, flat_steps
 from ..rules import EXACT
 from ..star import Star
+from .device import product_rn, total_rn
 from .tile_queue import end_phase, finish_tile, next_tile, notify_phase
 
 __all__ = [
@@ -277,13 +278,17 @@ def _pull_kernels(block, radius, star_key, batch, dtype, precomputed, max_inner,
         # The weight of offset k (half-star index j) between tile nodes u and me: the CPU's
         # crossing table with steps in the tile's shape, the same sum in the same order
         # (raygrid.kernels.crossings).
+        # Each product rounded on its own, as on the CPU: NVVM fused them into the sum, and
+        # the weight into the time it was added to at batch 1 only (see product_rn).
         low = u if is_forward[k] else me
         total = 0.0
         e = cross_start[j]
         while e < cross_start[j + one]:
-            total += s_tile[np.uint32(low + cross_step[e])] * cross_fraction[e]
+            total = total_rn(
+                total, product_rn(s_tile[np.uint32(low + cross_step[e])], cross_fraction[e])
+            )
             e = np.uint32(e + one)
-        return total * length[j]
+        return product_rn(total, length[j])
 
     @cuda.jit(device=True, inline="always")
     def stored_weight(weights, k, j, z, y, x, py, px):

@@ -223,8 +223,9 @@ class PullSolver:
     Pull relaxation, tiles and halos: Monsegny & Agudelo (2013), section 3. Update map and
     in-block iteration: Kanoksirirath. The times are the unique fixed point of
     ``t(v) = min(seed(v), min_u t(u) + w(u, v))`` in floating point, the same floats as the
-    CPU Dijkstra's (docs/method.md section 1); a real GPU may differ where the compiler contracts
-    a multiply and an add into one FMA inside the weight.
+    CPU Dijkstra's (docs/method.md section 1), on a real GPU too: the weights' products are
+    rounded on their own there, never fused into a sum (:mod:`raygrid.kernels.segment`'s
+    notes; checked on the PTX, not yet compared on a device).
     """
 
     def __init__(
