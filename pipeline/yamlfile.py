@@ -178,13 +178,39 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# Numbers in exponent form (1e3, 2.5e-4) as YAML 1.2 reads them: PyYAML follows YAML 1.1,
-# which takes them for text unless they have a dot and a signed exponent ("not a number").
+# Numbers as YAML 1.2 reads them, not PyYAML's YAML 1.1: an integer with a leading zero
+# is decimal (1.1's octal took `x: 0300` for 192 and `shape: {z: 021}` for 17, silently,
+# where a CSV file reads 300), and `1:30` is text, not 1.1's base-60 90 (a radius of 90
+# nobody wrote). Written 0o17 and 0x1F, octal and hex stay. (Underscores, 1_000, stay as
+# 1.1 and Python read them.)
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if not tag.endswith((":int", ":float"))]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_INTEGER = re.compile(r"^[-+]?(?:[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+|0b[01_]+)$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INTEGER, list("-+0123456789"))
+# Numbers in exponent form (1e3, 2.5e-4) read as numbers too: YAML 1.1 took them for text
+# unless they had a dot and a signed exponent ("not a number").
 _UniqueKeyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    re.compile(
+        r"^(?:[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
     list("-+0123456789."),
 )
+
+
+def _integer(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """A YAML 1.2 integer (see the resolvers above): a leading zero is decimal."""
+    text = loader.construct_scalar(node).replace("_", "")
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
+    base = {"0o": 8, "0x": 16, "0b": 2}.get(digits[:2], 10)
+    return sign * int(digits[2:] if base != 10 else digits, base)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _integer)
 
 
 def load_yaml(path: str | Path, what: str) -> YamlDocument:

@@ -803,6 +803,20 @@ def test_yaml_as_written_elsewhere_exponents_merge_keys_and_home(tmp_path, monke
         read_workflow(path)
 
 
+def test_yaml_numbers_are_read_as_yaml_1_2_reads_them(tmp_path):
+    # PyYAML reads YAML 1.1: `x: 0300` was octal, 192, and `z: 021` 17, silently (a CSV file
+    # reads 300), and `radius: 1:30` base 60, 90: refused as a radius nobody wrote.
+    path = tmp_path / "wf.yaml"
+    written = SMALL.replace("{z: 21, x: 31}", "{z: 021, x: 0x1F}").replace("x: 100.0", "x: 0100")
+    path.write_text(written)
+    workflow = read_workflow(path)
+    assert dict(workflow.model.shape) == {"z": 21, "x": 31}
+    assert workflow.sources == [{"z": 0.0, "x": 100.0}]
+    path.write_text(written.replace("radius: 2", "radius: 1:30"))
+    with pytest.raises(InputError, match=r"wf.yaml:5: grid.radius: Input should be a valid int"):
+        read_workflow(path)
+
+
 def _lopsided():
     # 10 m along z and 80 m along x at one radius: the star reaches 8 times further in x.
     velocity = constant_model({"z": 41, "x": 6}, 10.0)
