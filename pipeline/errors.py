@@ -157,6 +157,16 @@ Z_IS_DEPTH = (
 LOWER_CASE_DIMS = f"dim names are lower case; raygrid's {Z_IS_DEPTH}"
 #: Names other tools give raygrid's z, y and x (a model's axes, a table's columns), lower
 #: case: named in the hints to rename them. (Geographic ones must be projected first.)
+#: Names of a vertical axis measured up (of a model's axis, a table's column): raygrid's z
+#: negated, not renamed.
+ELEVATION_NAMES = ("elev", "elevation", "height", "altitude")
+#: CF standard names of a vertical coordinate measured up (CF's ``height`` is above the
+#: surface, positive up by definition).
+UP_STANDARD_NAMES = (
+    "altitude", "height", "height_above_mean_sea_level", "height_above_reference_ellipsoid",
+    "height_above_geopotential_datum", "surface_altitude",
+)  # fmt: skip
+
 OTHER_DIM_NAMES = {
     "depth": "z", "lat": "y", "latitude": "y", "lon": "x", "long": "x", "longitude": "x",
     "northing": "y", "easting": "x", "north": "y", "east": "x",

@@ -18,7 +18,15 @@ import xarray as xr
 
 from ..kernels import best_last_legs, forward_star, point_box, point_leg_times, segment_time_cpu
 from ..kernels.layout import flat_steps
-from .errors import OTHER_DIM_NAMES, Z_IS_DEPTH, InputError, other_case, warn_input
+from .errors import (
+    ELEVATION_NAMES,
+    OTHER_DIM_NAMES,
+    UP_STANDARD_NAMES,
+    Z_IS_DEPTH,
+    InputError,
+    other_case,
+    warn_input,
+)
 from .nodevalues import NodeValues
 
 __all__ = [
@@ -781,18 +789,30 @@ def _axis(velocity: xr.DataArray, dim: str) -> tuple[np.ndarray, float, float, s
             "(in any case; a file's other spelling of m or km is corrected by loading it with "
             "length_unit=, model.length_unit in a workflow)"
         )
-    positive = velocity.coords[dim].attrs.get("positive")
-    if dim == "z" and isinstance(positive, str) and positive.strip().lower() == "up":
+    attrs = velocity.coords[dim].attrs
+    positive = attrs.get("positive")
+    positive = positive.strip().lower() if isinstance(positive, str) else None
+    standard = attrs.get("standard_name")
+    # CF's standard name says it too (an elevation renamed z kept it), unless marked down.
+    up = positive == "up" or (positive != "down" and standard in UP_STANDARD_NAMES)
+    if dim == "z" and up:
         # The CF attribute says in so many words what a decreasing z only suggests (below):
         # an elevation, which read as depth turns the model upside down.
+        said = "positive: 'up'" if positive == "up" else f"standard_name: {standard!r}"
         raise InputError(
-            f"coordinate 'z' is an elevation (its attribute positive: 'up'): raygrid's "
+            f"coordinate 'z' is an elevation (its attribute {said}): raygrid's "
             f"{Z_IS_DEPTH}; negate it, e.g. "
             'model.assign_coords(z=(-model.z).assign_attrs(positive="down")).sortby("z")'
             # Negated by hand, the attribute left behind: negated again, it was inverted.
             "; if it holds depths already (negated, the attribute left behind), set its "
             "attribute: "
             'model.z.attrs["positive"] = "down"'
+        )
+    if dim == "z" and positive not in (None, "up", "down"):  # CF allows only these two
+        raise InputError(
+            f"coordinate 'z' has the attribute positive: {attrs['positive']!r}, neither 'down' "
+            f"(raygrid's {Z_IS_DEPTH}) nor 'up' (an elevation, to negate): set it to 'down' "
+            "if z holds depths"
         )
     if values.size < 2:
         raise InputError(
@@ -1045,10 +1065,6 @@ def _first_bad(bad: Any) -> tuple[int, ...]:
     return tuple(int(start + i) for start, i in zip(starts, inside))
 
 
-#: Names of a vertical axis measured up: raygrid's z negated, not renamed.
-_ELEVATION_NAMES = ("elev", "elevation", "height", "altitude")
-
-
 def _dims_hint(velocity: xr.DataArray) -> str:
     """How to make a model's dims raygrid's: a one-node axis dropped, an axis renamed."""
     hints = []
@@ -1069,7 +1085,7 @@ def _dims_hint(velocity: xr.DataArray) -> str:
         )
     # An elevation axis was left out of the renames (its rename alone would turn the model
     # upside down): negated into depth, then named z.
-    up = [d for d in velocity.dims if d.lower() in _ELEVATION_NAMES and "z" not in velocity.dims]
+    up = [d for d in velocity.dims if d.lower() in ELEVATION_NAMES and "z" not in velocity.dims]
     if up:
         hints.append(
             f"{up[0]!r} measures up where raygrid's {Z_IS_DEPTH}: make it z with "

@@ -11,7 +11,7 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-from .errors import InputError, as_path, missing_file
+from .errors import ELEVATION_NAMES, Z_IS_DEPTH, InputError, as_path, missing_file
 from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity, known_unit, unit_size
 from .models import per_dim, real_number
 
@@ -108,6 +108,19 @@ def _renamed(velocity: xr.DataArray, path: Path, rename: Mapping[str, str]) -> x
             f"{path}: rename {dict(rename)} must give axes the names z, y or x, each once "
             f"(the velocity's axes are {list(velocity.dims)})"
         )
+    for name, to in rename.items():
+        positive = velocity[name].attrs.get("positive") if name in velocity.coords else None
+        marked_down = isinstance(positive, str) and positive.strip().lower() == "down"
+        if to == "z" and name.lower() in ELEVATION_NAMES and not marked_down:
+            # Renamed, an elevation read as depth turned the model upside down, silently.
+            raise InputError(
+                f"{path}: rename {{{name!r}: 'z'}}: {name!r} measures up where raygrid's "
+                f"{Z_IS_DEPTH}: renamed, the model would be upside down; negate it into "
+                f"depth in the file, e.g. velocity.assign_coords({{{name!r}: "
+                f"(-velocity[{name!r}]).assign_attrs(positive='down')}})"
+                f".rename({{{name!r}: 'z'}}).sortby('z') (if it holds depths despite its name, "
+                "give it the attribute positive: 'down')"
+            )
     taken = [to for to in rename.values() if to in velocity.coords and to not in velocity.dims]
     if taken:  # a coordinate along another axis (an elevation z): xarray's bare ValueError
         raise InputError(

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from .errors import (
+    ELEVATION_NAMES,
     LOWER_CASE_DIMS,
     OTHER_DIM_NAMES,
     Z_IS_DEPTH,
@@ -521,6 +522,14 @@ def _renamed_columns(
         raise InputError(
             f"{where}:{header_line}: rename names {unknown}, not columns of the header, which "
             f"has {names}"
+        )
+    up = [name for name, to in rename.items() if to == "z" and name.lower() in ELEVATION_NAMES]
+    if up:  # (a column has no attribute to say it holds depths: warned, not refused)
+        warn_input(
+            f"{where}:{header_line}: rename {{{up[0]!r}: z}}: {up[0]!r} is the name of a height "
+            f"measured up where raygrid's {Z_IS_DEPTH}; if the column holds elevations, give "
+            "depths (-elevation) in a column named z instead, or every point lands that far "
+            "below the surface"
         )
     renamed = [rename.get(name, name) for name in names]
     twice = sorted({name for name in renamed if renamed.count(name) > 1} & set(rename.values()))

@@ -26,7 +26,7 @@ from raygrid.pipeline import (
     traveltimes,
 )
 from raygrid.pipeline.errors import Z_IS_DEPTH, InputError, InputWarning
-from raygrid.pipeline.positions import CsvPoints, resolve_points
+from raygrid.pipeline.positions import CsvPoints, _read_csv, resolve_points
 from raygrid.pipeline.workflow import Workflow, prepare_workflow, read_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -404,6 +404,38 @@ def test_a_z_marked_positive_up_is_an_elevation_refused():
     # CF's "down" (a depth) and the attribute on another axis are as before.
     grid_from_velocity(velocity.assign_coords(z=velocity.z.assign_attrs(positive="Down")))
     grid_from_velocity(velocity.assign_coords(x=velocity.x.assign_attrs(positive="up")))
+
+
+def test_an_elevation_renamed_z_is_refused(tmp_path):
+    # Renamed z, an axis named height (or one CF calls altitude) was read as depth: the
+    # model upside down, "valid workflow" (adversarial review).
+    velocity = constant_model({"z": 5, "x": 6}, 10.0)
+    heights = {"units": "m", "standard_name": "altitude"}
+    up = velocity.rename(z="height").assign_coords(height=("height", np.arange(5) * 10.0, heights))
+    up.to_dataset(name="vp").to_netcdf(tmp_path / "up.nc")
+    with pytest.raises(InputError, match=r"up.nc: rename \{'height': 'z'\}: 'height' measures up"):
+        load_velocity(tmp_path / "up.nc", rename={"height": "z"})
+    # Named z already, CF's standard name says it measures up: refused as positive: up is.
+    with pytest.raises(InputError, match=r"'z' is an elevation \(its attribute standard_name:"):
+        grid_from_velocity(up.rename(height="z"))
+    # Marked positive: down, it holds depths: read as they are, renamed or named z.
+    down = up.assign_coords(height=up.height.assign_attrs(positive="down"))
+    down.to_dataset(name="vp").to_netcdf(tmp_path / "down.nc")
+    assert load_velocity(tmp_path / "down.nc", rename={"height": "z"}).dims == ("z", "x")
+    grid_from_velocity(down.rename(height="z"))
+    # CF's positive holds up or down; anything else is not a depth said.
+    sideways = velocity.assign_coords(z=velocity.z.assign_attrs(positive="sideways"))
+    with pytest.raises(InputError, match="positive: 'sideways', neither 'down'"):
+        grid_from_velocity(sideways)
+
+
+def test_an_elevation_column_renamed_z_is_warned_about(tmp_path):
+    # A column has no attribute to say it holds depths: a warning, the points still read.
+    path = tmp_path / "stations.csv"
+    path.write_text("name,x,elevation\nA1,10,250\n")
+    with pytest.warns(InputWarning, match=r"rename \{'elevation': z\}: 'elevation' is the name"):
+        points = _read_csv(path, "receiver", {"elevation": "z"})
+    assert points[0][0] == {"z": 250.0, "x": 10.0}
 
 
 def test_a_z_all_at_or_above_sea_level_is_warned_about_as_a_likely_elevation():
