@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -57,6 +58,11 @@ def real_number(value: object, what: str, *, positive: bool = False) -> float:
     return number
 
 
+#: Most nodes a synthetic model may have: 2^50 (8 PiB of float64 slowness), far beyond any
+#: machine; above it a size is a typo (2^63 nodes overflowed to an axis of 0 nodes).
+MOST_NODES = 2**50
+
+
 def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit: str) -> dict:
     if set(shape) not in ({"z", "x"}, {"z", "y", "x"}):
         raise InputError(f"shape must be keyed by z, x or z, y, x; got {tuple(shape)}")
@@ -67,6 +73,19 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
         n = real_number(shape[d], f"shape {d}")
         if n < 2 or not n.is_integer():  # 5.9 nodes was 5
             raise InputError(f"shape {d}: need a whole number of nodes, at least 2, got {n:g}")
+    # (An integer as written: through a float 2^63 - 1 would read 2^63.)
+    counts = [
+        shape[d] if isinstance(shape[d], int) else int(real_number(shape[d], d)) for d in dims
+    ]
+    nodes = math.prod(counts)
+    if nodes > MOST_NODES:  # a typo's extra digits: NumPy's raw errors, or 0 nodes (overflow)
+        said = " x ".join(f"{n:,}" for n in counts)
+        raise InputError(
+            f"shape: {said} nodes is {nodes:.3g} nodes, more than any machine holds (at most "
+            f"{MOST_NODES:.3g}): is a size mistyped?"
+        )
+    for d in dims:
+        n = real_number(shape[d], f"shape {d}")
         h = real_number(step[d], f"spacing {d}", positive=True)  # nan and inf were taken
         # z says it is depth (CF's positive: down), as a file's z should: carried into files
         # the model is saved to and read by other tools.

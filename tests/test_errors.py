@@ -691,6 +691,11 @@ def test_synthetic_models_refuse_velocities_that_are_not_positive():
         ({"z": 11, "x": 21}, 0.0, "spacing z must be a finite positive number, got 0.0"),
         ({"z": 5.9, "x": 21}, 10.0, "shape z: need a whole number of nodes, at least 2, got 5.9"),
         ({"z": 1, "x": 21}, 10.0, "shape z: need a whole number of nodes, at least 2, got 1"),
+        # A typo's extra digits: 2^63 - 1 overflowed to an axis of 0 nodes; 2^62 and 1e20
+        # were NumPy's raw ValueError and OverflowError.
+        ({"z": 2, "x": 2**63 - 1}, 10.0, r"2 x 9,223,372,036,854,775,807 nodes is 1.84e\+19"),
+        ({"z": 2, "x": 2**62}, 10.0, "more than any machine holds .*: is a size mistyped?"),
+        ({"z": 2, "x": 1e20}, 10.0, "2 x 100,000,000,000,000,000,000 nodes is 2e\\+20 nodes"),
     ],
 )
 def test_synthetic_grids_refuse_what_is_no_grid(shape, spacing, message):
