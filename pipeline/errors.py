@@ -195,9 +195,11 @@ def missing_file(path: str | Path, what: str) -> InputError:
 
 
 def as_path(path: object, what: str) -> Path:
-    """``path`` as a :class:`~pathlib.Path` if it is text or a path; anything else (``None``,
-    a number, bytes) is an :class:`InputError` naming ``what``, not a ``TypeError`` from
+    """``path`` as a :class:`~pathlib.Path` if it is text or a path, a leading ``~`` the home
+    folder (as a workflow's paths read it: a store a workflow wrote to ``~/s.zarr`` was
+    "does not exist" to ``open_survey("~/s.zarr")``); anything else (``None``, a number,
+    bytes) is an :class:`InputError` naming ``what``, not a ``TypeError`` from
     :class:`~pathlib.Path`."""
     if not isinstance(path, (str, os.PathLike)):  # bytes are neither
         raise InputError(f"{what} must be a path (text or pathlib.Path), got {path!r}")
-    return Path(path)
+    return Path(path).expanduser()

@@ -235,6 +235,16 @@ def test_a_result_keeps_its_files_model_as_it_was_solved_on(tmp_path, model, suf
     assert float(rg.traveltime_at(result, receiver)) == before.attrs["traveltime"]
 
 
+def test_a_path_under_home_is_read_as_a_workflows_is(tmp_path, model, monkeypatch):
+    # Workflows read ~ as the home folder; load_velocity and open_survey took it literally:
+    # a store a workflow wrote to ~/s.zarr "did not exist" to open_survey("~/s.zarr").
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _written(model, tmp_path / "m.nc")
+    assert rg.load_velocity("~/m.nc", "vp").identical(rg.load_velocity(tmp_path / "m.nc", "vp"))
+    with pytest.raises(rg.InputError, match=f"{tmp_path / 's.zarr'}"):
+        rg.open_survey("~/s.zarr")
+
+
 def test_a_netcdf_models_close_closes_its_file(tmp_path, model):
     # The model is a variable of the dataset opened: its close() closed nothing, and the
     # next iteration's rewrite of the file was refused ("Permission denied", HDF5's lock).

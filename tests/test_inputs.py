@@ -337,6 +337,25 @@ def test_layer_interfaces_must_increase(tmp_path):
     )
 
 
+def test_an_interface_that_leaves_a_layer_no_node_is_warned_about_as_such():
+    # At the top node (0 m) the warning said "outside the model's depths (0 to 100 m)": 0 is
+    # a depth of the model, but its node lies in the layer below, so the top layer is empty.
+    with pytest.warns(InputWarning, match=r"at \[0.0\] m leave no node above or none below"):
+        layered_model({"z": 11, "x": 3}, 10.0, [0.0], [1000.0, 2000.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the bottom node lies in the layer below: no warning
+        bottom = layered_model({"z": 11, "x": 3}, 10.0, [100.0], [1000.0, 2000.0])
+    assert bottom.values[-1, 0] == 2000.0 and bottom.values[-2, 0] == 1000.0
+
+
+def test_a_float16_model_is_checked_without_overflow():
+    # Its largest speed times the extreme speeds' bound overflowed float16: a RuntimeWarning.
+    velocity = constant_model({"z": 5, "x": 6}, 10.0, 2000.0).astype(np.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grid_from_velocity(velocity.assign_attrs(units="m/s"))
+
+
 def test_a_workflow_is_checked_without_its_model_values(tmp_path):
     path = tmp_path / "wf.yaml"
     path.write_text(SMALL.replace("{z: 21, x: 31}", "{z: 2001, x: 30001}"))  # 480 MB
