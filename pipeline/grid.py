@@ -463,12 +463,15 @@ class Grid:
         source: Mapping[str, float],
         radius3: tuple[int, int, int],
         slowness: NodeValues | None = None,
+        exact: bool = True,
     ) -> np.ndarray:
         """The recorded ``source`` of the field ``times`` in node units, once checked
         against the field: at each node the source seeds (:func:`source_seeds`, the
         forward-star box around its cell), the field's time may not exceed the straight
         leg from the source, the time the solve seeded it with (a search only lowers a
-        seed).
+        seed). An on-node source seeds its node only, at 0; with exact weights (``exact``)
+        each node of the box around it is reached through the star's edges along the
+        straight leg to it, so may not exceed that either.
 
         The position rides beside the times (coordinates or attributes), and xarray does
         not always keep the two together: ``xr.concat`` of single-source results may keep
@@ -487,8 +490,14 @@ class Grid:
             faster than the field's near the source.
         """
         source3 = self.to_index(source, "source")
-        seeds = self.reach_nodes(source3, radius3)
-        legs = np.zeros(1) if self.on_node(source3) else self.leg_times(source3, seeds, slowness)
+        # An on-node source's box is reached through its star's edges, each the straight leg
+        # (or, reduced, legs along it): checked too, or times scaled since the solve (x 1000,
+        # ms read as s) passed, its node's 0 staying 0. (Mean-slowness edges are not legs.)
+        box = exact or not self.on_node(source3)
+        seeds = (
+            point_box(source3, radius3, self.shape3) if box else self.reach_nodes(source3, radius3)
+        )
+        legs = self.leg_times(source3, seeds, slowness)
         seeded = times.at(seeds).astype(np.float64)
         # A float32 solve rounds a seed's time: half a unit in the last place above its leg.
         allowed = legs * (1.0 + SOURCE_RTOL)
@@ -497,7 +506,7 @@ class Grid:
             where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)
             # The seed's own time, not a rounded one: "takes 0 s" read as a rounding of a
             # small leg, where an on-node source's node starts at exactly 0.
-            if self.on_node(source3):
+            if self.on_node(source3) and np.array_equal(seeds[worst], source3):
                 found = f"{seeded[worst]:.6g} s at the source's node, which starts at 0 s"
             else:
                 found = (

@@ -376,6 +376,8 @@ class TraveltimeTable:
             )
         self.grid, self.star, self.field = grid, star, field
         self._velocity, self._slowness = velocity, slowness
+        # Exact weights make an on-node source's box checkable (Grid.located_source).
+        self._exact = attrs.get("weights") == "exact"
         if "source" in field.dims:
             # Sliced from one transposed array, not selected source by source through
             # xarray (its bookkeeping cost 2 ms a source, most of a call for one point).
@@ -468,7 +470,9 @@ class TraveltimeTable:
                 # The position is used (a straight leg from it), or not yet known to be this
                 # field's: checked against the field first. Only then, as it may read a
                 # chunk no point needs (a survey store).
-                source3 = grid.located_source(times, source, star.radius, slowness)
+                source3 = grid.located_source(
+                    times, source, star.radius, slowness, exact=self._exact
+                )
                 self._unchecked.discard(s)
             nonlocal warned
             if source is None and not warned and not grid.on_nodes(index).all():

@@ -263,9 +263,9 @@ def layered_model(
     outside = [depth for depth in interfaces if not z.min() < depth <= z.max()]
     if outside:
         warn_input(
-            f"layer interface(s) at {outside} m leave no node above or none below them (the "
-            f"model's nodes run from {z.min():g} to {z.max():g} m, and a node on an interface "
-            "is in the layer below it): the layers they bound are absent"
+            f"layer interface(s) at {outside} m leave a layer no node (the model's nodes run "
+            f"from {z.min():g} to {z.max():g} m; a node on an interface lies in the layer "
+            "below it): the layers they bound are absent"
         )
     layer = np.searchsorted(np.asarray(interfaces, dtype=float), z, side="right")
     profile = np.asarray(velocities, dtype=float)[layer]

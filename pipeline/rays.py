@@ -340,7 +340,9 @@ def _traced(
     field = ray_field(result, grid)
     # The rays start at the recorded source: checked against the times first (a survey's
     # own fields and positions, traced by ray_field directly, are written together).
-    grid.located_source(field.times, field.source, field.radius, field.slowness)
+    grid.located_source(
+        field.times, field.source, field.radius, field.slowness, exact=field.rule == EXACT
+    )
     if numbered:
         locate_points(grid, receivers, "receiver")
     return trace_rays(field, receivers, grid)

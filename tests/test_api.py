@@ -461,7 +461,7 @@ def test_synthetic_model_mistakes_are_caught():
     listed["x"].attrs["units"] = np.array(["m"])
     with pytest.raises(rg.InputError, match=r"coordinate 'x' has units array"):
         rg.traveltime(listed, {"z": 0.0, "x": 0.0})
-    with pytest.warns(rg.InputWarning, match=r"interface\(s\) at \[5000.0\] m lie outside"):
+    with pytest.warns(rg.InputWarning, match=r"interface\(s\) at \[5000.0\] m leave a layer no"):
         rg.layered_model({"z": 5, "x": 4}, 10.0, [20.0, 5000.0], [1000.0, 2000.0, 3000.0])
 
 

@@ -340,7 +340,7 @@ def test_layer_interfaces_must_increase(tmp_path):
 def test_an_interface_that_leaves_a_layer_no_node_is_warned_about_as_such():
     # At the top node (0 m) the warning said "outside the model's depths (0 to 100 m)": 0 is
     # a depth of the model, but its node lies in the layer below, so the top layer is empty.
-    with pytest.warns(InputWarning, match=r"at \[0.0\] m leave no node above or none below"):
+    with pytest.warns(InputWarning, match=r"at \[0.0\] m leave a layer no node .* layer below"):
         layered_model({"z": 11, "x": 3}, 10.0, [0.0], [1000.0, 2000.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the bottom node lies in the layer below: no warning

@@ -360,7 +360,8 @@ def test_a_model_other_than_the_fields_is_refused():
 def test_the_source_check_passes_every_solved_field():
     # The bound it checks, t(seed) <= the straight leg from the source, holds with room to
     # spare for float32 (seeds rounded), both weight rules and a source on a node (t = 0
-    # there), in 2D and 3D, on a rough model where paths through nodes compete with legs.
+    # there, and with exact weights its box reached along straight legs), in 2D and 3D, on
+    # a rough model where paths through nodes compete with legs.
     for shape, source in [
         ({"z": 21, "x": 23}, {"z": 13.7, "x": 61.1}),
         ({"z": 21, "x": 23}, {"z": 10.0, "x": 60.0}),
@@ -371,7 +372,8 @@ def test_the_source_check_passes_every_solved_field():
         for precision, weights in [("float64", "exact"), ("float32", "exact"), ("float64", "mean")]:
             field = rg.traveltime(model, source, radius=2, precision=precision, weights=weights)
             values = rg.nodevalues.NodeValues(field.transpose(*grid.dims).values)
-            located = grid.located_source(values, source, grid.radius3(2))
+            exact = weights == "exact"
+            located = grid.located_source(values, source, grid.radius3(2), exact=exact)
             np.testing.assert_array_equal(located, grid.to_index(source, "source"))
 
 
@@ -391,6 +393,10 @@ def test_a_recorded_source_a_few_cells_off_is_refused():
     with pytest.raises(InputError, match=r"1 s at the source's node, which starts at 0 s\. .*"
                        r"an origin time added: add it to the times read instead"):  # fmt: skip
         traveltime_at(on_node + 1.0, {"z": 204.0, "x": 230.0}, velocity=model)
+    # Times scaled since the solve (ms read as s) left its node's 0 as it was, and passed.
+    for scale in (1000.0, 1.5):
+        with pytest.raises(InputError, match=r"s at a node next to it, where the straight leg"):
+            traveltime_at(on_node * scale, {"z": 204.0, "x": 230.0}, velocity=model)
 
 
 def test_times_changed_since_the_solve_are_refused_wherever_the_points_lie():
