@@ -13,7 +13,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from .errors import InputError
-from .integrity import damage, listed_sources, lost_sources
+from .integrity import damage, listed_sources, lost_message, lost_sources
 from .lock import is_locked
 from .store import StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
@@ -27,9 +27,18 @@ def open_survey(path: str | Path) -> xr.Dataset:
     Raises
     ------
     InputError
-        If it does not exist or is not a raygrid survey store.
+        If it does not exist, is not a raygrid survey store, or is damaged as ``raygrid
+        info`` says (its metadata, an array lost, or sources marked done whose chunks are
+        missing or cut short: read as NaN, said to be unsolved, or a raw decompression
+        error from the lookups).
     """
-    open_store(path)  # the clear errors
+    state = open_store(path)  # the clear errors
+    damaged = damage(path)
+    if damaged:
+        raise InputError(damaged)
+    lost = lost_sources(path, state.done)
+    if lost.any():
+        raise InputError(f"{path} is {lost_message(lost)}")
     return _dataset(path)
 
 
@@ -101,18 +110,15 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
 
 
 def _describe(path: Path, workflow: bool) -> str:
-    dataset, state, damaged, lost = _read(path)
+    dataset, state, damaged, lost_done = _read(path)
     attrs = dataset.attrs
-    lost = np.flatnonzero(lost)
+    lost = np.flatnonzero(lost_done)
     done = int(state.done.sum()) - lost.size
     total = state.done.size
     if damaged:
         status = damaged.removeprefix(f"{path} is ")
     elif lost.size:
-        status = (
-            f"damaged: {lost.size} source(s) marked done have chunks missing on disk "
-            f"({listed_sources(lost)}), read as NaN: rerun the workflow to solve them again"
-        )
+        status = lost_message(lost_done)
     elif state.complete and not state.done.all():  # a completion record's chunk lost
         status = (
             f"damaged: finished, but {total - int(state.done.sum())} source(s) have lost "

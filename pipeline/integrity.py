@@ -324,6 +324,16 @@ def damage(path: str | Path) -> str | None:
     return damaged_message(path, lost) if lost else None
 
 
+def lost_message(lost: np.ndarray) -> str:
+    """What ``raygrid info`` and :func:`~raygrid.pipeline.open_survey` say of sources marked
+    done whose chunks are lost (:func:`lost_sources`, bool per source)."""
+    lost = np.flatnonzero(lost)
+    return (
+        f"damaged: {lost.size} source(s) marked done have chunks missing or cut short on "
+        f"disk ({listed_sources(lost)}), read as NaN: rerun the workflow to solve them again"
+    )
+
+
 def damaged_message(path: str | Path, arrays: tuple[str, ...]) -> str:
     """What a run and ``raygrid info`` say of a store whose :func:`lost_arrays` are
     ``arrays``: a rerun cannot mend it, ``--overwrite`` makes it again."""

@@ -523,6 +523,13 @@ def _renamed_columns(
             f"{where}:{header_line}: rename names {unknown}, not columns of the header, which "
             f"has {names}"
         )
+    renamed = [rename.get(name, name) for name in names]
+    twice = sorted({name for name in renamed if renamed.count(name) > 1} & set(rename.values()))
+    if twice:
+        raise InputError(
+            f"{where}:{header_line}: rename {rename} gives two columns the name {twice[0]!r} "
+            f"(the header has {names})"
+        )
     up = [name for name, to in rename.items() if to == "z" and name.lower() in ELEVATION_NAMES]
     if up:  # (a column has no attribute to say it holds depths: warned, not refused)
         warn_input(
@@ -530,13 +537,6 @@ def _renamed_columns(
             f"measured up where raygrid's {Z_IS_DEPTH}; if the column holds elevations, give "
             "depths (-elevation) in a column named z instead, or every point lands that far "
             "below the surface"
-        )
-    renamed = [rename.get(name, name) for name in names]
-    twice = sorted({name for name in renamed if renamed.count(name) > 1} & set(rename.values()))
-    if twice:
-        raise InputError(
-            f"{where}:{header_line}: rename {rename} gives two columns the name {twice[0]!r} "
-            f"(the header has {names})"
         )
     return renamed
 

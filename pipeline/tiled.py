@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import sys
 from collections.abc import Iterator, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import dask.array as da
@@ -48,10 +50,46 @@ def cluster_client(client: Any = None) -> Iterator[tuple[Any, bool]]:
     if client is not None:
         yield client, False
         return
+    if _importing_the_script_again():
+        # A worker process of the cluster the script's first run is starting: ends here,
+        # in one line (a traceback each, or a cluster of its own each, drowned the reason).
+        raise SystemExit(f"raygrid: {UNGUARDED}")
     config = LocalConfig(cluster="local", dashboard_address=":0")
     echo = partial(print, "raygrid started a Dask cluster;", file=sys.stderr, flush=True)
-    with connect(config, echo=echo) as own:
+    with contextlib.ExitStack() as stack:
+        try:
+            own = stack.enter_context(connect(config, echo=echo))
+        except InputError as error:
+            if not _unguarded_script():
+                raise
+            # Said as the cause it is, not as a host or port "in the cluster file".
+            raise InputError(UNGUARDED) from error
         yield own, True
+
+
+#: Why a tiled solve's own cluster cannot start from a script's top level.
+UNGUARDED = (
+    "a script that calls raygrid with tiles= at its top level, without client=, must do so "
+    'under `if __name__ == "__main__":`: the local Dask cluster raygrid starts for it runs '
+    "worker processes that import the script first, and so ran the call again in each (or "
+    "pass client= a cluster of your own)"
+)
+
+
+def _unguarded_script() -> bool:
+    """Whether Python runs a script whose text never tests ``__name__ == "__main__"``."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    try:
+        return script is not None and "__main__" not in Path(script).read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _importing_the_script_again() -> bool:
+    """Whether this process is one multiprocessing spawned, still importing the parent's
+    script (as ``__mp_main__``) before it starts: a Dask worker of the parent's cluster.
+    The test multiprocessing itself makes before it refuses to start a process then."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
 #: Nodes per dim of the blocks a lazily indexed model (NetCDF, ``.npy``) is read in by a

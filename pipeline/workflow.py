@@ -275,8 +275,10 @@ class Outputs(Strict):
         # type is a PNG, named so everywhere (the run prints the file it writes).
         if plot is None:
             return None
-        if not plot.suffix:
+        if not plot.suffix and not plot.is_dir():  # (a folder is refused as one, later)
             return plot.with_name(plot.name + ".png")
+        if not plot.suffix:  # an existing folder: out.png and out-gathers.png went beside it
+            return plot
         from matplotlib.backend_bases import FigureCanvasBase
 
         kinds = FigureCanvasBase.get_supported_filetypes()

@@ -305,6 +305,10 @@ def _message(error: dict, model: Any) -> str:
     if error["type"] == "path_type":
         # pydantic's "Input is not a valid path for <class 'pathlib.Path'>" (a list given).
         return f"must be one file's path, got {error.get('input')!r}"
+    if error["type"] == "model_type":
+        # pydantic's "Input should be a valid dictionary or instance of FileModel": a class
+        # the file's writer never sees (`model: null`, `model: [1]`).
+        return f"must be a mapping of keys to values, got {error.get('input')!r}"
     return message
 
 

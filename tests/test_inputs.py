@@ -1032,3 +1032,16 @@ def test_a_dims_column_mistyped_is_guessed(tmp_path):
     with pytest.warns(InputWarning, match=r"ignoring column\(s\) 'xx'; .*did you mean 'x' for "):
         with pytest.raises(InputError, match="missing: \\['x'\\]"):
             traveltimes(model, tmp_path / "r.csv", radius=2)
+
+
+@pytest.mark.parametrize("given, said", [("null", "None"), ("[1]", "[1]"), ("5", "5")])
+def test_a_section_that_is_not_a_mapping_is_said_so(tmp_path, given, said):
+    # pydantic said "Input should be a valid dictionary or instance of FileModel": a class
+    # the workflow's writer never sees.
+    path = tmp_path / "wf.yaml"
+    path.write_text(SMALL.replace("grid:\n  radius: 2\n", f"grid: {given}\n"))
+    with pytest.raises(
+        InputError,
+        match=rf"wf.yaml:4: grid: must be a mapping of keys to values, got {re.escape(said)}$",
+    ):
+        read_workflow(path)

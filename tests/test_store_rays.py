@@ -16,6 +16,7 @@ import zarr
 import raygrid.pipeline as rg
 from raygrid.pipeline import InputError, raypath
 from raygrid.pipeline.integrity import forget_sources
+from raygrid.pipeline.storenames import RAY_PARTS, ray_part
 from raygrid.pipeline.workflow import prepare_workflow, read_workflow, run_workflow
 
 from clusters import in_process_client
@@ -295,6 +296,10 @@ def test_stores_without_the_ray_are_refused(survey, tmp_path, client):
         del group[name]
     group.attrs.update({"complete": False, "rays_assembled": False})
     group["source_done"][1] = 0
+    # Its done source's rays wait in their part, as a run leaves them (without it the
+    # store is damaged: open_survey says so).
+    part = f"{RAY_PARTS}/{ray_part(0)}"
+    zarr.create_array(partial, name=part, data=np.ones((2, 3)), attributes={"counts": [1, 1]})
     unfinished = rg.open_survey(partial)
     with pytest.raises(InputError, match=r"not finished: .* \(source 'EV03' is not done yet\)"):
         raypath(unfinished, "STA1", source="EV03")
@@ -302,11 +307,15 @@ def test_stores_without_the_ray_are_refused(survey, tmp_path, client):
         raypath(unfinished.sel(source="EV01"), "STA1")
     # Assembled, then lost: a damaged store.
     group.attrs["rays_assembled"] = True
+    with pytest.raises(InputError, match="is damaged: it has no ray_count, ray_start, ray_time"):
+        rg.open_survey(partial)  # as raygrid info says
     with pytest.raises(InputError, match="the store's rays are lost"):
-        raypath(rg.open_survey(partial), "STA1", source="EV01")
+        raypath(xr.open_zarr(partial, consolidated=False), "STA1", source="EV01")
     # A chunk of the points lost on disk reads as NaN: said, not returned.
     damaged = copy_store(store, tmp_path / "damaged")
     for chunk in (damaged / "ray_x" / "c").iterdir():
         chunk.unlink()
+    with pytest.raises(InputError, match=r"is damaged: chunks of ray_x are missing on disk"):
+        rg.open_survey(damaged)  # as raygrid info says
     with pytest.raises(InputError, match=r"ray from source 'EV01' to receiver 0 is damaged"):
-        raypath(rg.open_survey(damaged), "STA1", source="EV01")
+        raypath(xr.open_zarr(damaged, consolidated=False), "STA1", source="EV01")

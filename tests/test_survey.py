@@ -490,10 +490,13 @@ def test_chunks_lost_after_a_run_are_named_and_solved_again(tmp_path, client, mo
     (store / "receiver_traveltime/c/1/0").unlink()
     said = describe(store)
     assert (
-        "status: damaged: 2 source(s) marked done have chunks missing on disk (1, 3), read as "
-        "NaN: rerun the workflow to solve them again"
+        "status: damaged: 2 source(s) marked done have chunks missing or cut short on disk "
+        "(1, 3), read as NaN: rerun the workflow to solve them again"
     ) in said
     assert "sources done: 3 / 5" in said
+    # The Python API says so too (a lookup read NaN and called the sources unsolved).
+    with pytest.raises(InputError, match=r"is damaged: 2 source\(s\) marked done have chunks"):
+        rg.open_survey(store)
     from raygrid.pipeline.inspect import plot_directory
 
     with pytest.raises(InputError, match=r"sources \[1\] have chunks missing on disk in .*"
@@ -582,9 +585,12 @@ def test_chunk_files_cut_short_count_as_lost(tmp_path, client):
     with open(chunk, "r+b") as handle:
         handle.truncate(chunk.stat().st_size // 2)
     (store / "receiver_traveltime/c/1/0").write_bytes(b"")
-    assert "status: damaged: 2 source(s) marked done have chunks missing on disk (1, 3)" in (
+    assert "2 source(s) marked done have chunks missing or cut short on disk (1, 3)" in (
         describe(store)
     )
+    # A lookup through the Python API ended in blosc's "error during decompression: -1".
+    with pytest.raises(InputError, match=r"marked done have chunks missing or cut short"):
+        rg.open_survey(store)
     again = run_workflow(read_workflow(path), client=client).load()
     xr.testing.assert_identical(again, first)
     velocity = store / "velocity/c/0/0"  # written once: no rerun mends it

@@ -460,3 +460,25 @@ def test_near_far_with_tiles_is_a_clear_error(client, model_2d):
             model_2d, {"z": 0.0, "x": 0.0}, radius=2, tiles={"z": 8}, client=client,
             backend="cuda", algorithm="near-far",
         )  # fmt: skip
+
+
+def test_an_unguarded_script_is_told_to_guard_its_tiled_solve(tmp_path):
+    # Its cluster's worker processes import the script first: each ran the tiled solve
+    # again and started a cluster of its own, 600 lines and 15 tracebacks ending in "the
+    # local cluster did not start: ... is the port free?" (adversarial review).
+    script = tmp_path / "survey.py"
+    script.write_text(
+        "import raygrid.pipeline as rg\n"
+        "v = rg.gradient_model({'z': 21, 'x': 31}, spacing=10.0)\n"
+        "rg.traveltime(v, {'z': 0.0, 'x': 100.0}, radius=2, tiles={'z': 12, 'x': 16})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("raygrid.pipeline.errors.InputError: a script that calls raygrid ")
+    assert 'under `if __name__ == "__main__":`' in last
+    # Each worker process stopped at the call, in a line of its own, not a traceback.
+    assert "raygrid: a script that calls raygrid with tiles=" in done.stderr
+    assert done.stderr.count("Traceback") <= 4

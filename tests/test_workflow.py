@@ -789,6 +789,8 @@ def test_a_cpu_graph_too_large_names_only_what_would_lower_it(tmp_path, monkeypa
         ("out/small.zarr", "out/small.zarr/x.png", False, "it is inside the store (out/smal"),
         ("out/small.zarr", "afile/small.png", True, "afile is a file, not a folder"),
         ("out/small.zarr", "folder.png", True, "it is a folder; name a file"),
+        # A folder without a type was drawn beside it, as folder.png (adversarial review).
+        ("out/small.zarr", "folder", True, "it is a folder; name a file"),
     ],
 )
 def test_a_picture_that_cannot_be_written_is_refused_before_the_run(
@@ -798,6 +800,7 @@ def test_a_picture_that_cannot_be_written_is_refused_before_the_run(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("")
     (tmp_path / "folder.png").mkdir()
+    (tmp_path / "folder").mkdir()
     text = SMALL.replace("out/small.zarr", store) + f"  plot: {plot}\n"
     path = write(tmp_path, text)
     with pytest.raises(InputError) as error:
