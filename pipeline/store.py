@@ -475,6 +475,16 @@ def open_store(path: str | Path) -> StoreState:
                 "and run again)"
             )
         raise InputError(f"{path} is a Zarr store but not a raygrid survey store{said}")
+    if "workflow_sha256" not in attrs:
+        # Completion records without a survey's attributes: its root metadata lost (info
+        # said "all sources done, not finalised: rerun", the rerun "a different workflow
+        # (stored fingerprint None...)"), or other data with such an array.
+        raise InputError(
+            f"{path} has completion records (source_done) but none of a survey store's "
+            "attributes: a survey store whose root metadata (zarr.json) was lost, or other "
+            "data, which only a person can tell apart; if it is a damaged survey store, delete "
+            "it and run again"
+        )
     return StoreState(
         path=path,
         fingerprint=attrs.get("workflow_sha256"),

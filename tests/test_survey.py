@@ -702,6 +702,16 @@ def test_metadata_cut_short_or_lost_is_damage_that_overwrite_replaces(tmp_path, 
         r"records, source_done: .*delete it and run again\); it is left untouched",
     ):
         run_workflow(read_workflow(path), client=client, overwrite=True)
+    # The other way round, a survey store whose root metadata lost its attributes: info
+    # said "all sources done, not finalised: rerun", and the rerun "a different workflow
+    # (stored fingerprint None, ...)" (adversarial review). Said alike, left alone.
+    (tmp_path / "foreign.zarr" / "a").rename(tmp_path / "foreign.zarr" / "source_done")
+    zarr.open_group(tmp_path / "foreign.zarr", mode="r+").attrs.clear()
+    said = r"has completion records \(source_done\) but none of a survey store's attributes"
+    with pytest.raises(InputError, match=said):
+        describe(tmp_path / "foreign.zarr")
+    with pytest.raises(InputError, match=said + r".*; it is left untouched"):
+        run_workflow(read_workflow(path), client=client, overwrite=True)
 
 
 def test_an_interrupt_after_the_store_is_complete_says_so(tmp_path, client):
