@@ -24,7 +24,7 @@ from .rules import EXACT, checked_rule
 from .segment import segment_time
 from .star import Star
 
-__all__ = ["Crossings", "star_crossings"]
+__all__ = ["Crossings", "star_crossings", "leg_crossings"]
 
 
 class _Walk:
@@ -142,3 +142,32 @@ def _star_crossings(forward: bytes, spacing: tuple, rule: int, grid_shape: tuple
     for table in tables:
         table.flags.writeable = False
     return Crossings(*tables)
+
+
+def leg_crossings(
+    a3: np.ndarray, b3: np.ndarray, spacing: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The cells a straight leg between two points crosses, the fraction of its length in
+    each and its length (m): read off :func:`~raygrid.kernels.segment.segment_time` itself,
+    as the star's tables are, for a leg that is no star edge (a ray's first or last leg).
+
+    Parameters
+    ----------
+    a3, b3 : numpy.ndarray, shape (3,)
+        The ends in node-index units ``(z, y, x)``.
+    spacing : numpy.ndarray, shape (3,)
+        ``(hz, hy, hx)`` in metres.
+
+    Returns
+    -------
+    cells : numpy.ndarray, shape (k, 3), int64
+        Each piece's cell, in the order walked (from the lexicographically smaller end); on
+        a cell face, the cell of higher index, as ``segment_time`` takes it.
+    fractions : numpy.ndarray, shape (k,)
+    length : float
+    """
+    walk = _Walk()
+    hz, hy, hx = map(float, spacing)
+    segment_time(walk, *map(float, a3), *map(float, b3), hz, hy, hx)
+    cells = np.array(walk.cells, dtype=np.int64).reshape(-1, 3)
+    return cells, np.array(walk.fractions, dtype=np.float64), walk.length

@@ -32,6 +32,7 @@ _SOURCES = {
     "layered_model": "models",
     "raypath": "rays",
     "raypaths": "rays",
+    "ray_cells": "raycells",
     "traveltime": "solve",
     "traveltimes": "solve",
     "__version__": "version",
@@ -52,6 +53,7 @@ __all__ = [
     "layered_model",
     "load_velocity",
     "open_survey",
+    "ray_cells",
     "raypath",
     "raypaths",
     "traveltime",
@@ -91,6 +93,7 @@ if TYPE_CHECKING:  # what type checkers and editors read
         gradient_traveltime,
         layered_model,
     )
+    from .raycells import ray_cells
     from .rays import raypath, raypaths
     from .solve import traveltime, traveltimes
     from .version import __version__

@@ -325,10 +325,21 @@ def _traced(
     """Rays to ``receivers`` from a ``predecessors=True`` result's source (``source``: which,
     of a ``traveltimes`` result), the result and its model checked once; ``numbered``: a
     table's, every receiver outside the model named by its number first."""
+    field, grid = checked_field(result, source, "raypaths" if numbered else "raypath")
+    if numbered:
+        locate_points(grid, receivers, "receiver")
+    return trace_rays(field, receivers, grid)
+
+
+def checked_field(
+    result: xr.Dataset, source: str | int | None, called: str
+) -> tuple[RayField, Grid]:
+    """The :class:`RayField` of a ``predecessors=True`` result's source (``source``: which,
+    of a ``traveltimes`` result) and its model's grid, the result, the model and the
+    source's position checked once; ``called``: the function the errors name."""
     _check_result(result)
     if "source" in result["traveltime"].dims:
         if source is None:
-            called = "raypaths" if numbered else "raypath"  # (a table: raypaths)
             raise InputError(
                 f"{called} takes one source: pass source= (its name or number) or "
                 "result.isel(source=i)"
@@ -343,9 +354,7 @@ def _traced(
     grid.located_source(
         field.times, field.source, field.radius, field.slowness, exact=field.rule == EXACT
     )
-    if numbered:
-        locate_points(grid, receivers, "receiver")
-    return trace_rays(field, receivers, grid)
+    return field, grid
 
 
 #: Where a message sends one who has neither a predecessors result nor a store with rays.
@@ -560,6 +569,33 @@ def traced_points(
     longest ray, not per block of every ray. ``receivers3``: the receivers' positions in
     node units (:meth:`~raygrid.pipeline.grid.Grid.to_index`), where the caller has them
     (a survey, for every source)."""
+    source3, last, legs, walked = ray_legs(field, receivers, grid, receivers3)
+    # A lazy model: the blocks of the rays' legs' cells, a cache-full of rays at a time.
+    boxes = [
+        [Grid.leg_box(a, b) for a, b in zip(points[:-1], points[1:])] if field.slowness.lazy else []
+        for points, _ in legs
+    ]
+    inner = _inner_legs(grid, field, legs)
+    _end_legs(grid, field, inner, legs, walked, [leg for _, _, leg in last], source3)
+    rays = []
+    for group in field.slowness.groups(boxes):
+        field.slowness.prefetch(box for k in group for box in boxes[k])
+        rays += [_ray_points(grid, field, *legs[k], receivers[k], inner[k]) for k in group]
+    return rays
+
+
+def ray_legs(
+    field: RayField,
+    receivers: list[Mapping[str, float]],
+    grid: Grid,
+    receivers3: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[tuple], list[tuple[np.ndarray, np.ndarray]], list[bool]]:
+    """The legs of each receiver's raypath, in node units: ``(source3, last, legs,
+    walked)``, the source's position, each receiver's last leg
+    (:meth:`~raygrid.pipeline.grid.Grid.last_legs`), per ray its points (rows, from the
+    source) and whether each leg joins two nodes (a star's edge), and whether the ray was
+    walked through the predecessors (not straight from an off-node source).
+    ``receivers3`` as for :func:`traced_points`."""
     source3 = grid.to_index(field.source, "source")
     if receivers3 is None:
         receivers3 = [grid.to_index(receiver, "receiver") for receiver in receivers]
@@ -589,19 +625,7 @@ def traced_points(
             between_nodes[0] &= not first  # from the off-node source
             between_nodes[-1] &= node  # to the off-node receiver
         legs.append((points, between_nodes))
-    # A lazy model: the blocks of the rays' legs' cells, a cache-full of rays at a time.
-    boxes = [
-        [Grid.leg_box(a, b) for a, b in zip(points[:-1], points[1:])] if field.slowness.lazy else []
-        for points, _ in legs
-    ]
-    inner = _inner_legs(grid, field, legs)
-    walked = [end is not None for end in ends]
-    _end_legs(grid, field, inner, legs, walked, [leg for _, _, leg in last], source3)
-    rays = []
-    for group in field.slowness.groups(boxes):
-        field.slowness.prefetch(box for k in group for box in boxes[k])
-        rays += [_ray_points(grid, field, *legs[k], receivers[k], inner[k]) for k in group]
-    return rays
+    return source3, last, legs, [end is not None for end in ends]
 
 
 def _inner_legs(grid: Grid, field: RayField, legs: list[tuple]) -> list[np.ndarray | None]:

@@ -1,0 +1,150 @@
+"""Each ray's length in each model cell: the rows of a traveltime tomography's sensitivity
+matrix.
+
+A ray's traveltime is the sum of its legs' times, each leg timed the way the solver timed it
+(docs/method.md sections 1 and 3): a leg between two nodes is a star edge, whose cells and
+length fractions the star's crossing tables hold (:func:`~raygrid.kernels.star_crossings`,
+read off the weight's own walk); a first or last leg, from a point between nodes, is walked
+the same way (:func:`~raygrid.kernels.crossings.leg_crossings`); a leg lying in a cell face
+(straight between a source and a receiver at one half-integer depth) is timed through the
+faster cell on either side (``Grid.segment_time``), so its length goes there. Summed over
+the cells, ``length * slowness`` is the ray's traveltime to rounding: no rule of the solver
+is written a second time here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..kernels import forward_star, star_crossings
+from ..kernels.crossings import leg_crossings
+from .errors import InputError
+from .grid import Grid
+from .rays import RayField, _is_store, _model_dims, checked_field, ray_legs
+from .solve import locate_points, source_list
+
+__all__ = ["ray_cells"]
+
+
+def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = None) -> xr.Dataset:
+    """The length of each ray in each cell of the model it was traced on: what a
+    traveltime tomography's sensitivity (Frechet) matrix holds, row by row.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        From :func:`raygrid.pipeline.traveltime` or :func:`~raygrid.pipeline.traveltimes`
+        with ``predecessors=True``. (A survey store keeps its rays' points, not the legs'
+        node indices: solve its sources with ``predecessors=True`` for their cells.)
+    receivers : sequence of mappings, or a table
+        The rays' ends, as :func:`~raygrid.pipeline.raypaths` takes them.
+    source : str or int, optional
+        Which source, of a result with a ``source`` dim.
+
+    Returns
+    -------
+    xarray.Dataset
+        Along dim ``entry``, one per (ray, cell) the ray crosses: ``ray`` (the receiver's
+        number, from 0), ``cell`` (the cell's flat index in the model's ``(z, y, x)``
+        C order: the node it surrounds), ``cell_z``, ... (its index along each dim) and
+        ``length`` (m). Entries are sorted by ray, then cell. For each ray,
+        ``sum(length / velocity[cell])`` (velocity in m/s) is its traveltime to rounding:
+        with SciPy, ``G = scipy.sparse.csr_matrix((c.length, (c.ray, c.cell)),
+        shape=(n_rays, velocity.size))`` and ``G @ (1 / v_in_m_per_s.ravel())`` gives the
+        rays' times.
+
+    Raises
+    ------
+    InputError
+        As :func:`~raygrid.pipeline.raypaths`; for a survey store.
+
+    Notes
+    -----
+    With ``weights="mean"`` (Moser's mean slowness), an edge's time is half its length
+    in each end node's cell, and its length goes there half and half, as the solver
+    weighed it.
+    """
+    if isinstance(result, xr.Dataset) and _is_store(result):
+        raise InputError(
+            "ray_cells needs the legs' nodes, which a survey store does not keep (only its "
+            "rays' points): solve its sources with traveltime(..., predecessors=True) or "
+            "traveltimes(..., predecessors=True)"
+        )
+    field, grid = checked_field(result, source, "ray_cells")
+    listed, _ = source_list(receivers, _model_dims(result), "receivers")
+    locate_points(grid, listed, "receiver")
+    _, _, legs, _ = ray_legs(field, listed, grid)
+    rays, cells, lengths = [], [], []
+    for k, (points, between) in enumerate(legs):
+        inner = _star_edges(field, grid, points[:-1][between], points[1:][between])
+        outer = [_leg(field, grid, points[i], points[i + 1]) for i in np.flatnonzero(~between)]
+        for flat, length in [inner, *outer]:
+            rays.append(np.full(len(flat), k))
+            cells.append(flat)
+            lengths.append(length)
+    return _table(grid, np.concatenate(rays), np.concatenate(cells), np.concatenate(lengths))
+
+
+def _star_edges(
+    field: RayField, grid: Grid, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat cells and lengths (m) of legs between nodes (star edges), from the star's
+    crossing tables: an edge ``u -> v`` crosses the cells of its forward offset from its
+    lower node (``u`` where ``v - u`` is forward, else ``v``), as its weight summed them."""
+    if not len(starts):
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    star = forward_star(field.radius)
+    tables = star_crossings(star, grid.spacing3, field.rule, grid.shape3)
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
+    width = 2 * np.asarray(field.radius) + 1
+    code = np.ravel_multi_index((star.offsets + np.asarray(field.radius)).T, width)
+    order = np.argsort(code)
+    found = np.searchsorted(
+        code[order], np.ravel_multi_index((ends - starts + field.radius).T, width)
+    )
+    k = order[found]  # each leg's offset in the star (it is one: a predecessor's edge)
+    low = np.where(star.is_forward[k][:, None], starts, ends)
+    j = star.half[k]
+    pieces = tables.start[j + 1] - tables.start[j]
+    entry = np.repeat(tables.start[j] - np.cumsum(pieces) + pieces, pieces) + np.arange(
+        pieces.sum()
+    )  # each leg's entries of the tables, in order
+    flat = np.repeat(np.ravel_multi_index(low.T, grid.shape3), pieces) + tables.step[entry]
+    return flat, tables.fraction[entry] * np.repeat(tables.length[j], pieces)
+
+
+def _leg(
+    field: RayField, grid: Grid, a3: np.ndarray, b3: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat cells and lengths (m) of a leg from or to a point between nodes, walked as
+    its time was: a leg in a cell face through the faster cell beside each piece (the
+    face rule of ``Grid.segment_time``)."""
+    cells, fractions, length = leg_crossings(a3, b3, grid.spacing3)
+    for axis in range(3):
+        if a3[axis] == b3[axis] and a3[axis] % 1.0 == 0.5:  # in a face: cells low, low + 1
+            other = cells.copy()
+            other[:, axis] -= 1  # segment_time took the higher; the lower is beside it
+            faster = field.slowness.at(other) < field.slowness.at(cells)
+            cells = np.where(faster[:, None], other, cells)
+    return np.ravel_multi_index(cells.T, grid.shape3), fractions * length
+
+
+def _table(grid: Grid, rays: np.ndarray, cells: np.ndarray, lengths: np.ndarray) -> xr.Dataset:
+    """The entries, one per (ray, cell), lengths summed where a ray crosses a cell twice."""
+    key = np.stack([rays, cells])
+    unique, which = np.unique(key, axis=1, return_inverse=True)
+    summed = np.bincount(which.ravel(), weights=lengths, minlength=unique.shape[1])
+    index = np.unravel_index(unique[1], grid.shape3)
+    data = {
+        "ray": ("entry", unique[0], {"long_name": "the ray's receiver, numbered from 0"}),
+        "cell": ("entry", unique[1], {"long_name": "flat index of the cell, (z, y, x) order"}),
+        **{
+            f"cell_{d}": ("entry", index["zyx".index(d)], {"long_name": f"cell index along {d}"})
+            for d in grid.dims
+        },
+        "length": ("entry", summed, {"units": "m", "long_name": "length of the ray in the cell"}),
+    }
+    return xr.Dataset(data, attrs={"model_shape": list(grid.shape3)})
