@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 from dask.utils import format_bytes
 
-from .errors import InputError
+from .errors import InputError, as_path
 from .integrity import damage, listed_sources, lost_message, lost_sources
 from .lock import is_locked
 from .store import StoreState, check_writable, holds, open_store, point_names
@@ -32,14 +32,13 @@ def open_survey(path: str | Path) -> xr.Dataset:
         missing or cut short: read as NaN, said to be unsolved, or a raw decompression
         error from the lookups).
     """
-    state = open_store(path)  # the clear errors
-    damaged = damage(path)
+    path = as_path(path, "a survey store")  # (~ the home folder, as in workflows)
+    dataset, _, damaged, lost = _read(path)  # as raygrid info reads it
     if damaged:
         raise InputError(damaged)
-    lost = lost_sources(path, state.done)
     if lost.any():
         raise InputError(f"{path} is {lost_message(lost)}")
-    return _dataset(path)
+    return dataset
 
 
 def _dataset(path: str | Path) -> xr.Dataset:
@@ -94,12 +93,13 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     parts, once the rays are assembled): read again, up to :data:`READS` times. It failed
     with a bare ``[Errno 2] No such file or directory: '.../ray_parts/0000104'``.
     """
+    path = as_path(path, "a survey store")  # (~ the home folder, as in workflows)
     read = 1
     while True:
         try:
-            return _describe(Path(path), workflow)
+            return _describe(path, workflow)
         except FileNotFoundError:
-            if not Path(path).exists():
+            if not path.exists():
                 raise  # gone for good (overwritten, deleted): said as such by the caller
             if read == READS:
                 raise InputError(

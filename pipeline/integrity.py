@@ -168,6 +168,16 @@ def _rays_kept(group: zarr.Group) -> bool:
 
 def _lost_rays(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
     """Done sources whose ray part is missing, while the parts are not assembled yet."""
+    lost = _missing_parts(group, path, done)
+    # A run that finished meanwhile assembled the parts and deleted them: none is lost
+    # (every done source looked so to an open_survey during a run's last step).
+    if lost.any() and zarr.open_group(path, mode="r").attrs.get("rays_assembled", False):
+        return np.zeros(done.shape, dtype=bool)
+    return lost
+
+
+def _missing_parts(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
+    """:func:`_lost_rays` as the store was when ``group`` was opened."""
     lost = np.zeros(done.shape, dtype=bool)
     if group.attrs.get("rays_assembled", False):
         return lost
@@ -185,7 +195,8 @@ def _lost_rays(group: zarr.Group, path: Path, done: np.ndarray) -> np.ndarray:
             chunk = parts[name].metadata.encode_chunk_key((0, 0))
             blosc = _blosc(parts[name])  # (parts of stores before 2026-11-24 are not)
         # A part of rays that are all one point at the origin with time 0 is all fill
-        # value, which zarr does not write: counted lost, it is solved once more, no harm.
+        # value, which zarr did not write before parts were written with empty chunks
+        # (2026-12-05): such a part of an older store is counted lost (solved once more).
         key = f"{name}/{chunk}"
         lost[source] = key not in present or _cut_short(path / RAY_PARTS / key, blosc)
     return lost

@@ -852,6 +852,9 @@ class SourceWriter:
                 compressors=field_compressors(),  # a part cut short is found (integrity)
                 attributes={"counts": [int(c) for c in result.ray_counts]},
                 overwrite=True,
+                # Written even if all fill value (rays of one point at the origin, time 0):
+                # zarr skipped that chunk, and its source looked lost to open_survey.
+                config={"write_empty_chunks": True},
             )
         self._array("source_done")[i] = 1
 

@@ -187,7 +187,10 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if not tag.endswith((":int", ":float"))]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_INTEGER = re.compile(r"^[-+]?(?:[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+|0b[01_]+)$")
+# (A digit after 0o, 0x, 0b: `0o_` is text, not int("", 8)'s ValueError.)
+_INTEGER = re.compile(
+    r"^[-+]?(?:[0-9][0-9_]*|0o_*[0-7][0-7_]*|0x_*[0-9a-fA-F][0-9a-fA-F_]*|0b_*[01][01_]*)$"
+)
 _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INTEGER, list("-+0123456789"))
 # Numbers in exponent form (1e3, 2.5e-4) read as numbers too: YAML 1.1 took them for text
 # unless they had a dot and a signed exponent ("not a number").

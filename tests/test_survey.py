@@ -714,6 +714,18 @@ def test_metadata_cut_short_or_lost_is_damage_that_overwrite_replaces(tmp_path, 
         run_workflow(read_workflow(path), client=client, overwrite=True)
 
 
+def test_a_store_under_home_opens_and_is_described_through_a_tilde(tmp_path, client, monkeypatch):
+    # Workflows read ~ as the home folder; open_survey and info took it literally ("does
+    # not exist"), and once the check expanded it, the dataset was still opened unexpanded.
+    from raygrid.pipeline.inspect import describe
+
+    run_workflow(read_workflow(workflow_file(tmp_path)), client=client)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    store = rg.open_survey("~/survey.zarr")
+    assert store.identical(rg.open_survey(tmp_path / "survey.zarr"))
+    assert describe("~/survey.zarr").startswith(f"store: {tmp_path / 'survey.zarr'} (")
+
+
 def test_an_interrupt_after_the_store_is_complete_says_so(tmp_path, client):
     # Stopped while the pictures were drawn, a run said "the 4 of 4 sources finished so far
     # are in ...; run the same command again to resume": only the pictures were missing.
@@ -772,6 +784,42 @@ def _stopped_before_the_end(path: Path, client) -> None:
         patch.setattr(survey, "finish_store", stopped)
         with pytest.raises(KeyboardInterrupt):
             run_workflow(read_workflow(path), client=client)
+
+
+def test_a_stopped_store_whose_rays_are_all_fill_value_opens(tmp_path, client):
+    # A source's one receiver on it at the model's origin: rays of one point (0, 0) at time
+    # 0, all fill value, whose chunk zarr did not write; the store, stopped before its last
+    # step, was "damaged" to open_survey (diff review).
+    origin = [{"z": 0.0, "x": 0.0}]
+    path = workflow_file(tmp_path, sources=[*origin, {"z": 0.0, "x": 100.0}], receivers=origin)
+    _stopped_before_the_end(path, client)
+    store = rg.open_survey(tmp_path / "survey.zarr")
+    assert store["source_done"].values.tolist() == [1, 1]
+    assert (tmp_path / "survey.zarr" / "ray_parts" / "0000000" / "c").is_dir()
+
+
+def test_a_store_finished_while_open_survey_checks_it_opens(tmp_path, client, monkeypatch):
+    # The run's last step assembles the rays and deletes their parts: done between the
+    # check's listing of the fields and of the parts, every done source looked lost, and
+    # the healthy store "damaged" (diff review: seen in 2 runs of 400 and 1500 sources).
+    from raygrid.pipeline import integrity, survey
+
+    path = workflow_file(tmp_path)
+    held = {}
+    finish = survey.finish_store
+    monkeypatch.setattr(survey, "finish_store", lambda spec: held.setdefault("spec", spec))
+    run_workflow(read_workflow(path), client=client)  # stopped just before its last step
+    listing = integrity._lost_chunks
+
+    def finished_meanwhile(group, path, done):
+        lost = listing(group, path, done)
+        finish(held["spec"])  # the run's last step, while the check runs
+        return lost
+
+    monkeypatch.setattr(integrity, "_lost_chunks", finished_meanwhile)
+    rg.open_survey(tmp_path / "survey.zarr")  # not "damaged"
+    monkeypatch.setattr(integrity, "_lost_chunks", listing)
+    assert rg.open_survey(tmp_path / "survey.zarr").attrs["complete"]  # finished, indeed
 
 
 def test_a_ray_part_cut_short_before_the_end_is_written_again(tmp_path, client):

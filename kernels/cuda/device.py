@@ -30,15 +30,8 @@ __all__ = [
 ]
 
 if numba.config.ENABLE_CUDASIM:  # (simulating(), below) Python's floats round as the CPU's
-
-    def product_rn(a, b):
-        """``a * b`` rounded on its own (:mod:`raygrid.kernels.segment`'s notes)."""
-        return a * b
-
-    def total_rn(a, b):
-        """``a + b`` rounded on its own, never fused with a product."""
-        return a + b
-
+    from ..segment import product as product_rn
+    from ..segment import total as total_rn
 else:
     from numba.cuda.libdevice import dadd_rn, dmul_rn
 
