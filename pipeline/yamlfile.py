@@ -308,6 +308,14 @@ def _message(error: dict, model: Any) -> str:
     if error["type"] == "path_type":
         # pydantic's "Input is not a valid path for <class 'pathlib.Path'>" (a list given).
         return f"must be one file's path, got {error.get('input')!r}"
+    given = error.get("input")
+    if error["type"] == "string_type" and isinstance(given, int | float) and given is not True:
+        # An account or queue of digits (account: 0189) is a number to YAML, its leading
+        # zeros dropped: a text field refuses it; said how to keep it as written.
+        return (
+            f"must be text, got the number {given!r}: put the value in quotes as written "
+            "(YAML reads digits as a number, dropping leading zeros)"
+        )
     if error["type"] == "model_type":
         # pydantic's "Input should be a valid dictionary or instance of FileModel": a class
         # the file's writer never sees (`model: null`, `model: [1]`).

@@ -39,6 +39,18 @@ def test_every_shipped_config_validates(path):
     assert config.cluster in ("local", "local-cuda", "slurm", "pbs", "scheduler")
 
 
+def test_an_account_of_digits_is_told_to_be_quoted(tmp_path):
+    # YAML reads `account: 0189` as the number 189 (YAML 1.2; 1.1 read it as text but 0123
+    # as octal 83): a text field refuses it, saying how to keep it as written.
+    text = (ROOT / "configs" / "slurm-gpu.yaml").read_text()
+    path = tmp_path / "c.yaml"
+    path.write_text(re.sub(r"(?m)^account: null", "account: 0189", text))
+    with pytest.raises(InputError, match=r"account: must be text, got the number 189: put the"):
+        read_cluster(path)
+    path.write_text(re.sub(r"(?m)^account: null", "account: '0189'", text))
+    assert read_cluster(path).account == "0189"
+
+
 def test_default_is_a_local_cluster():
     assert isinstance(read_cluster(None), LocalConfig)
 
