@@ -14,6 +14,7 @@ is written a second time here.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -50,11 +51,13 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
         Along dim ``entry``, one per (ray, cell) the ray crosses: ``ray`` (the receiver's
         number, from 0), ``cell`` (the cell's flat index in the model's ``(z, y, x)``
         C order: the node it surrounds), ``cell_z``, ... (its index along each dim) and
-        ``length`` (m). Entries are sorted by ray, then cell. For each ray,
-        ``sum(length / velocity[cell])`` (velocity in m/s) is its traveltime to rounding:
-        with SciPy, ``G = scipy.sparse.csr_matrix((c.length, (c.ray, c.cell)),
-        shape=(n_rays, velocity.size))`` and ``G @ (1 / v_in_m_per_s.ravel())`` gives the
-        rays' times.
+        ``length`` (m, whatever the model's length unit). Entries are sorted by ray, then
+        cell; attributes ``n_rays``, ``model_dims`` and ``model_shape``. For each ray,
+        ``sum(length / velocity[cell])`` (velocity in m/s: a model in km/s times 1000) is
+        its traveltime to rounding: with SciPy, ``G = scipy.sparse.csr_matrix((c.length,
+        (c.ray, c.cell)), shape=(c.n_rays, v.size))`` and ``G @ (1 / v.ravel())``, ``v`` the
+        result's ``velocity`` (in ``(z, y, x)`` order, whatever the order given), gives the
+        rays' times. A ray to the source itself has no entries.
 
     Raises
     ------
@@ -73,62 +76,89 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
             "rays' points): solve its sources with traveltime(..., predecessors=True) or "
             "traveltimes(..., predecessors=True)"
         )
+    if not (isinstance(result, xr.Dataset) and "predecessor" in result):
+        raise InputError(
+            "ray_cells needs the Dataset returned by traveltime(..., predecessors=True) or "
+            f"traveltimes(..., predecessors=True), got {_kind(result)}: a field alone has no "
+            "predecessors to walk back"
+        )
     field, grid = checked_field(result, source, "ray_cells")
     listed, _ = source_list(receivers, _model_dims(result), "receivers")
     locate_points(grid, listed, "receiver")
     _, _, legs, _ = ray_legs(field, listed, grid)
-    rays, cells, lengths = [], [], []
+    # Every ray's star edges at once, from one star's tables; the other legs one by one.
+    none = [np.empty((0, 3))]  # (no receivers: an empty table, as raypaths gives [])
+    owner = np.concatenate([np.full(between.sum(), k) for k, (_, between) in enumerate(legs)]
+                           + [np.empty(0, dtype=np.int64)])  # fmt: skip
+    starts = np.concatenate([points[:-1][between] for points, between in legs] + none)
+    ends = np.concatenate([points[1:][between] for points, between in legs] + none)
+    edge, flat, length = _star_edges(field, grid, starts, ends)
+    rays, cells, lengths = [owner[edge]], [flat], [length]
     for k, (points, between) in enumerate(legs):
-        inner = _star_edges(field, grid, points[:-1][between], points[1:][between])
-        outer = [_leg(field, grid, points[i], points[i + 1]) for i in np.flatnonzero(~between)]
-        for flat, length in [inner, *outer]:
+        for i in np.flatnonzero(~between):
+            flat, length = _leg(field, grid, points[i], points[i + 1])
             rays.append(np.full(len(flat), k))
             cells.append(flat)
             lengths.append(length)
-    return _table(grid, np.concatenate(rays), np.concatenate(cells), np.concatenate(lengths))
+    table = _table(grid, np.concatenate(rays), np.concatenate(cells), np.concatenate(lengths))
+    return table.assign_attrs(n_rays=len(listed))
+
+
+def _kind(result: Any) -> str:
+    """What was given instead of a predecessors result, for the refusal."""
+    if isinstance(result, xr.DataArray):
+        return f"a DataArray ({result.name!r})"
+    if isinstance(result, xr.Dataset):
+        return f"a Dataset without 'predecessor' (it has {sorted(result.data_vars)})"
+    return type(result).__name__
 
 
 def _star_edges(
     field: RayField, grid: Grid, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Flat cells and lengths (m) of legs between nodes (star edges), from the star's
-    crossing tables: an edge ``u -> v`` crosses the cells of its forward offset from its
-    lower node (``u`` where ``v - u`` is forward, else ``v``), as its weight summed them."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which edge, flat cell and length (m) each piece of legs between nodes (star edges)
+    is, from the star's crossing tables: an edge ``u -> v`` crosses the cells of its
+    forward offset from its lower node (``u`` where ``v - u`` is forward, else ``v``), as
+    its weight summed them."""
     if not len(starts):
-        return np.empty(0, dtype=np.int64), np.empty(0)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0)
     star = forward_star(field.radius)
     tables = star_crossings(star, grid.spacing3, field.rule, grid.shape3)
     starts, ends = starts.astype(np.int64), ends.astype(np.int64)
     width = 2 * np.asarray(field.radius) + 1
     code = np.ravel_multi_index((star.offsets + np.asarray(field.radius)).T, width)
     order = np.argsort(code)
-    found = np.searchsorted(
-        code[order], np.ravel_multi_index((ends - starts + field.radius).T, width)
-    )
-    k = order[found]  # each leg's offset in the star (it is one: a predecessor's edge)
+    legs = np.ravel_multi_index((ends - starts + field.radius).T, width)
+    k = order[np.searchsorted(code[order], legs)]  # each leg's offset: a predecessor's edge
     low = np.where(star.is_forward[k][:, None], starts, ends)
     j = star.half[k]
     pieces = tables.start[j + 1] - tables.start[j]
-    entry = np.repeat(tables.start[j] - np.cumsum(pieces) + pieces, pieces) + np.arange(
-        pieces.sum()
-    )  # each leg's entries of the tables, in order
-    flat = np.repeat(np.ravel_multi_index(low.T, grid.shape3), pieces) + tables.step[entry]
-    return flat, tables.fraction[entry] * np.repeat(tables.length[j], pieces)
+    edge = np.repeat(np.arange(len(j)), pieces)
+    # Each edge's entries of the tables, in order: its start, then one more each piece.
+    entry = (
+        tables.start[j][edge]
+        + np.arange(pieces.sum())
+        - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    )
+    flat = np.ravel_multi_index(low.T, grid.shape3)[edge] + tables.step[entry]
+    return edge, flat, tables.fraction[entry] * tables.length[j][edge]
 
 
 def _leg(
     field: RayField, grid: Grid, a3: np.ndarray, b3: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Flat cells and lengths (m) of a leg from or to a point between nodes, walked as
-    its time was: a leg in a cell face through the faster cell beside each piece (the
-    face rule of ``Grid.segment_time``)."""
+    """Flat cells and lengths (m) of a leg from or to a point between nodes, walked as its
+    time was: a leg in a cell face through the fastest cell beside each piece, of the two
+    beside a face or the four around a cell edge (``Grid.segment_time``'s face rule, the
+    least slowness over the slab of each face axis)."""
     cells, fractions, length = leg_crossings(a3, b3, grid.spacing3)
-    for axis in range(3):
-        if a3[axis] == b3[axis] and a3[axis] % 1.0 == 0.5:  # in a face: cells low, low + 1
-            other = cells.copy()
-            other[:, axis] -= 1  # segment_time took the higher; the lower is beside it
-            faster = field.slowness.at(other) < field.slowness.at(cells)
-            cells = np.where(faster[:, None], other, cells)
+    faces = [k for k in range(3) if a3[k] == b3[k] and a3[k] % 1.0 == 0.5]
+    if faces:  # segment_time took the higher of each pair of cells: the lower ones too
+        shifts = np.array(list(itertools.product((0, 1), repeat=len(faces))))
+        around = np.repeat(cells[None], len(shifts), axis=0)  # (choices, pieces, 3)
+        around[:, :, faces] -= shifts[:, None, :]
+        slowness = field.slowness.at(around)  # (choices, pieces)
+        cells = around[np.argmin(slowness, axis=0), np.arange(len(cells))]
     return np.ravel_multi_index(cells.T, grid.shape3), fractions * length
 
 
@@ -147,4 +177,4 @@ def _table(grid: Grid, rays: np.ndarray, cells: np.ndarray, lengths: np.ndarray)
         },
         "length": ("entry", summed, {"units": "m", "long_name": "length of the ray in the cell"}),
     }
-    return xr.Dataset(data, attrs={"model_shape": list(grid.shape3)})
+    return xr.Dataset(data, attrs={"model_dims": list(grid.dims), "model_shape": list(grid.shape)})
