@@ -676,7 +676,8 @@ def source_list(
         return [{d: float(columns[d][i]) for d in dims} for i in range(n)], labels
     if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
         raise InputError(f"{what} must be a sequence of mappings or a table of columns")
-    return _named_mappings(list(points), what)
+    # Each a pandas Series too, as one point is (a DataFrame's rows, iterrows' values).
+    return _named_mappings([as_table(p) if isinstance(p, pd.Series) else p for p in points], what)
 
 
 def _named_mappings(points: list, what: str) -> tuple[list, list[str] | None]:

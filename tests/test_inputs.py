@@ -645,6 +645,10 @@ def test_tables_of_sources_take_what_a_csv_file_takes():
     np.testing.assert_array_equal(quietly(traveltimes, velocity, structured), expected)
     mappings = np.array([point], dtype=object)
     np.testing.assert_array_equal(quietly(traveltimes, velocity, mappings), expected)
+    # A list of Series is points as a list of mappings is (it was "must be a mapping",
+    # though one Series was a point: adversarial review).
+    series = quietly(traveltimes, velocity, [pd.Series(point)])
+    np.testing.assert_array_equal(series, expected)
     # A Dataset's coordinates other than its index are columns too; a column named 0 is
     # named, not "unnamed".
     table = xr.Dataset({d: ("s", [v]) for d, v in point.items()}, coords={"elev": ("s", [3.0])})
