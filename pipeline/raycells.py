@@ -24,7 +24,7 @@ from ..kernels import forward_star, star_crossings
 from ..kernels.crossings import leg_crossings
 from .errors import InputError
 from .grid import Grid
-from .rays import RayField, _is_store, _model_dims, checked_field, ray_legs
+from .rays import RayField, checked_field, is_store, model_dims, ray_legs
 from .solve import locate_points, source_list
 
 __all__ = ["ray_cells"]
@@ -70,7 +70,7 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
     in each end node's cell, and its length goes there half and half, as the solver
     weighed it.
     """
-    if isinstance(result, xr.Dataset) and _is_store(result):
+    if isinstance(result, xr.Dataset) and is_store(result):
         raise InputError(
             "ray_cells needs the legs' nodes, which a survey store does not keep (only its "
             "rays' points): solve its sources with traveltime(..., predecessors=True) or "
@@ -83,7 +83,7 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
             "predecessors to walk back"
         )
     field, grid = checked_field(result, source, "ray_cells")
-    listed, _ = source_list(receivers, _model_dims(result), "receivers")
+    listed, _ = source_list(receivers, model_dims(result), "receivers")
     locate_points(grid, listed, "receiver")
     _, _, legs, _ = ray_legs(field, listed, grid)
     # Every ray's star edges at once, from one star's tables; the other legs one by one.

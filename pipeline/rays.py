@@ -223,7 +223,7 @@ def raypath(
     traveltime").
     """
     receiver = as_table(receiver)  # a pandas Series is one point, as for traveltime_at
-    if isinstance(result, xr.Dataset) and _is_store(result):
+    if isinstance(result, xr.Dataset) and is_store(result):
         return _stored_ray(result, receiver, source)
     if isinstance(receiver, Mapping) and not one_point(receiver):
         raise InputError(
@@ -272,7 +272,7 @@ def raypaths(
     InputError
         As :func:`raypath`, naming the receiver; for a table it cannot read.
     """
-    stored = isinstance(result, xr.Dataset) and _is_store(result)
+    stored = isinstance(result, xr.Dataset) and is_store(result)
     if _by_name_or_number(receivers):
         if not stored:
             _check_result(result)
@@ -285,13 +285,13 @@ def raypaths(
         return _stored_rays(result, listed, source)
     if not stored:
         _check_result(result)
-    listed, _ = source_list(receivers, _model_dims(result), "receivers")
+    listed, _ = source_list(receivers, model_dims(result), "receivers")
     if stored:
         return _stored_rays(result, listed, source)
     return _traced(result, listed, source, numbered=True)
 
 
-def _model_dims(result: xr.Dataset) -> tuple[str, ...]:
+def model_dims(result: xr.Dataset) -> tuple[str, ...]:
     """The dims of the model a result or store holds (its ``velocity``), in raygrid's
     order; refused for a part of a store without it."""
     if "velocity" not in result.variables:
@@ -385,7 +385,7 @@ def _check_result(result: Any) -> None:
         raise InputError(f"{_EITHER}; this Dataset has no {', '.join(map(repr, missing))}")
 
 
-def _is_store(dataset: xr.Dataset) -> bool:
+def is_store(dataset: xr.Dataset) -> bool:
     """A survey store (or part of one): every store holds its completion records."""
     return "source_done" in dataset.variables or "ray_start" in dataset.variables
 
@@ -426,7 +426,7 @@ def _stored_rays(
         )
     if "ray_start" not in store.variables:
         raise InputError(_no_rays(store, _source_label(store)))
-    _model_dims(store)  # a subset of the variables (store[["ray_x", ...]]) has none
+    model_dims(store)  # a subset of the variables (store[["ray_x", ...]]) has none
     grid = solved_grid(store["velocity"])  # the dims' order and length unit, as raypath's
     # A store's parts a user kept (store[["ray_x", ...]]) may lack the completion records.
     records = ["source_done"] if "source_done" in store.variables else []
