@@ -252,6 +252,22 @@ class JobQueueConfig(Strict):
                 raise schema_error("one_line", "empty: give a value, or leave the key out")
         return value
 
+    @field_validator("job_directives")
+    @classmethod
+    def _without_prefix(cls, directives: list[str]) -> list[str]:
+        # A whole line pasted from a site's script became "#SBATCH #SBATCH --exclusive",
+        # which sbatch ignores: the node was not exclusive, and nothing said so.
+        for directive in directives:
+            if directive.lstrip().startswith("#"):
+                option = directive.lstrip().lstrip("#").partition(" ")[2].strip()
+                raise schema_error(
+                    "directive_prefix",
+                    f"{directive!r}: give the option alone ({option!r}): raygrid writes the "
+                    "#SBATCH or #PBS before it (a line written twice is ignored by the batch "
+                    "system)",
+                )
+        return directives
+
     @field_validator("walltime")
     @classmethod
     def _pbs_walltime(cls, walltime: str, info: ValidationInfo) -> str:
@@ -745,11 +761,12 @@ SLURM_CANNOT_START = {
     "PartitionNodeLimit": "more nodes than the partition gives a job, or nodes that are "
     "down (workers / workers_per_node nodes)",
     "PartitionTimeLimit": "a longer walltime than the partition allows",
-    # SLURM 22.05 gives a job asking for more nodes than the partition has this reason for
-    # its first second too, before PartitionNodeLimit: both are named.
+    # SLURM 22.05 gives a job asking for more nodes than the partition has, or a longer
+    # walltime than it allows, this reason for its first second too, before
+    # PartitionNodeLimit or PartitionTimeLimit: all are named.
     "PartitionConfig": "more CPUs, memory or GPUs on a node than the partition's nodes have "
-    "(cores_per_worker and gpus_per_worker times workers_per_node, memory_per_worker), or "
-    "more nodes than it has (workers / workers_per_node)",
+    "(cores_per_worker and gpus_per_worker times workers_per_node, memory_per_worker), more "
+    "nodes than it has (workers / workers_per_node), or a longer walltime than it allows",
     "BadConstraints": "constraints (job_directives) that no node of the partition meets",
     "QOSMaxWallDurationPerJobLimit": "a longer walltime than its QOS allows",
 }

@@ -158,6 +158,10 @@ def _shell_word(word: str) -> str:
     ``$`` double-quoted so the shell expands it on the node (single quotes kept
     ``$TMPDIR`` a literal folder). A path holding ``$v2`` or ``$(id)`` was double-quoted
     too: expanded under ``set -u`` (the job died) or run."""
+    if isinstance(word, _Expanded) and (word == "~" or word.startswith("~/")):
+        # The node's home folder, as dask-jobqueue's scripts (unquoted) read it under run
+        # --cluster; quoted, it was a folder named "~" in the job's working directory.
+        word = _Expanded("$HOME" + word[1:])
     if isinstance(word, _Expanded) and "$" in word:
         if any(c in word for c in '"\\`'):
             raise InputError(

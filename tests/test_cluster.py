@@ -104,6 +104,11 @@ def test_default_is_a_local_cluster():
         ),
         ('cluster: pbs\nqueue: "debug\\nrm -rf x"\n', ":2: queue: 'debug\\nrm -rf x' holds a"),
         ('cluster: slurm\njob_directives: ["--x=1", "a\\tb"]\n', "holds a line break or contr"),
+        # A line pasted whole: "#SBATCH #SBATCH --exclusive", ignored by sbatch silently.
+        (
+            'cluster: slurm\njob_directives: ["#SBATCH --exclusive"]\n',
+            ":2: job_directives: '#SBATCH --exclusive': give the option alone ('--exclusive')",
+        ),
         ('cluster: slurm\nqueue: ""\n', ":2: queue: empty: give a value, or leave the key out"),
         ("cluster: slurm\nwalltime: '0'\n", "'0' is no time at all"),  # to SLURM: no limit
         ("cluster: pbs\nwalltime: '00:00:00'\n", "'00:00:00' is no time at all"),

@@ -912,6 +912,11 @@ def test_a_local_directory_variable_is_expanded_on_the_node(tmp_path, kind):
     scripts = "".join(p.read_text() for p in job.directory.iterdir() if p.suffix == ".sh")
     assert '--local-directory "$TMPDIR/dask"' in scripts
     assert "'$TMPDIR" not in scripts
+    # ~ is the node's home, as under run --cluster (quoted, it was a folder named "~").
+    workflow, cluster = setup(tmp_path, kind, local_directory="~/scratch")
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path / "home")
+    scripts = "".join(p.read_text() for p in job.directory.iterdir() if p.suffix == ".sh")
+    assert '--local-directory "$HOME/scratch"' in scripts and "'~" not in scripts
     # One double quotes cannot hold is refused, not made a literal folder without a word.
     workflow, cluster = setup(tmp_path, kind, local_directory='$TMPDIR/"dask"')
     with pytest.raises(InputError, match="cannot hold with a quote, backslash or backtick"):
