@@ -76,13 +76,7 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
             "rays' points): solve its sources with traveltime(..., predecessors=True) or "
             "traveltimes(..., predecessors=True)"
         )
-    if not (isinstance(result, xr.Dataset) and "predecessor" in result):
-        raise InputError(
-            "ray_cells needs the Dataset returned by traveltime(..., predecessors=True) or "
-            f"traveltimes(..., predecessors=True), got {_kind(result)}: a field alone has no "
-            "predecessors to walk back"
-        )
-    field, grid = checked_field(result, source, "ray_cells")
+    field, grid = checked_field(result, source, "ray_cells", stores=False)
     listed, _ = source_list(receivers, model_dims(result), "receivers")
     locate_points(grid, listed, "receiver")
     _, _, legs, _ = ray_legs(field, listed, grid)
@@ -104,15 +98,6 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
     return table.assign_attrs(n_rays=len(listed))
 
 
-def _kind(result: Any) -> str:
-    """What was given instead of a predecessors result, for the refusal."""
-    if isinstance(result, xr.DataArray):
-        return f"a DataArray ({result.name!r})"
-    if isinstance(result, xr.Dataset):
-        return f"a Dataset without 'predecessor' (it has {sorted(result.data_vars)})"
-    return type(result).__name__
-
-
 def _star_edges(
     field: RayField, grid: Grid, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,11 +110,7 @@ def _star_edges(
     star = forward_star(field.radius)
     tables = star_crossings(star, grid.spacing3, field.rule, grid.shape3)
     starts, ends = starts.astype(np.int64), ends.astype(np.int64)
-    width = 2 * np.asarray(field.radius) + 1
-    code = np.ravel_multi_index((star.offsets + np.asarray(field.radius)).T, width)
-    order = np.argsort(code)
-    legs = np.ravel_multi_index((ends - starts + field.radius).T, width)
-    k = order[np.searchsorted(code[order], legs)]  # each leg's offset: a predecessor's edge
+    k = np.asarray(field.predecessor.at(ends), dtype=np.int64)  # the edge each leg ends by
     low = np.where(star.is_forward[k][:, None], starts, ends)
     j = star.half[k]
     pieces = tables.start[j + 1] - tables.start[j]

@@ -332,12 +332,13 @@ def _traced(
 
 
 def checked_field(
-    result: xr.Dataset, source: str | int | None, called: str
+    result: xr.Dataset, source: str | int | None, called: str, stores: bool = True
 ) -> tuple[RayField, Grid]:
     """The :class:`RayField` of a ``predecessors=True`` result's source (``source``: which,
     of a ``traveltimes`` result) and its model's grid, the result, the model and the
-    source's position checked once; ``called``: the function the errors name."""
-    _check_result(result)
+    source's position checked once; ``called``: the function the errors name, ``stores``:
+    whether it takes a survey store too (said in the refusals)."""
+    _check_result(result, called, stores)
     if "source" in result["traveltime"].dims:
         if source is None:
             raise InputError(
@@ -357,32 +358,32 @@ def checked_field(
     return field, grid
 
 
-#: Where a message sends one who has neither a predecessors result nor a store with rays.
-_EITHER = (
-    "raypath needs the Dataset returned by traveltime(..., predecessors=True), or a survey "
-    "store opened with open_survey(path) and written with outputs.rays: true"
-)
-
-
-def _check_result(result: Any) -> None:
-    """Refuse what is neither a ``predecessors=True`` result nor a store, naming both."""
+def _check_result(result: Any, called: str = "raypath", stores: bool = True) -> None:
+    """Refuse what is neither a ``predecessors=True`` result nor (``stores``) a store,
+    naming what ``called`` takes."""
+    # Where the message sends one who has neither a predecessors result nor (a store).
+    needs = f"{called} needs the Dataset returned by traveltime(..., predecessors=True)" + (
+        ", or a survey store opened with open_survey(path) and written with outputs.rays: true"
+        if stores
+        else " or traveltimes(..., predecessors=True)"
+    )
     if isinstance(result, xr.DataArray):
         # traveltime(...) without predecessors returns the field alone, as store["traveltime"]
         # is: neither says how to walk back from a receiver.
+        store = ", and of a store pass the store itself" if stores else ""
         raise InputError(
-            f"{_EITHER}; got a DataArray ({result.name!r}): a traveltime field alone has no "
-            "predecessors to follow (solve with predecessors=True), and of a store pass the "
-            "store itself"
+            f"{needs}; got a DataArray ({result.name!r}): a traveltime field alone has no "
+            f"predecessors to follow (solve with predecessors=True){store}"
         )
     if not isinstance(result, xr.Dataset):
-        raise InputError(f"{_EITHER}; got {type(result).__name__}")
+        raise InputError(f"{needs}; got {type(result).__name__}")
     missing = [v for v in _NEEDED if v not in result]
     if "predecessor" in missing and "traveltime" in result:  # solved without them
         raise InputError(
-            f"{_EITHER}; this result has no predecessors: solve it again with predecessors=True"
+            f"{needs}; this result has no predecessors: solve it again with predecessors=True"
         )
     if missing:
-        raise InputError(f"{_EITHER}; this Dataset has no {', '.join(map(repr, missing))}")
+        raise InputError(f"{needs}; this Dataset has no {', '.join(map(repr, missing))}")
 
 
 def is_store(dataset: xr.Dataset) -> bool:
