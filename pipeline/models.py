@@ -68,15 +68,13 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
         raise InputError(f"shape must be keyed by z, x or z, y, x; got {tuple(shape)}")
     dims = ("z", "y", "x") if "y" in shape else ("z", "x")  # canonical order, any key order
     step = per_dim(spacing, dims, "spacing")
-    coords = {}
+    counts = []
     for d in dims:
         n = real_number(shape[d], f"shape {d}")
         if n < 2 or not n.is_integer():  # 5.9 nodes was 5
             raise InputError(f"shape {d}: need a whole number of nodes, at least 2, got {n:g}")
-    # (An integer as written: through a float 2^63 - 1 would read 2^63.)
-    counts = [
-        shape[d] if isinstance(shape[d], int) else int(real_number(shape[d], d)) for d in dims
-    ]
+        # (An integer as written: through a float 2^63 - 1 would read 2^63.)
+        counts.append(shape[d] if isinstance(shape[d], int) else int(n))
     nodes = math.prod(counts)
     if nodes > MOST_NODES:  # a typo's extra digits: NumPy's raw errors, or 0 nodes (overflow)
         said = " x ".join(f"{n:,}" for n in counts)
@@ -84,13 +82,13 @@ def _coords(shape: Mapping[str, int], spacing: float | Mapping[str, float], unit
             f"shape: {said} nodes is {nodes:.3g} nodes, more than any machine holds (at most "
             f"{MOST_NODES:.3g}): is a size mistyped?"
         )
-    for d in dims:
-        n = real_number(shape[d], f"shape {d}")
+    coords = {}
+    for d, n in zip(dims, counts):
         h = real_number(step[d], f"spacing {d}", positive=True)  # nan and inf were taken
         # z says it is depth (CF's positive: down), as a file's z should: carried into files
         # the model is saved to and read by other tools.
         attrs = {"units": unit, "positive": "down"} if d == "z" else {"units": unit}
-        coords[d] = xr.DataArray(np.arange(int(n)) * h, dims=d, attrs=attrs)
+        coords[d] = xr.DataArray(np.arange(n) * h, dims=d, attrs=attrs)
     return coords
 
 
