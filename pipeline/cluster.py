@@ -696,7 +696,9 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
         if not jobs.submitted:
             raise InputError(f"{said} (check its queue, account, walltime and memory)")
         echo(said)
-    n, ids = len(jobs.submitted), ", ".join(jobs.submitted)
+    # In the order submitted (job ids count up), not the order the answers came in.
+    ids = ", ".join(sorted(jobs.submitted, key=lambda job: (len(job), job)))
+    n = len(jobs.submitted)
     echo(f"submitted {n} {config.cluster} worker job(s) (job{'s' * (n > 1)} {ids})")
     queue = "squeue" if config.cluster == "slurm" else "qstat"
     late = f"; are they still queued ({queue})? Their logs go to {config.log_directory}"
@@ -924,7 +926,38 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
                 "e.g. dask worker --scheduler-file FILE, or set wait_for_workers: 1 to wait "
                 "for them)"
             )
-        yield client
+        try:
+            yield client
+        finally:
+            if whose == "the job's":
+                _close_the_jobs_cluster(client)
+
+
+def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:
+    """Close a submitted job's workers, then its scheduler, once its run has ended.
+
+    Each worker is asked to close itself while the scheduler still listens: it removes its
+    scratch folder and its process ends with status 0. Closed by the scheduler's own close
+    (or stopped by the job script), the workers wrote tracebacks of a lost connection into
+    the job's log and left their scratch folders. (Retiring them instead keeps the last
+    worker holding data no other can take.) Whatever has not closed within ``timeout`` s,
+    or a scheduler gone meanwhile, is left to the job script, which stops it."""
+    import time
+
+    try:
+        client.run_on_scheduler(_close_workers)
+        deadline = time.monotonic() + timeout
+        while worker_info(client) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        client.shutdown()
+    except Exception:  # noqa: BLE001 - the job script stops what is left
+        pass
+
+
+def _close_workers(dask_scheduler) -> None:
+    """Ask every worker of ``dask_scheduler`` to close itself (run on the scheduler)."""
+    for address in list(dask_scheduler.workers):
+        dask_scheduler.close_worker(address)
 
 
 def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -> None:

@@ -289,6 +289,11 @@ def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
     return "\n".join(lines)
 
 
+#: Seconds a job's workers have to close themselves once the run has ended and its
+#: scheduler has closed (their launcher stops those still running then).
+WORKERS_CLOSE_S = 20
+
+
 def _watched(launch: list[str], ended: Path, log: Path) -> list[str]:
     """Script lines that run ``launch`` (lines ending in ``&``: a scheduler, the workers'
     launcher) in the background, appending to ``log``, and write its exit status into
@@ -381,11 +386,17 @@ def batch_script(
         f"export {SCHEDULER_ENDED_ENV}={shlex.quote(str(directory / 'scheduler.ended'))} "
         f"{SCHEDULER_LOG_ENV}={quoted_dir}/scheduler.log",
         "# The workers and the scheduler end with the run, whatever its outcome (said in",
-        "# the workers' log, whose srun then reports its tasks killed).",
+        "# the workers' log). The scheduler first: closing, it closes its workers, which then",
+        "# exit of themselves and remove their scratch folders; those still running after",
+        f"# {WORKERS_CLOSE_S} s are stopped. (Stopped together, the workers' launcher killed",
+        "# them while they closed: tracebacks of a lost connection and scratch left behind.)",
         "trap "
         + shlex.quote(
-            f'echo "raygrid: the run has ended: stopping its workers" >> {quoted_dir}/'
-            'workers.log; kill "$workers" "$scheduler" 2>/dev/null || true; wait'
+            f'echo "raygrid: the run has ended: closing its scheduler and workers" >> '
+            f'{quoted_dir}/workers.log; kill "$scheduler" 2>/dev/null || true; '
+            f"for _ in $(seq {WORKERS_CLOSE_S * 10}); do "
+            'kill -0 "$workers" 2>/dev/null || break; sleep 0.1; done; '
+            'kill "$workers" "$scheduler" 2>/dev/null || true; wait'
         )
         + " EXIT",
     ]

@@ -7,6 +7,7 @@ The SLURM tests need a running cluster: ``bash ../shared/slurm/start-local-slurm
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -385,6 +386,13 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     logs = "\n".join(p.read_text() for p in job.directory.glob("*.out"))
     assert state == "COMPLETED", logs + (job.directory / "workers.log").read_text()
     assert "done: 6 source(s)" in logs
+    # The run closes its workers before their scheduler: each ends of itself (status 0),
+    # removing its scratch folder, without the tracebacks of a lost connection.
+    workers_log = (job.directory / "workers.log").read_text()
+    assert "Traceback" not in workers_log, workers_log
+    assert (job.directory / "workers.ended").read_text().strip() == "0", workers_log
+    scratch = re.findall(r"Local Directory: (\S+)", workers_log)
+    assert len(scratch) == 2 and not any(Path(folder).exists() for folder in scratch)
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     assert dataset.attrs["complete"] == 1
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
@@ -777,6 +785,22 @@ def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
         "resource limits",
         "submitted 1 pbs worker job(s) (job 41)",
     ]
+
+
+def test_worker_jobs_are_listed_in_the_order_submitted():
+    # The batch system's answers come in any order: "(jobs 25, 24)" read as a mistake.
+    from raygrid.pipeline.cluster import JobQueueConfig, _wait_for_jobs
+
+    class Jobs:
+        submitted, refused = ["100", "99", "101"], []
+
+    class Client:
+        def wait_for_workers(self, n, timeout):
+            pass
+
+    said = []
+    _wait_for_jobs(Client(), JobQueueConfig(cluster="slurm", workers=3), Jobs, said.append)
+    assert said == ["submitted 3 slurm worker job(s) (jobs 99, 100, 101)"]
 
 
 @pytest.mark.parametrize(
