@@ -58,19 +58,64 @@ class NpyArray(BackendArray):
         return ("raygrid-npy", *self._stamp)
 
 
-def _pick(dataset: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray:
+def _pick(
+    dataset: xr.Dataset, variable: str | None, path: Path, group: str | None = None
+) -> xr.DataArray:
+    where = f"{path}" if group is None else f"{path} (group {group!r})"
     if variable is None:
         if not dataset.data_vars:
-            raise InputError(f"{path} holds no data variable: no velocity model")
+            raise InputError(f"{where} holds no data variable: no velocity model"
+                             f"{_groups_hint(path, group)}")  # fmt: skip
         if len(dataset.data_vars) != 1:
             raise InputError(
-                f"{path} holds {sorted(dataset.data_vars)}: name the velocity (variable= in "
+                f"{where} holds {sorted(dataset.data_vars)}: name the velocity (variable= in "
                 "Python, model.variable in a workflow)"
             )
         variable = next(iter(dataset.data_vars))
     if variable not in dataset.data_vars:
-        raise InputError(f"{path} has no variable {variable!r}; it has {sorted(dataset.data_vars)}")
+        raise InputError(f"{where} has no variable {variable!r}; it has "
+                         f"{sorted(dataset.data_vars)}{_groups_hint(path, group)}")  # fmt: skip
     return dataset[variable]
+
+
+def _groups_hint(path: Path, group: str | None) -> str:
+    """``"; its groups with variables: ..."``, naming the groups of a NetCDF file or Zarr
+    store (other than the one read) that hold data variables, for a model not found where
+    it was looked for; ``""`` if there are none (or they cannot be listed)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata
+            kind = {"engine": "zarr"} if _is_zarr(path) else {}
+            with xr.open_datatree(path, **kind) as tree:
+                found = {
+                    node.path: sorted(node.data_vars) for node in tree.subtree if node.data_vars
+                }
+    except Exception:  # noqa: BLE001 - only a hint: the refusal stands without it
+        return ""
+    read = "/" + (group or "").strip("/")
+    found.pop(read, None)
+    if not found:
+        return ""
+    listed = ", ".join(f"{name} {variables}" for name, variables in sorted(found.items()))
+    return f"; its groups with variables: {listed} (group= in Python, model.group in a workflow)"
+
+
+def _is_zarr(path: Path) -> bool:
+    """Whether ``path`` is a Zarr store: named ``.zarr``, or a folder with Zarr metadata
+    (v3, then v2)."""
+    marks = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")
+    return path.suffix.lower() == ".zarr" or (
+        path.is_dir() and any((path / mark).exists() for mark in marks)
+    )
+
+
+def _is_zarr_root(path: Path) -> bool:
+    """Whether ``path`` has a Zarr group's metadata at its root (v3, then v2)."""
+    return (path / "zarr.json").exists() or (path / ".zgroup").exists()
+
+
+def _no_group(path: Path, group: str) -> InputError:
+    return InputError(f"{path} has no group {group!r}{_groups_hint(path, group)}")
 
 
 def _conflicts(found: str | None, given: str, scales: Mapping[str, float]) -> bool:
@@ -201,6 +246,7 @@ def load_velocity(
     length_unit: str | None = None,
     dims: tuple[str, ...] | None = None,
     rename: Mapping[str, str] | None = None,
+    group: str | None = None,
 ) -> xr.DataArray:
     """Open a velocity model and validate it.
 
@@ -226,6 +272,10 @@ def load_velocity(
     rename : mapping, optional
         Zarr and NetCDF: the file's names of axes that are raygrid's ``z``, ``y`` or ``x``,
         e.g. ``{"depth": "z", "northing": "y", "easting": "x"}`` (their coordinates too).
+    group : str, optional
+        Zarr and NetCDF: the group holding the model, e.g. ``"models/vp"`` (default: the
+        root). A model not found where it is looked for is refused naming the groups that
+        hold variables.
 
     Returns
     -------
@@ -255,32 +305,41 @@ def load_velocity(
             f"{path}: {', '.join(given)} {'is' if len(given) == 1 else 'are'} for .npy "
             "models; this file has its own coordinates"
         )
-    zarr_marks = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")  # Zarr v3, then v2
-    if suffix == ".zarr" or (path.is_dir() and any((path / m).exists() for m in zarr_marks)):
+    if suffix == ".npy" and group is not None:
+        raise InputError(f"{path}: group is for Zarr and NetCDF models; a .npy file holds one "
+                         "array: leave it out")  # fmt: skip
+    if _is_zarr(path):
         with warnings.catch_warnings():
             # Stores without consolidated metadata are normal in zarr v3; xarray warns
             # when it falls back to reading them without.
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
-                dataset = xr.open_zarr(path, consolidated=None)
-            except FileNotFoundError:  # zarr's GroupNotFoundError: no metadata there
-                raise InputError(
-                    f"{path}: cannot open it as Zarr (no Zarr group metadata in it)"
-                ) from None
+                dataset = xr.open_zarr(path, group=group, consolidated=None)
+            except (FileNotFoundError, KeyError) as error:  # no metadata there
+                if group is not None and _is_zarr_root(path):
+                    raise _no_group(path, group) from None
+                said = (
+                    "no Zarr group metadata in it"
+                    if isinstance(error, FileNotFoundError)
+                    else f"{type(error).__name__}: {error}"
+                )
+                raise InputError(f"{path}: cannot open it as Zarr ({said})") from None
             except Exception as error:  # metadata that does not read (cut short, not JSON)
                 raise InputError(
                     f"{path}: cannot open it as Zarr ({type(error).__name__}: {error})"
                 ) from None
-        velocity = _pick(dataset, variable, path)
+        velocity = _pick(dataset, variable, path, group)
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
         # Lazily indexed (no dask): a tiled solve reads it in blocks (tiled.chunked_lazily),
         # so each worker reads only its tile; a contiguous file opened with dask would be
         # one chunk.
         try:
-            dataset = xr.open_dataset(path)
+            dataset = xr.open_dataset(path, group=group)
         except (OSError, ValueError) as error:  # no NetCDF engine, or not a NetCDF file
+            if group is not None and "group not found" in str(error):
+                raise _no_group(path, group) from None
             raise InputError(f"{path}: cannot open it as NetCDF ({error})") from None
-        velocity = _pick(dataset, variable, path)
+        velocity = _pick(dataset, variable, path, group)
         # The model's close() closes the file (a variable of a dataset has none of its own:
         # the file stayed open, and HDF5's lock refused the next iteration's rewrite of it).
         velocity.set_close(dataset.close)

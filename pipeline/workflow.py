@@ -212,6 +212,8 @@ class FileModel(Strict):
     length_unit: Literal["m", "km"] | None = None
     # Zarr, NetCDF: the file's axis names that are raygrid's, e.g. {depth: z, easting: x}
     rename: dict[str, Literal["z", "y", "x"]] | None = None
+    # Zarr, NetCDF: the group holding the model (default: the root)
+    group: str | None = None
 
     def build(self, *, values: bool = True) -> xr.DataArray:
         """The model, checked as :func:`load_velocity` checks it (chunk by chunk): lazily
@@ -221,6 +223,7 @@ class FileModel(Strict):
             self.path, self.variable, units=self.units, spacing=self.spacing,
             origin=self.origin, length_unit=self.length_unit,
             dims=None if self.dims is None else tuple(self.dims), rename=self.rename,
+            group=self.group,
         )  # fmt: skip
 
 

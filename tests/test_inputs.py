@@ -979,6 +979,44 @@ def test_a_files_axes_named_otherwise_are_renamed(tmp_path):
         load_velocity(tmp_path / "m.npy", rename=names, spacing=10.0, length_unit="m", units="m/s")
 
 
+@pytest.mark.parametrize("kind", ["nc", "zarr"])
+def test_a_model_in_a_group_is_read_by_its_group(tmp_path, kind):
+    # A file holding P and S models in groups: not reachable by name before (the root has
+    # no variable, and the refusal said only "holds no data variable").
+    path = tmp_path / f"models.{kind}"
+    vp = constant_model({"z": 6, "x": 7}, 10.0, 2000.0)
+    vs = constant_model({"z": 6, "x": 7}, 10.0, 1150.0)
+    write = {"nc": "to_netcdf", "zarr": "to_zarr"}[kind]
+    plain = {"consolidated": False} if kind == "zarr" else {}
+    getattr(xr.Dataset(attrs={"title": "P and S"}), write)(path, **plain)
+    getattr(vp.to_dataset(name="vp"), write)(path, group="models/p", mode="a", **plain)
+    getattr(vs.to_dataset(name="vs"), write)(path, group="models/s", mode="a", **plain)
+    for group, speed in (("models/p", 2000.0), ("/models/s", 1150.0)):
+        velocity = load_velocity(path, group=group)
+        assert float(velocity.max()) == speed
+    groups = r"its groups with variables: /models/p \['vp'\], /models/s \['vs'\] \(group="
+    for given, said in (
+        ({}, "holds no data variable: no velocity model; " + groups),
+        ({"group": "models/q"}, "has no group 'models/q'; " + groups),
+        ({"variable": "vs"}, "has no variable 'vs'; it has \\[\\]; " + groups),
+        # The group read is not listed as another to read.
+        ({"group": "models/p", "variable": "vs"}, r"\(group 'models/p'\) has no variable 'vs'; "
+         r"it has \['vp'\]; its groups with variables: /models/s \['vs'\] \("),
+    ):  # fmt: skip
+        with pytest.raises(InputError, match=said):
+            load_velocity(path, **given)
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        f"model:\n  path: {path}\n  group: models/s\n"
+        "sources:\n  - {z: 0.0, x: 20.0}\noutputs:\n  store: o.zarr\n"
+    )
+    grid = prepare_workflow(read_workflow(workflow)).grid
+    assert float(grid.slowness.min()) == 1 / 1150.0
+    np.save(tmp_path / "m.npy", np.full((3, 4), 2000.0))
+    with pytest.raises(InputError, match="group is for Zarr and NetCDF models"):
+        load_velocity(tmp_path / "m.npy", group="p", spacing=10.0, length_unit="m", units="m/s")
+
+
 def test_units_are_read_in_any_case_and_spelt_out():
     # "kilometers", "KM" and "KM/S" were refused ("expected one of [...]") where "meters"
     # passed; a NetCDF file's attributes are written every way.
