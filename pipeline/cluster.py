@@ -936,12 +936,14 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
 def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:
     """Close a submitted job's workers, then its scheduler, once its run has ended.
 
-    Each worker is asked to close itself while the scheduler still listens: it removes its
-    scratch folder and its process ends with status 0. Closed by the scheduler's own close
-    (or stopped by the job script), the workers wrote tracebacks of a lost connection into
-    the job's log and left their scratch folders. (Retiring them instead keeps the last
-    worker holding data no other can take.) Whatever has not closed within ``timeout`` s,
-    or a scheduler gone meanwhile, is left to the job script, which stops it."""
+    Each worker's nanny is told to close while the scheduler still listens: it stops its
+    worker as it would itself, the worker removes its scratch folder, and the worker's
+    process ends with status 0. Closed by the scheduler's own close (or stopped by the job
+    script), the workers wrote tracebacks of a lost connection into the job's log and left
+    their scratch folders; asked to close themselves, they often logged "Worker process
+    died unexpectedly" (their nanny's queue closed under its reader); retired, the last
+    kept data no other worker could take. Whatever has not closed within ``timeout`` s, or
+    a scheduler gone meanwhile, is left to the job script, which stops it."""
     import time
 
     try:
@@ -954,10 +956,21 @@ def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:
         pass
 
 
-def _close_workers(dask_scheduler) -> None:
-    """Ask every worker of ``dask_scheduler`` to close itself (run on the scheduler)."""
-    for address in list(dask_scheduler.workers):
-        dask_scheduler.close_worker(address)
+async def _close_workers(dask_scheduler) -> None:
+    """Tell every worker of ``dask_scheduler`` to close (run on the scheduler): through
+    its nanny, which closes its connection before it can answer (not an error here), or
+    itself where it has none."""
+    import asyncio
+    import contextlib
+
+    async def close(worker) -> None:
+        if worker.nanny is None:
+            dask_scheduler.close_worker(worker.address)
+            return
+        with contextlib.suppress(Exception):
+            await dask_scheduler.rpc(worker.nanny).terminate(reason="raygrid-run-ended")
+
+    await asyncio.gather(*(close(worker) for worker in list(dask_scheduler.workers.values())))
 
 
 def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -> None:

@@ -44,6 +44,8 @@ FINGERPRINT_PARTS = {
     "direct_reach": "how far a receiver near an off-node source is joined to it straight "
     "(a rule of raygrid's version)",
     "face_legs": "how a straight leg lying in a cell face is timed (a rule of raygrid's version)",
+    "node_ends": "whether a source or receiver on a node is joined straight to the other "
+    "near it (a rule of raygrid's version)",
     "node_snap": "which points near a node of float32 coordinates are put on it (a rule of "
     "raygrid's version)",
 }
@@ -100,6 +102,10 @@ def workflow_fingerprint(
         # Such legs take the faster side (earlier stores: the cell of higher index); only
         # stores that hold one say so, so that no other store is refused.
         recipe["face_legs"] = "faster side"
+    if _node_ends_joined(grid, indices, grid.radius3(workflow.grid.radius)):
+        # A node end is joined straight to the other within reach (earlier stores: only
+        # two off-node ends): only stores that hold such a pair say so, as for face_legs.
+        recipe["node_ends"] = "joined within reach"
     if _snapped_otherwise(grid, points, indices):
         # Placed otherwise than before 2026-11-27 (onto a node, or off it): only stores
         # that hold such a point say so, as for face_legs.
@@ -137,6 +143,23 @@ def _legs_in_faces(grid: Grid, indices: dict[str, np.ndarray]) -> bool:
         return found
 
     return bool(faces("sources") & faces("receivers"))
+
+
+def _node_ends_joined(
+    grid: Grid, indices: dict[str, np.ndarray], radius3: tuple[int, int, int]
+) -> bool:
+    """Whether a source and a receiver, one of them or both on a node, are joined by a
+    straight leg (``Grid.joined_points``): before 2026-12-05 only two off-node ends were.
+    ``indices`` as for :func:`_legs_in_faces`."""
+    receivers = np.asarray(indices["receivers"], dtype=np.float64).reshape(-1, 3)
+    if not len(receivers):
+        return False
+    off = ~grid.on_nodes(receivers)
+    for source3 in np.asarray(indices["sources"], dtype=np.float64).reshape(-1, 3):
+        joined = grid.joined_points(source3, receivers, radius3)
+        if np.any(joined & ~(off & (not grid.on_node(source3)))):
+            return True
+    return False
 
 
 def _snapped_otherwise(grid: Grid, points: dict, indices: dict[str, np.ndarray]) -> bool:

@@ -319,9 +319,10 @@ class Grid:
         node, or the forward-star box around its cell with the cells the legs cross, and
         those of the straight leg from the source when it is joined to it."""
         nodes = self.reach_nodes(point3, radius3)
-        if self.on_node(point3):
+        joined = source3 is not None and self.joined(source3, point3, radius3)
+        if self.on_node(point3) and not joined:
             return nodes[0], nodes[0] + 1
-        if source3 is not None and self.joined(source3, point3, radius3):
+        if joined:
             return self.leg_box(point3, np.vstack([nodes, source3]))
         return self.leg_box(point3, nodes)
 
@@ -344,13 +345,9 @@ class Grid:
         box = self.reach_nodes(point3, radius3)
         legs = self.leg_times(point3, box, slowness)
         values = times.at(box)
-        totals = values + legs
-        best = int(np.argmin(totals))
-        if source3 is not None:
-            direct = self.direct_leg(source3, point3, radius3, slowness)
-            if direct is not None and direct < totals[best]:
-                return None, values.dtype.type(0), direct
-        return box[best], values[best], legs[best]
+        best = int(np.argmin(values + legs))
+        found = (box[best], values[best], legs[best])
+        return self._straight_if_faster(found, source3, point3, radius3, slowness)
 
     def last_legs(
         self,
@@ -385,10 +382,29 @@ class Grid:
                 point3 = points3[k]
                 if self.on_node(point3):
                     node = np.asarray(point3).astype(np.int64)
-                    out.append((node, times.value(node), 0.0))
+                    out.append(self._straight_if_faster(
+                        (node, times.value(node), 0.0), source3, point3, radius3, slowness
+                    ))  # fmt: skip
                 else:
                     out.append(self.last_leg(times, point3, radius3, slowness, source3))
         return out
+
+    def _straight_if_faster(
+        self,
+        best: tuple[np.ndarray | None, Any, float],
+        source3: np.ndarray | None,
+        point3: np.ndarray,
+        radius3: tuple[int, int, int],
+        slowness: NodeValues | None,
+    ) -> tuple[np.ndarray | None, Any, float]:
+        """``best`` (``(node, t(node), leg)``), or ``(None, 0, leg)``, the straight leg from
+        the source (:meth:`direct_leg`), where the two are joined and it is faster."""
+        if source3 is None:
+            return best
+        direct = self.direct_leg(source3, point3, radius3, slowness)
+        if direct is not None and direct < np.float64(best[1]) + best[2]:
+            return None, np.asarray(best[1]).dtype.type(0), direct
+        return best
 
     def _last_legs_in_memory(
         self,
@@ -418,14 +434,12 @@ class Grid:
         for k, point3 in enumerate(points3):
             if on[k]:
                 node = point3.astype(np.int64)
-                out.append((node, times.value(node), 0.0))
-                continue
-            j = found[k]
-            best = (nodes[j], values[j], legs[j])
+                best = (node, times.value(node), 0.0)
+            else:
+                j = found[k]
+                best = (nodes[j], values[j], legs[j])
             if joined[k]:
-                direct = self.direct_leg(source3, point3, radius3, slowness)
-                if direct is not None and direct < np.float64(values[j]) + legs[j]:
-                    best = (None, values.dtype.type(0), direct)
+                best = self._straight_if_faster(best, source3, point3, radius3, slowness)
             out.append(best)
         return out
 
@@ -436,9 +450,9 @@ class Grid:
         radius3: tuple[int, int, int],
         slowness: NodeValues | None = None,
     ) -> float | None:
-        """Time of the straight leg between a source and a point that both lie between
-        nodes and whose nearest nodes are at most :data:`DIRECT_REACH` radii apart on every
-        axis; ``None`` for any other pair.
+        """Time of the straight leg between a source and a point whose nearest nodes are at
+        most :data:`DIRECT_REACH` radii apart on every axis (:meth:`joined`); ``None`` for
+        any other pair.
 
         Each off-node point is joined to the forward-star box around its nearest node
         (docs/method.md section 3). Where the source's box and the point's overlap (their
@@ -450,12 +464,20 @@ class Grid:
         The leg is a path like any other, timed exactly, so it is never earlier than the
         true time. It is symmetric in the two points (the same floats both ways); whether
         it wins compares it with node paths, which are reciprocal only up to rounding
-        (docs/method.md section 4). A source or point on a node is never joined this way:
-        the reverse solve reads that node, and reciprocity would break.
+        (docs/method.md section 4).
+
+        A source or point on a node is joined the same way, unless the other end lies in
+        its forward-star box (where the leg is a seed, a candidate or the star's edges
+        already): a station on a node had times up to 2.9 % late two radii from it (3D,
+        radius 3) where a station a millimetre off its node had them exact, and a trial
+        hypocentre on a node was late where one a millimetre off was not. The reverse solve
+        reads the same leg at that node (:meth:`last_legs`): reciprocity holds.
         """
         if not self.joined(source3, point3, radius3):
             return None
-        return self.segment_time(source3, point3, slowness)
+        # From the off-node end, as Grid.leg_times and a ray's leg are timed (the same floats).
+        a, b = (point3, source3) if self.on_node(source3) else (source3, point3)
+        return self.segment_time(a, b, slowness)
 
     def located_source(
         self,
@@ -535,12 +557,14 @@ class Grid:
     ) -> np.ndarray:
         """:meth:`joined` of each of the points ``(k, 3)``, as a mask."""
         points3 = np.asarray(points3, dtype=np.float64).reshape(-1, 3)
-        if self.on_node(source3):
-            return np.zeros(len(points3), dtype=bool)
-        # A node end is never joined: within reach it is a seed or a candidate of the other.
-        between = ~self.on_nodes(points3)
-        nearest = np.floor(np.asarray(source3) + 0.5) - np.floor(points3 + 0.5)
-        return between & np.all(np.abs(nearest) <= DIRECT_REACH * np.asarray(radius3), axis=1)
+        radius = np.asarray(radius3)
+        offset = np.abs(np.floor(np.asarray(source3) + 0.5) - np.floor(points3 + 0.5))
+        reach = np.all(offset <= DIRECT_REACH * radius, axis=1)
+        # A node end within the other's forward-star box is one of its seeds or candidates,
+        # or (both nodes) joined by the star's edges along the leg: the straight leg is a
+        # path the solve or the box has already.
+        node_end = self.on_nodes(points3) | self.on_node(source3)
+        return reach & ~(node_end & np.all(offset <= radius, axis=1))
 
     def segment_time(
         self, a3: np.ndarray, b3: np.ndarray, slowness: NodeValues | None = None
@@ -759,6 +783,28 @@ class Grid:
                 "the top (an elevation) must be placed on it, or the model extended upward"
             )
         return said
+
+    def km_in_m(self, points3: np.ndarray, what: str) -> str | None:
+        """What to say of points that look given in km on a model in m, or ``None``: at
+        least two apart, all within one cell's span on every axis, and inside the model
+        again at 1000 times their coordinates. (Points in m on a model in km land outside
+        it, and :meth:`_outside` says so; these land inside, near the origin, and a run
+        went on with ten stations in one 500 m cell.) A warning, not a refusal: a dense
+        array of geophones a metre apart near the origin looks the same."""
+        if self.metres_per_unit != 1.0 or len(np.unique(points3, axis=0)) < 2:
+            return None
+        coords = self.to_coords(points3)
+        for d, origin, h, n in zip(self.dims, self.origin, self.spacing, self.shape):
+            values = coords[d]
+            last = origin + h * (n - 1)
+            if np.ptp(values) >= h or not np.all((origin <= values * 1e3) & (values * 1e3 <= last)):
+                return None
+        spans = ", ".join(f"{d} {coords[d].min():.6g} to {coords[d].max():.6g}" for d in self.dims)
+        return (
+            f"all {len(points3)} {what}s lie within one cell ({spans} m); at 1000 times "
+            "their coordinates they would spread over the model: are they in km? Points are "
+            "in the model's unit, m"
+        )
 
     def to_coords(self, index3: np.ndarray) -> dict[str, np.ndarray]:
         """Coordinates (model units) of fractional node indices, shape (..., 3)."""

@@ -56,9 +56,9 @@ def receiver_times(
     legs = grid.last_legs(times, receiver_index, star.radius, slowness, source3)
     time = np.array([t for _, t, _ in legs], dtype=dtype).reshape(-1)
     leg = np.array([g for _, _, g in legs], dtype=dtype).reshape(-1)
-    # On a node: its time. Between nodes: plus the last leg, in the solve's precision.
-    on = grid.on_nodes(receiver_index)
-    return np.where(on, time, time + leg)
+    # Plus the last leg, in the solve's precision: a node's own time has none (+ 0.0 keeps
+    # it), and the straight leg from the source (joined) comes after a time of 0.
+    return time + leg
 
 
 #: The most a lazy field of one source and its model may take in memory to be read whole

@@ -619,10 +619,16 @@ def source_list(
         # A station list on disk, read as a workflow reads one (names, ignored columns).
         return csv_points(points, what)
     points = as_table(points)
-    numbers = isinstance(points, list | tuple) and all(is_number(p) for p in points)
-    if numbers and points or isinstance(points, np.ndarray) and points.dtype != object:
+    listed = isinstance(points, list | tuple) and len(points) > 0
+    numbers = listed and all(is_number(p) for p in points)
+    # Rows of coordinates ([[z, y, x], ...]): each was refused as "not a mapping", one line
+    # a point.
+    rows = (
+        listed and len(points) > 1 and all(isinstance(p, list | tuple | np.ndarray) for p in points)
+    )
+    if numbers or rows or isinstance(points, np.ndarray) and points.dtype != object:
         # A list of numbers was taken as that many points, each "not a mapping".
-        given = "a list of numbers" if numbers else "a NumPy array"
+        given = "a list of numbers" if numbers else "rows of numbers" if rows else "a NumPy array"
         raise InputError(
             f"{what} given as {given} have no dim names: give a sequence of mappings "
             f"such as [{{'z': 0.0, 'x': 100.0}}], or a table of columns such as "
@@ -726,7 +732,11 @@ def locate_points(
             if len(bad) < BAD_POINTS_SHOWN:  # the rest counted only: a file in km had all
                 bad.append((i, error))
     if not bad:
-        return np.array(located, dtype=np.float64).reshape(-1, 3)
+        located = np.array(located, dtype=np.float64).reshape(-1, 3)
+        slip = grid.km_in_m(located, what) if what in ("source", "receiver") else None
+        if slip:
+            warn_input(slip if path is None else f"{what} CSV file {path}: {slip}")
+        return located
     # A file's rows are found by line (its comments and blank lines counted).
     rows = [i for i, _ in bad]
     lines = {} if path is None else dict(zip(rows, csv_row_lines(path, rows)))

@@ -288,6 +288,24 @@ def test_a_point_in_metres_on_a_model_in_km_is_named_so():
         traveltime(model, {"z": 0.0, "x": 500.0})  # (under 100 times the span: said too)
 
 
+def test_points_in_km_on_a_model_in_metres_are_warned_about(tmp_path):
+    # The other slip lands inside the model: ten stations in km ran in one 500 m cell of a
+    # model in m ("valid workflow"), silently.
+    model = constant_model({"z": 41, "x": 61}, 500.0, 5000.0)
+    stations = {"z": [0.0, 0.0, 1.5], "x": [3.2, 10.5, 25.0]}
+    with pytest.warns(InputWarning, match=r"all 3 sources lie within one cell \(z 0 to 1.5, x "
+                      r"3.2 to 25 m\); at 1000 times .* are they in km\?"):  # fmt: skip
+        traveltimes(model, stations, radius=2)
+    path = tmp_path / "stations.csv"
+    path.write_text("z,x\n0,3.2\n0,10.5\n")
+    with pytest.warns(InputWarning, match=r"source CSV file .*stations.csv: all 2 sources"):
+        traveltimes(model, str(path), radius=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traveltimes(model, {"z": [0.0, 0.0], "x": [3200.0, 10500.0]}, radius=2)  # in m
+        traveltimes(model, {"z": [0.0, 0.0], "x": [3.2, 40.0]}, radius=2)  # 40 km: outside
+
+
 @pytest.mark.parametrize(
     "source, message",
     [

@@ -661,6 +661,8 @@ def test_tables_of_sources_take_what_a_csv_file_takes():
     refusals = [
         (two_dims, "the sources table's column 'z' has 2 dims; a column holds one number"),
         (np.array([[0.0, 50.0]]), "sources given as a NumPy array have no dim names"),
+        # Said once, not once a point ("must be a mapping", 20 lines for 20 points).
+        ([[0.0, 50.0], (0.0, 60.0)], "sources given as rows of numbers have no dim names"),
         ({"z": ["top"], "x": [50.0]}, "the sources table's column 'z' is not numbers"),
     ]
     for sources, message in refusals:

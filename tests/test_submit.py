@@ -389,7 +389,9 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     # The run closes its workers before their scheduler: each ends of itself (status 0),
     # removing its scratch folder, without the tracebacks of a lost connection.
     workers_log = (job.directory / "workers.log").read_text()
-    assert "Traceback" not in workers_log, workers_log
+    assert "Traceback" not in workers_log and " ERROR " not in workers_log, workers_log
+    scheduler_log = (job.directory / "scheduler.log").read_text()
+    assert "Traceback" not in scheduler_log, scheduler_log
     assert (job.directory / "workers.ended").read_text().strip() == "0", workers_log
     scratch = re.findall(r"Local Directory: (\S+)", workers_log)
     assert len(scratch) == 2 and not any(Path(folder).exists() for folder in scratch)

@@ -386,6 +386,19 @@ def test_a_store_with_legs_in_a_cell_face_records_their_rule(tmp_path):
     assert "face_legs" not in prepared.fingerprint_parts
 
 
+def test_a_store_with_node_ends_joined_straight_records_the_rule(tmp_path):
+    # Receivers on nodes 3 nodes under sources on nodes (radius 2): joined straight since
+    # this version (only two off-node ends were before). Such a store records the rule;
+    # other stores keep their fingerprints.
+    plain = prepare_workflow(read_workflow(write(tmp_path, SMALL)))
+    assert "node_ends" not in plain.fingerprint_parts
+    near = prepare_workflow(read_workflow(write(tmp_path, SMALL.replace("z: 200.0", "z: 30.0"))))
+    assert "node_ends" in near.fingerprint_parts
+    # Within a radius (1 node) the straight leg is the star's edges already: not recorded.
+    box = prepare_workflow(read_workflow(write(tmp_path, SMALL.replace("z: 200.0", "z: 10.0"))))
+    assert "node_ends" not in box.fingerprint_parts
+
+
 def test_a_store_with_a_point_placed_otherwise_records_the_rule(tmp_path):
     # A source 0.9 m from a node of float32 northings (0.25 m apart at 4e6 m): put on the
     # node before 2026-11-27 (within four units in the last place, 1.9 m), left where it
