@@ -7,7 +7,7 @@ only a 3D slowness array in s/m and a spacing in m (docs/method.md section 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -81,9 +81,9 @@ LOPSIDED_REACH = 2.0
 #: star may hold before a solve warns of its cost (:meth:`Grid.costly_star`): 3D radius 8
 #: or more (4,034 offsets), 2D radius 11 or more (336).
 COSTLY_STAR = 10.0
-#: How far apart, in radii on every axis, the nearest nodes of an off-node source and an
-#: off-node point may be for the straight leg between them to count (:meth:`Grid.direct_leg`):
-#: the zone where their forward-star boxes overlap. Part of every store's fingerprint.
+#: How far apart, in radii on every axis, the nearest nodes of a source and a point may be
+#: for the straight leg between them to count (:meth:`Grid.direct_leg`): the zone where
+#: their forward-star boxes overlap. Part of every store's fingerprint.
 DIRECT_REACH = 2
 #: How far apart (relative) two models' :meth:`Grid.model_check` may be and still count as
 #: one: the same values stored in km/s and in m/s, or in float32 and float64.
@@ -339,8 +339,8 @@ class Grid:
         The node ``n`` of the forward-star box around the point's cell minimising
         ``t(n) + leg(n, point)`` (docs/method.md section 3): the one rule behind a survey's
         receiver times, :func:`~raygrid.pipeline.traveltime_at` and a ray's last leg. Or
-        ``(None, 0, leg)``: the straight leg from the source itself, when both lie between
-        nodes and are joined (:meth:`direct_leg`) and it is faster.
+        ``(None, 0, leg)``: the straight leg from the source itself, when the two are
+        joined (:meth:`direct_leg`) and it is faster.
         """
         box = self.reach_nodes(point3, radius3)
         legs = self.leg_times(point3, box, slowness)
@@ -676,6 +676,48 @@ class Grid:
             f"radius per axis that evens the reach, e.g. radius: {{{suggested}}}"
         )
 
+    def to_indices(self, points: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`to_index` of many points at once, the same floats: ``(located, slow)``,
+        the ``(n, 3)`` positions and the rows left for :meth:`to_index` (points that are
+        not mappings of this grid's dims to real numbers, or not finite and inside the
+        model: it refuses them, or places one on the model's edge within rounding)."""
+        located = np.zeros((len(points), 3))
+        columns = _number_columns(points, self.dims)
+        if columns is None:
+            return located, np.arange(len(points))
+        rounding = self.rounding or (0.0,) * len(self.dims)
+        deviation = self.deviation or (0.0,) * len(self.dims)
+        slow = np.zeros(len(points), dtype=bool)
+        for dim, origin, h, stored, off in zip(
+            self.dims, self.origin, self.spacing, rounding, deviation
+        ):
+            value = columns[dim]
+            n = len(self.coords[dim])
+            nodes = np.asarray(self.coords[dim], dtype=np.float64)
+            last = origin + h * (n - 1)
+            with np.errstate(invalid="ignore"):
+                slow |= ~np.isfinite(value) | (value < origin) | (value > last)
+            value = np.where(slow, origin, value)  # (their rows are placed point by point)
+            # As to_index, step by step: snapped onto a node, or a cell face, within
+            # rounding.
+            i = (value - origin) / h
+            nearest = np.round(i)
+            tolerance = _SNAP_TOL * np.maximum(1.0, np.abs(i))
+            on_node = np.abs(i - nearest) <= tolerance
+            if stored or off:
+                node = nodes[np.clip(nearest, 0, n - 1).astype(np.int64)]
+                on_node |= np.abs(value - node) <= _half_ulps(node, stored) + 2 * off
+            face = np.floor(i) + 0.5
+            on_face = ~on_node & (np.abs(i - face) <= tolerance)
+            if stored or off:
+                near = ~(on_node | on_face) & (face >= 0) & (face < n - 1)
+                below = np.clip(np.floor(face), 0, max(n - 2, 0)).astype(np.int64)
+                middle = (nodes[below] + nodes[np.minimum(below + 1, n - 1)]) / 2
+                on_face |= near & (np.abs(value - middle) <= _half_ulps(middle, stored) + 2 * off)
+            index = np.where(on_node, nearest, np.where(on_face, face, i))
+            located[:, "zyx".index(dim)] = np.clip(index, 0.0, n - 1.0)
+        return located, np.flatnonzero(slow)
+
     def to_index(self, point: Mapping[str, Any], what: str = "source") -> np.ndarray:
         """Position in fractional node-index units ``(iz, iy, ix)`` of a point in coordinates.
 
@@ -714,7 +756,7 @@ class Grid:
             except (TypeError, ValueError):
                 raise InputError(f"{what} {dim}={given!r} is not a number") from None
             if not math.isfinite(value):  # was "z=nan is outside the model"
-                raise InputError(f"{what} {dim}={value} is not a finite number")
+                raise OutsideModel(f"{what} {dim}={value} is not a finite number")
             n = len(self.coords[dim])
             last = origin + h * (n - 1)
             # Within the rounding of the stored coordinates (float32 in many NetCDF files:
@@ -726,7 +768,7 @@ class Grid:
             if (value < origin or value > last) and not self._at_edge(
                 value, origin, last, h, stored, off
             ):
-                raise InputError(self._outside(what, dim, value, origin, last))
+                raise OutsideModel(self._outside(what, dim, value, origin, last))
             i = (value - origin) / h
             nearest = round(i)
             # Snap positions within rounding of a node onto it, so that a source written
@@ -966,9 +1008,31 @@ def _on_faces(
 def _half_ulp(value: float, eps: float) -> float:
     """Half a unit in the last place of ``value`` in a float type of machine epsilon
     ``eps`` (0 for exact types): the most that storing it in that type moved it."""
-    if value == 0.0 or eps == 0.0:
-        return 0.0
-    return 0.5 * eps * 2.0 ** math.floor(math.log2(abs(value)))
+    return float(_half_ulps(np.float64(value), eps))
+
+
+def _half_ulps(values: np.ndarray, eps: float) -> np.ndarray:
+    """:func:`_half_ulp` of each value (its binary exponent read exactly, by frexp)."""
+    _, exponent = np.frexp(values)  # |v| = m 2^e, m in [0.5, 1): floor(log2 |v|) = e - 1
+    return np.where(values == 0.0, 0.0, 0.5 * eps * np.ldexp(1.0, exponent - 1))
+
+
+def _number_columns(points: Sequence[Any], dims: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+    """The points' coordinates by dim, as float64 columns, where every point is a mapping of
+    exactly ``dims`` to real numbers (not text or yes/no, which :meth:`Grid.to_index`
+    refuses); else ``None``."""
+    wanted = set(dims)
+    real = (float, int, np.floating, np.integer)
+    columns: dict[str, list] = {d: [] for d in dims}
+    for point in points:
+        if not isinstance(point, Mapping) or point.keys() != wanted:
+            return None
+        for d in dims:
+            value = point[d]
+            if not isinstance(value, real) or isinstance(value, bool):
+                return None
+            columns[d].append(value)
+    return {d: np.array(column, dtype=np.float64) for d, column in columns.items()}
 
 
 def _rounding_of(stored: np.ndarray, values: np.ndarray, unit: str) -> tuple[str, float]:
@@ -1199,6 +1263,11 @@ def recorded_radius(attrs: Mapping, dims: tuple[str, ...]) -> dict[str, int]:
             )
         radius[d] = int(value)
     return radius
+
+
+class OutsideModel(InputError):
+    """A point outside the model, or with a coordinate that is not finite (NaN): what a
+    lookup with ``outside="nan"`` reads as NaN rather than refuses."""
 
 
 def radius3(radius: int | Mapping[str, int], sizes: Mapping[str, int]) -> tuple[int, int, int]:

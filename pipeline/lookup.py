@@ -5,15 +5,15 @@ station, by reciprocity); locating an event reads the fields at trial hypocentre
 fall between nodes. Here a point between nodes gets the time the method itself gives it:
 the node ``n`` of the forward-star box around its cell minimising ``t(n) + leg(n, point)``,
 the leg integrated exactly through the cells it crosses (docs/method.md section 3), or the
-straight leg from an off-node source joined to it; the same rule and the same floats as a
-survey's receiver table and a raypath's last leg.
+straight leg from a source joined to it (near it, on a node or not); the same rule and the
+same floats as a survey's receiver table and a raypath's last leg.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -47,8 +47,8 @@ def receiver_times(
     forward-star box around its cell minimising ``t(n) + leg(n, receiver)`` and adds that
     leg in the solve's precision: the same choice and the same floats as
     :func:`raygrid.pipeline.raypath`'s last leg. ``source3``, the source's position in
-    node units, lets a receiver near an off-node source be reached straight from it
-    (:meth:`Grid.last_leg`).
+    node units, lets a receiver near the source (on a node or not) be reached straight
+    from it (:meth:`Grid.last_legs`).
     """
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
@@ -174,6 +174,7 @@ def traveltime_at(
     *,
     velocity: xr.DataArray | None = None,
     radius: int | Mapping[str, int] | None = None,
+    outside: Literal["raise", "nan"] = "raise",
 ) -> xr.DataArray:
     """Traveltimes at points anywhere in the model, from solved fields.
 
@@ -196,6 +197,10 @@ def traveltime_at(
         The forward-star radius of the solve, for a field that does not record it; by
         default read from the field's attributes (``radius_z``, ...), which every raygrid
         result and store records, and it must equal them.
+    outside : {"raise", "nan"}, optional
+        A point outside the model (or with a NaN coordinate, a catalogue's missing depth)
+        is refused, naming it (the default), or reads NaN: for an optimiser or a grid
+        search that may step past the model's edges.
 
     Returns
     -------
@@ -225,17 +230,19 @@ def traveltime_at(
     integrated exactly cell by cell: a global minimum over the paths of the solve's graph
     extended by one straight leg, not an interpolation, so it is never earlier than the
     graph allows and is exact in a constant-velocity model along the star's directions.
-    Near an off-node source (nearest nodes at most two radii apart on every axis), the
-    straight leg from the source counts too (``Grid.direct_leg``); the source is read from the
-    field's ``source_*`` coordinates or attributes, and a field without them is warned
-    about (points near the source are then reached through nodes). The same rule gives a
+    Near the source (nearest nodes at most two radii apart on every axis), the straight
+    leg from it counts too (``Grid.direct_leg``), for points and sources on nodes or
+    between them alike; the source is read from the field's ``source_*`` coordinates or
+    attributes, and a field without them is warned about (points near the source are then
+    reached through nodes). The same rule gives a
     survey's ``receiver_traveltime`` (bitwise) and a raypath's time.
 
     Each call checks and converts a model held in memory whole (milliseconds for a small
     model, growing with its size): to read the same fields at many points one call at a
     time (an event located after another), build a :class:`TraveltimeTable` once.
     """
-    return TraveltimeTable(field, velocity=velocity, radius=radius, load=False).at(points)
+    table = TraveltimeTable(field, velocity=velocity, radius=radius, load=False)
+    return table.at(points, outside=outside)
 
 
 class TraveltimeTable:
@@ -420,12 +427,14 @@ class TraveltimeTable:
             self._whole_grid = (grid, grid.slowness_values())
         return self._whole_grid
 
-    def at(self, points: Any) -> xr.DataArray:
+    def at(self, points: Any, *, outside: Literal["raise", "nan"] = "raise") -> xr.DataArray:
         """Traveltimes at ``points``, as :func:`traveltime_at` returns them.
 
         Parameters
         ----------
         points : mapping, sequence of mappings, a table, or a CSV file's path
+            As for :func:`traveltime_at`.
+        outside : {"raise", "nan"}, optional
             As for :func:`traveltime_at`.
 
         Returns
@@ -444,16 +453,20 @@ class TraveltimeTable:
         InputWarning
             For a field that records no source position, with points between nodes.
         """
+        if outside not in ("raise", "nan"):
+            raise InputError(f'outside must be "raise" or "nan", got {outside!r}')
         with self._lock:
-            return self._at(points)
+            return self._at(points, outside)
 
-    def _at(self, points: Any) -> xr.DataArray:
+    def _at(self, points: Any, outside: Literal["raise", "nan"]) -> xr.DataArray:
         field, star = self.field, self.star
         points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
         single = one_point(points)
         # The same tables as traveltimes' sources, checked the same way.
         listed, names = source_list([points] if single else points, self.grid.dims, "points")
-        index = locate_points(self.grid, listed, "point", names, given_path(points))
+        located = locate_points(self.grid, listed, "point", names, given_path(points), outside)
+        inside = np.isfinite(located).all(axis=1)  # all but outside="nan"'s outside points
+        index = located[inside]
         whole = _read_whole(field, self.grid, star, len(index))
         grid, slowness = self._model_for(whole)
 
@@ -475,14 +488,16 @@ class TraveltimeTable:
                 )
                 self._unchecked.discard(s)
             nonlocal warned
-            if source is None and not warned and not grid.on_nodes(index).all():
+            if source is None and not warned:  # (points on nodes are joined to it too)
                 warned = True
                 warn_input(
                     "the field records no source position (source_z, ... coordinates or "
-                    "attributes): points between nodes near an off-node source are reached "
-                    "through nodes, not straight from it"
+                    "attributes): points near the source are reached through nodes, not "
+                    "straight from it"
                 )
-            return receiver_times(grid, star, times, index, field.dtype, slowness, source3)
+            out = np.full(len(located), np.nan, dtype=field.dtype)
+            out[inside] = receiver_times(grid, star, times, index, field.dtype, slowness, source3)
+            return out
 
         unit = {"units": grid.length_unit}
         coords = {f"point_{d}": ("point", [float(p[d]) for p in listed], unit) for d in grid.dims}
@@ -499,7 +514,7 @@ class TraveltimeTable:
             # name and position, as the fields of several sources give them along "source".
             named = [k for k in field.coords if k == "source" or k.startswith("source_")]
             coords.update({k: field.coords[k] for k in named if not field.coords[k].dims})
-        _warn_unsolved(times)
+        _warn_unsolved(times[..., inside])
         result = xr.DataArray(
             times, dims=dims, coords=coords, name="traveltime",
             attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},

@@ -265,7 +265,8 @@ def raypaths(
     -------
     list of xarray.Dataset
         One ray per receiver, in their order, each the Dataset :func:`raypath` returns (the
-        same floats).
+        same floats); where the receivers are named (a ``name`` or ``station`` column or
+        key), each ray's ``attrs["receiver"]`` is its receiver's name.
 
     Raises
     ------
@@ -285,10 +286,15 @@ def raypaths(
         return _stored_rays(result, listed, source)
     if not stored:
         _check_result(result)
-    listed, _ = source_list(receivers, model_dims(result), "receivers")
-    if stored:
-        return _stored_rays(result, listed, source)
-    return _traced(result, listed, source, numbered=True)
+    listed, names = source_list(receivers, model_dims(result), "receivers")
+    rays = (
+        _stored_rays(result, listed, source)
+        if stored
+        else _traced(result, listed, source, numbered=True)
+    )
+    for ray, name in zip(rays, names or []):  # a list of rays says whose each is
+        ray.attrs["receiver"] = name
+    return rays
 
 
 def model_dims(result: xr.Dataset) -> tuple[str, ...]:

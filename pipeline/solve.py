@@ -28,7 +28,7 @@ from ..kernels import (
     with_weights,
 )
 from .errors import InputError, other_case, setting, warn_input, workflow_spelling
-from .grid import Grid, grid_from_velocity, in_memory
+from .grid import Grid, OutsideModel, grid_from_velocity, in_memory
 from .memory import (
     available_memory,
     batch_hint,
@@ -710,9 +710,11 @@ def locate_points(
     what: str,
     names: list[str] | None = None,
     path: str | os.PathLike | None = None,
+    outside: Literal["raise", "nan"] = "raise",
 ) -> np.ndarray:
     """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...);
-    ``path``: the CSV file they were read from.
+    ``path``: the CSV file they were read from; ``outside="nan"``: a point outside the
+    model (or with a NaN coordinate) is a row of NaN rather than refused.
 
     Raises
     ------
@@ -723,17 +725,24 @@ def locate_points(
         (up to :data:`BAD_POINTS_SHOWN`), the first first: a station list with three
         stations outside took three runs to mend.
     """
-    located, bad, count = [], [], 0
-    for i, point in enumerate(points):
+    # All at once where they are plain numbers inside the model (a grid search's 1e5 trial
+    # hypocentres took 50 us each point by point); the rest point by point, which refuses
+    # or places them.
+    located, slow = grid.to_indices(points)
+    bad, count = [], 0
+    for i in slow.tolist():  # (ints: a workflow finds a point's line by its number)
         try:
-            located.append(grid.to_index(point, what))
+            located[i] = grid.to_index(points[i], what)
         except InputError as error:
+            if outside == "nan" and isinstance(error, OutsideModel):
+                located[i] = np.nan
+                continue
             count += 1
             if len(bad) < BAD_POINTS_SHOWN:  # the rest counted only: a file in km had all
                 bad.append((i, error))
     if not bad:
-        located = np.array(located, dtype=np.float64).reshape(-1, 3)
         slip = grid.km_in_m(located, what) if what in ("source", "receiver") else None
+        # (Lookups: rows of NaN for points outside, outside="nan".)
         if slip:
             warn_input(slip if path is None else f"{what} CSV file {path}: {slip}")
         return located

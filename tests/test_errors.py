@@ -104,6 +104,49 @@ def test_points_on_float32_coordinates_are_on_their_nodes():
         traveltime(velocity, {"z": 0.0, "x": 516.31}, radius=2)  # 10 m out is out
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_points_placed_all_at_once_are_placed_as_one_by_one(dtype):
+    # A lookup's many points are placed in one pass (1e5 trial hypocentres took 50 us each
+    # one by one): the same floats as point by point, on nodes, on faces, near them within
+    # the stored type's rounding, on the edges and just outside (left to to_index).
+    from raygrid.pipeline import grid_from_velocity
+
+    x0 = 4_000_000.0 if dtype == np.float32 else 512.3
+    step = 10.0 if dtype == np.float32 else 0.1
+    x = (x0 + np.arange(41) * step).astype(dtype)
+    z = (np.arange(21) * step).astype(dtype)
+    unit = "m" if dtype == np.float32 else "km"
+    velocity = xr.DataArray(
+        np.full((21, 41), 3000.0 if unit == "m" else 3.0), dims=("z", "x"),
+        attrs={"units": f"{unit}/s"},
+        coords={"z": ("z", z, {"units": unit}), "x": ("x", x, {"units": unit})},
+    )  # fmt: skip
+    grid = grid_from_velocity(velocity)
+    rng = np.random.default_rng(0)
+    nodes_x, nodes_z = x.astype(np.float64), z.astype(np.float64)
+    near = [0.0, 0.5, 1e-12, -1e-12, 0.49999999, 0.1, 0.125, 0.13, -0.3, 1e-6]
+    points = []
+    for _ in range(3000):
+        i, k = rng.integers(0, 41), rng.integers(0, 21)
+        dx, dz = rng.choice(near) * step, rng.choice(near) * step
+        points.append({"z": float(nodes_z[k] + dz), "x": float(nodes_x[i] + dx)})
+    points += [
+        {"z": 0.0, "x": float(nodes_x[-1]) + 1e-9},
+        {"z": -1e-13, "x": float(x0)},
+        {"z": 0.0, "x": np.float32(nodes_x[3])},
+        {"z": 1, "x": float(nodes_x[5])},
+    ]
+    located, slow = grid.to_indices(points)
+    assert 0 < len(slow) < 1000  # most at once
+    fast = np.setdiff1d(np.arange(len(points)), slow)
+    one_by_one = np.array([grid.to_index(points[i]) for i in fast])
+    np.testing.assert_array_equal(located[fast], one_by_one)
+    assert (one_by_one % 1.0 == 0.0).any() and (one_by_one % 1.0 == 0.5).any()
+    # Text, yes/no and other dims are left to to_index, which refuses them.
+    for odd in ({"z": "1", "x": x0}, {"z": True, "x": x0}, {"z": 0.0}, [0.0, x0]):
+        assert list(grid.to_indices([points[0], odd])[1]) == [0, 1]
+
+
 def test_points_near_float32_nodes_far_from_0_are_not_moved_onto_them():
     # float32 UTM northings (0.25 m apart at 4e6 m): a source 1.8 m east of a node was
     # snapped onto it (four units in the last place, 1.9 m, counted as rounding), its time

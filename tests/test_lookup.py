@@ -439,6 +439,35 @@ def _survey_store(tmp_path, receivers, **compute):
     return rg.open_survey(tmp_path / "survey.zarr")
 
 
+def test_points_outside_read_nan_when_asked(model, tables, tmp_path):
+    # A grid search or an optimiser stepping past the model's edges crashed on the first
+    # point outside (and a catalogue row without a depth, NaN, too).
+    points = {"z": [2345.6, -10.0, np.nan, 1200.0], "y": [1234.5, 700.0, 700.0, 700.0],
+              "x": [1711.1, 300.0, 300.0, 99999.0]}  # fmt: skip
+    with pytest.raises(InputError, match="point 1 .*z=-10 is outside the model"):
+        traveltime_at(tables, points)
+    read = traveltime_at(tables, points, outside="nan")
+    assert read.dims == ("source", "point") and read.sizes["point"] == 4
+    inside = traveltime_at(tables, {d: v[:1] for d, v in points.items()})
+    np.testing.assert_array_equal(read.values[:, :1], inside.values)
+    assert np.isnan(read.values[:, 1:]).all()
+    table = rg.TraveltimeTable(tables)
+    np.testing.assert_array_equal(table.at(points, outside="nan").values, read.values)
+    one = table.at({"z": -1.0, "y": 0.0, "x": 0.0}, outside="nan")
+    assert one.dims == ("source",) and np.isnan(one.values).all()
+    # Only where a point is; text is still refused, as a misspelt option is.
+    with pytest.raises(InputError, match="point z='deep' is not a number"):
+        table.at({"z": "deep", "y": 0.0, "x": 0.0}, outside="nan")
+    with pytest.raises(InputError, match='outside must be "raise" or "nan", got \'clip\''):
+        table.at(points, outside="clip")
+    # A store read lazily, the same.
+    receivers = [{"z": 1234.5, "x": 987.6}, {"z": 1500.0, "x": 0.0}]
+    store = _survey_store(tmp_path, receivers)
+    found = traveltime_at(store, receivers + [{"z": 1e6, "x": 0.0}], outside="nan").values
+    np.testing.assert_array_equal(found[:, :2], store["receiver_traveltime"].values)
+    assert np.isnan(found[:, 2]).all()
+
+
 def test_a_survey_store_reads_its_receiver_table(tmp_path):
     receivers = [{"z": 1234.5, "x": 987.6}, {"z": 1500.0, "x": 0.0}, {"z": 55.5, "x": 1999.9}]
     store = _survey_store(tmp_path, receivers)

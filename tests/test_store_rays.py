@@ -115,6 +115,11 @@ def test_raypaths_trace_a_table_of_receivers_as_raypath_does_each(survey):
     for receivers in (["STA1", 1, "STA3"], columns):
         for ray, one in zip(rg.raypaths(store, receivers, source="EV03"), expected):
             xr.testing.assert_identical(ray, one)
+    # Named positions: each ray says whose it is (a plain list of rays did not).
+    stations = {**columns, "name": ["A", "B", "C"]}
+    rays = rg.raypaths(result, stations, source="EV03")
+    assert [ray.attrs["receiver"] for ray in rays] == ["A", "B", "C"]
+    xr.testing.assert_identical(rays[1].drop_attrs(), expected[1].drop_attrs())
     with pytest.raises(InputError, match=r"raypath traces one receiver: raypaths\(result, "):
         raypath(result, columns, source="EV03")
     # Names or numbers: a store's, in a list, an array or a Series; a result's are refused.
