@@ -15,7 +15,7 @@ from .cpu import (
 from .crossings import Crossings, star_crossings
 from .graph import MoserGraph, moser_graph, with_weights
 from .layout import PaddedLayout
-from .legs import best_last_legs, node_leg_times, point_box, point_leg_times
+from .legs import best_last_legs, legs_to_node, node_leg_times, point_box, point_leg_times
 from .paths import walk_paths
 from .rules import EXACT, MEAN, WEIGHT_RULES
 from .segment import mean_slowness_time, segment_time
@@ -40,6 +40,7 @@ __all__ = [
     "node_leg_times",
     "point_box",
     "point_leg_times",
+    "legs_to_node",
     "precompute_weights",
     "segment_time",
     "segment_time_cpu",

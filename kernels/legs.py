@@ -7,7 +7,7 @@ import numpy as np
 
 from .cpu import mean_slowness_time_cpu, segment_time_cpu
 
-__all__ = ["point_box", "point_leg_times", "node_leg_times", "best_last_legs"]
+__all__ = ["point_box", "point_leg_times", "legs_to_node", "node_leg_times", "best_last_legs"]
 
 
 def point_box(
@@ -69,6 +69,32 @@ def point_leg_times(
         np.asarray(spacing, dtype=np.float64),
         np.asarray(point, dtype=np.float64),
         np.ascontiguousarray(nodes, dtype=np.int64),
+        out,
+    )
+    return out
+
+
+@numba.njit(cache=True)
+def _legs_to_node(slowness, spacing, points, node, out):
+    for i in range(points.shape[0]):
+        out[i] = segment_time_cpu(
+            slowness, points[i, 0], points[i, 1], points[i, 2],
+            float(node[0]), float(node[1]), float(node[2]), spacing[0], spacing[1], spacing[2],
+        )  # fmt: skip
+
+
+def legs_to_node(
+    slowness: np.ndarray, spacing: np.ndarray, points: np.ndarray, node: np.ndarray
+) -> np.ndarray:
+    """Straight-segment traveltimes from each of ``points`` to one node (exact cell
+    crossing), each timed from its point as :func:`point_leg_times` times it: the
+    straight legs from many points to a source on a node, in one call."""
+    out = np.empty(len(points), dtype=np.float64)
+    _legs_to_node(
+        np.ascontiguousarray(slowness, dtype=np.float64),
+        np.asarray(spacing, dtype=np.float64),
+        np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3),
+        np.asarray(node, dtype=np.int64),
         out,
     )
     return out

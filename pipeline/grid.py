@@ -16,7 +16,14 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..kernels import best_last_legs, forward_star, point_box, point_leg_times, segment_time_cpu
+from ..kernels import (
+    best_last_legs,
+    forward_star,
+    legs_to_node,
+    point_box,
+    point_leg_times,
+    segment_time_cpu,
+)
 from ..kernels.layout import flat_steps
 from .errors import (
     ELEVATION_NAMES,
@@ -429,6 +436,9 @@ class Grid:
             if source3 is None
             else self.joined_points(source3, points3, radius3)
         )
+        direct = np.full(len(points3), np.inf)
+        if joined.any():
+            direct[joined] = self._direct_legs(source3, points3[joined], slowness)
         out: list[tuple[np.ndarray | None, Any, float]] = []
         found = dict(zip(between.tolist(), range(len(between))))
         for k, point3 in enumerate(points3):
@@ -438,9 +448,28 @@ class Grid:
             else:
                 j = found[k]
                 best = (nodes[j], values[j], legs[j])
-            if joined[k]:
-                best = self._straight_if_faster(best, source3, point3, radius3, slowness)
+            if joined[k] and direct[k] < np.float64(best[1]) + best[2]:  # as _straight_if_faster
+                best = (None, np.asarray(best[1]).dtype.type(0), float(direct[k]))
             out.append(best)
+        return out
+
+    def _direct_legs(
+        self, source3: np.ndarray, points3: np.ndarray, slowness: NodeValues
+    ) -> np.ndarray:
+        """:meth:`direct_leg` of points joined to the source, the model in memory: those
+        with a node end timed in one compiled call on the whole model (the same floats:
+        such a leg never lies in a cell face, and an integer shift is exact), the others
+        (two off-node ends) one by one. Points within two radii of a station on a node
+        took 40 us each one by one."""
+        out = np.empty(len(points3))
+        if self.on_node(source3):
+            return legs_to_node(slowness.values, self.spacing3, points3, source3.astype(np.int64))
+        on = self.on_nodes(points3)
+        out[on] = point_leg_times(
+            slowness.values, self.spacing3, source3, points3[on].astype(np.int64)
+        )
+        for k in np.flatnonzero(~on):
+            out[k] = self.segment_time(source3, points3[k], slowness)
         return out
 
     def direct_leg(
@@ -682,7 +711,8 @@ class Grid:
         not mappings of this grid's dims to real numbers, or not finite and inside the
         model: it refuses them, or places one on the model's edge within rounding)."""
         located = np.zeros((len(points), 3))
-        columns = _number_columns(points, self.dims)
+        # A few points go faster one by one (NumPy's overhead on short arrays: 0.3 ms).
+        columns = _number_columns(points, self.dims) if len(points) > 32 else None
         if columns is None:
             return located, np.arange(len(points))
         rounding = self.rounding or (0.0,) * len(self.dims)

@@ -404,6 +404,7 @@ class TraveltimeTable:
         along = _positions_along_source(field, grid.dims)
         checked = not along or field.chunks is None
         self._unchecked = set(range(len(self._sources))) if checked else set()
+        self._checked: set[int] = set()  # sources whose position has passed the check
         self._whole_grid: tuple[Grid, NodeValues] | None = None
         self._lock = threading.Lock()
 
@@ -478,15 +479,18 @@ class TraveltimeTable:
             times = NodeValues(np.asarray(values) if whole else values)
             source3 = None if source is None else grid.to_index(source, "source")
             if source3 is not None and (
-                s in self._unchecked or grid.joined_points(source3, index, star.radius).any()
+                s in self._unchecked
+                or s not in self._checked
+                and grid.joined_points(source3, index, star.radius).any()
             ):
                 # The position is used (a straight leg from it), or not yet known to be this
-                # field's: checked against the field first. Only then, as it may read a
-                # chunk no point needs (a survey store).
+                # field's: checked against the field first, once a table. Only then, as it
+                # may read a chunk no point needs (a survey store).
                 source3 = grid.located_source(
                     times, source, star.radius, slowness, exact=self._exact
                 )
                 self._unchecked.discard(s)
+                self._checked.add(s)
             nonlocal warned
             if source is None and not warned:  # (points on nodes are joined to it too)
                 warned = True
