@@ -39,20 +39,26 @@ def point_box(
 
 
 @numba.njit(cache=True)
-def _leg_times(slowness, spacing, point, nodes, out):
-    for i in range(nodes.shape[0]):
+def _leg_times(slowness, spacing, starts, ends, out):
+    # Each leg timed from its start (a point between nodes, where there is one).
+    for i in range(out.shape[0]):
         out[i] = segment_time_cpu(
-            slowness,
-            point[0],
-            point[1],
-            point[2],
-            float(nodes[i, 0]),
-            float(nodes[i, 1]),
-            float(nodes[i, 2]),
-            spacing[0],
-            spacing[1],
-            spacing[2],
-        )
+            slowness, starts[i, 0], starts[i, 1], starts[i, 2], ends[i, 0], ends[i, 1],
+            ends[i, 2], spacing[0], spacing[1], spacing[2],
+        )  # fmt: skip
+
+
+def _legs(slowness, spacing, starts, ends) -> np.ndarray:
+    """Straight legs ``starts[i] -> ends[i]`` (either side may be one row for all)."""
+    starts = np.asarray(starts, dtype=np.float64).reshape(-1, 3)
+    ends = np.asarray(ends, dtype=np.float64).reshape(-1, 3)
+    starts, ends = np.broadcast_arrays(starts, ends)
+    out = np.empty(len(starts), dtype=np.float64)
+    _leg_times(
+        np.ascontiguousarray(slowness, dtype=np.float64), np.asarray(spacing, dtype=np.float64),
+        np.ascontiguousarray(starts), np.ascontiguousarray(ends), out,
+    )  # fmt: skip
+    return out
 
 
 def point_leg_times(
@@ -63,24 +69,7 @@ def point_leg_times(
     Uses the same :func:`raygrid.kernels.segment.segment_time` as the edge weights, so a leg
     between a point lying on a node and another node equals that edge's weight bitwise.
     """
-    out = np.empty(nodes.shape[0], dtype=np.float64)
-    _leg_times(
-        np.ascontiguousarray(slowness, dtype=np.float64),
-        np.asarray(spacing, dtype=np.float64),
-        np.asarray(point, dtype=np.float64),
-        np.ascontiguousarray(nodes, dtype=np.int64),
-        out,
-    )
-    return out
-
-
-@numba.njit(cache=True)
-def _legs_to_node(slowness, spacing, points, node, out):
-    for i in range(points.shape[0]):
-        out[i] = segment_time_cpu(
-            slowness, points[i, 0], points[i, 1], points[i, 2],
-            float(node[0]), float(node[1]), float(node[2]), spacing[0], spacing[1], spacing[2],
-        )  # fmt: skip
+    return _legs(slowness, spacing, point, nodes)
 
 
 def legs_to_node(
@@ -89,15 +78,7 @@ def legs_to_node(
     """Straight-segment traveltimes from each of ``points`` to one node (exact cell
     crossing), each timed from its point as :func:`point_leg_times` times it: the
     straight legs from many points to a source on a node, in one call."""
-    out = np.empty(len(points), dtype=np.float64)
-    _legs_to_node(
-        np.ascontiguousarray(slowness, dtype=np.float64),
-        np.asarray(spacing, dtype=np.float64),
-        np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3),
-        np.asarray(node, dtype=np.int64),
-        out,
-    )
-    return out
+    return _legs(slowness, spacing, points, node)
 
 
 @numba.njit(cache=True)

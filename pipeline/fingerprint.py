@@ -41,7 +41,7 @@ FINGERPRINT_PARTS = {
     "spacing": "the model's spacing",
     "shape": "the model's shape",
     "length_unit": "the model's length unit",
-    "direct_reach": "how far a receiver near an off-node source is joined to it straight "
+    "direct_reach": "how far a receiver near a source is joined to it straight "
     "(a rule of raygrid's version)",
     "face_legs": "how a straight leg lying in a cell face is timed (a rule of raygrid's version)",
     "node_ends": "whether a source or receiver on a node is joined straight to the other "
@@ -94,7 +94,7 @@ def workflow_fingerprint(
         "spacing": list(grid.spacing),
         "shape": list(grid.shape),
         "length_unit": grid.length_unit,
-        # Receivers' times near off-node sources follow this rule (earlier stores: 1):
+        # Receivers' times near sources follow this rule (earlier stores: 1):
         # a store filled under another is refused, never finished under a second rule.
         "direct_reach": DIRECT_REACH,
     }

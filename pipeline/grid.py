@@ -25,6 +25,7 @@ from ..kernels import (
     segment_time_cpu,
 )
 from ..kernels.layout import flat_steps
+from ..kernels.place import SNAP_TOL, half_ulp, place_along
 from .errors import (
     ELEVATION_NAMES,
     OTHER_DIM_NAMES,
@@ -78,7 +79,6 @@ _UNIFORM_RTOL = 1e-6
 #: coordinates far from 0 may not move it by more, a fifth of the method's own error at
 #: radius 5 (0.5 %). UTM northings in float32 (0.5 m apart) pass from a 500 m span.
 _SPACING_RTOL = 1e-3
-_SNAP_TOL = 1e-9
 #: Ratio of the forward star's longest to shortest reach (radius times spacing, per axis)
 #: from which a solve warns that times along the short axis come out late
 #: (:meth:`Grid.lopsided_star`).
@@ -364,7 +364,8 @@ class Grid:
         slowness: NodeValues | None = None,
         source3: np.ndarray | None = None,
     ) -> list[tuple[np.ndarray | None, Any, float]]:
-        """:meth:`last_leg` of each point (one on a node: ``(node, t(node), 0.0)``), for a
+        """:meth:`last_leg` of each point (one on a node: ``(node, t(node), 0.0)``, or the
+        straight leg from the source, joined and faster), for a
         survey's receivers, :func:`~raygrid.pipeline.traveltime_at` and rays alike.
 
         Lazy times or slowness (a tiled solve's) are read a cache-full of blocks at a time,
@@ -377,6 +378,10 @@ class Grid:
             if not model.lazy:
                 return self._last_legs_in_memory(times, points3, radius3, model, source3)
         boxes = [[self.reach_box(p, radius3, source3)] for p in points3] if lazy else []
+        # The points whose legs read the model: between nodes, or joined to the source.
+        legged = ~self.on_nodes(points3)
+        if source3 is not None:
+            legged |= self.joined_points(source3, points3, radius3)
         reader = slowness if slowness is not None and slowness.lazy else times
         groups = reader.groups(boxes) if lazy else [list(range(len(points3)))]
         out: list[tuple[np.ndarray | None, Any, float]] = []
@@ -384,7 +389,7 @@ class Grid:
             if lazy:
                 times.prefetch(boxes[k][0] for k in group)
                 if slowness is not None:
-                    slowness.prefetch(boxes[k][0] for k in group if not self.on_node(points3[k]))
+                    slowness.prefetch(boxes[k][0] for k in group if legged[k])
             for k in group:
                 point3 = points3[k]
                 if self.on_node(point3):
@@ -408,10 +413,7 @@ class Grid:
         the source (:meth:`direct_leg`), where the two are joined and it is faster."""
         if source3 is None:
             return best
-        direct = self.direct_leg(source3, point3, radius3, slowness)
-        if direct is not None and direct < np.float64(best[1]) + best[2]:
-            return None, np.asarray(best[1]).dtype.type(0), direct
-        return best
+        return _straight_or(best, self.direct_leg(source3, point3, radius3, slowness))
 
     def _last_legs_in_memory(
         self,
@@ -448,9 +450,7 @@ class Grid:
             else:
                 j = found[k]
                 best = (nodes[j], values[j], legs[j])
-            if joined[k] and direct[k] < np.float64(best[1]) + best[2]:  # as _straight_if_faster
-                best = (None, np.asarray(best[1]).dtype.type(0), float(direct[k]))
-            out.append(best)
+            out.append(_straight_or(best, float(direct[k])) if joined[k] else best)
         return out
 
     def _direct_legs(
@@ -462,6 +462,7 @@ class Grid:
         (two off-node ends) one by one. Points within two radii of a station on a node
         took 40 us each one by one."""
         out = np.empty(len(points3))
+        # Each from its off-node end, as leg_ends orders them.
         if self.on_node(source3):
             return legs_to_node(slowness.values, self.spacing3, points3, source3.astype(np.int64))
         on = self.on_nodes(points3)
@@ -504,9 +505,15 @@ class Grid:
         """
         if not self.joined(source3, point3, radius3):
             return None
-        # From the off-node end, as Grid.leg_times and a ray's leg are timed (the same floats).
-        a, b = (point3, source3) if self.on_node(source3) else (source3, point3)
-        return self.segment_time(a, b, slowness)
+        return self.segment_time(*self.leg_ends(source3, point3), slowness)
+
+    @staticmethod
+    def leg_ends(a3: np.ndarray, b3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A straight leg's ends in the order it is timed: from an end between nodes (as
+        :meth:`leg_times` times a point's legs to nodes), so that every caller (a source's
+        seeds, a receiver's last leg, the straight leg between them, a ray's legs) sums
+        the same floats."""
+        return (b3, a3) if Grid.on_node(a3) else (a3, b3)
 
     def located_source(
         self,
@@ -715,37 +722,15 @@ class Grid:
         columns = _number_columns(points, self.dims) if len(points) > 32 else None
         if columns is None:
             return located, np.arange(len(points))
-        rounding = self.rounding or (0.0,) * len(self.dims)
-        deviation = self.deviation or (0.0,) * len(self.dims)
         slow = np.zeros(len(points), dtype=bool)
-        for dim, origin, h, stored, off in zip(
-            self.dims, self.origin, self.spacing, rounding, deviation
-        ):
+        for dim in self.dims:
+            origin, last = self._span(dim)
             value = columns[dim]
-            n = len(self.coords[dim])
-            nodes = np.asarray(self.coords[dim], dtype=np.float64)
-            last = origin + h * (n - 1)
             with np.errstate(invalid="ignore"):
                 slow |= ~np.isfinite(value) | (value < origin) | (value > last)
-            value = np.where(slow, origin, value)  # (their rows are placed point by point)
-            # As to_index, step by step: snapped onto a node, or a cell face, within
-            # rounding.
-            i = (value - origin) / h
-            nearest = np.round(i)
-            tolerance = _SNAP_TOL * np.maximum(1.0, np.abs(i))
-            on_node = np.abs(i - nearest) <= tolerance
-            if stored or off:
-                node = nodes[np.clip(nearest, 0, n - 1).astype(np.int64)]
-                on_node |= np.abs(value - node) <= _half_ulps(node, stored) + 2 * off
-            face = np.floor(i) + 0.5
-            on_face = ~on_node & (np.abs(i - face) <= tolerance)
-            if stored or off:
-                near = ~(on_node | on_face) & (face >= 0) & (face < n - 1)
-                below = np.clip(np.floor(face), 0, max(n - 2, 0)).astype(np.int64)
-                middle = (nodes[below] + nodes[np.minimum(below + 1, n - 1)]) / 2
-                on_face |= near & (np.abs(value - middle) <= _half_ulps(middle, stored) + 2 * off)
-            index = np.where(on_node, nearest, np.where(on_face, face, i))
-            located[:, "zyx".index(dim)] = np.clip(index, 0.0, n - 1.0)
+        for dim in self.dims:  # (the slow rows' values replaced: placed point by point)
+            value = np.where(slow, self._span(dim)[0], columns[dim])
+            located[:, "zyx".index(dim)] = self._placed(dim, value)
         return located, np.flatnonzero(slow)
 
     def to_index(self, point: Mapping[str, Any], what: str = "source") -> np.ndarray:
@@ -785,10 +770,11 @@ class Grid:
                 value = float(given)
             except (TypeError, ValueError):
                 raise InputError(f"{what} {dim}={given!r} is not a number") from None
+            except OverflowError:  # an integer past float's range (10**400)
+                value = math.inf
             if not math.isfinite(value):  # was "z=nan is outside the model"
                 raise OutsideModel(f"{what} {dim}={value} is not a finite number")
-            n = len(self.coords[dim])
-            last = origin + h * (n - 1)
+            last = self._span(dim)[1]
             # Within the rounding of the stored coordinates (float32 in many NetCDF files:
             # 3e-5 km at 500 km) a point is on the edge, or on a node: x=516.3 km was
             # "outside [512.2999878, 516.2999878]", and the node at x=512.5 was 1e-4 nodes
@@ -799,28 +785,27 @@ class Grid:
                 value, origin, last, h, stored, off
             ):
                 raise OutsideModel(self._outside(what, dim, value, origin, last))
-            i = (value - origin) / h
-            nearest = round(i)
-            # Snap positions within rounding of a node onto it, so that a source written
-            # as 1500.0 on a 10 m grid is exactly node 150.
-            tolerance = _SNAP_TOL * max(1.0, abs(i))
-            on_node = abs(i - nearest) <= tolerance
-            if not on_node and (stored or off):
-                node = float(self.coords[dim][min(max(nearest, 0), n - 1)])
-                on_node = abs(value - node) <= _half_ulp(node, stored) + 2 * off
-            # And onto a cell face, half-way between two nodes, where the legs along it take
-            # the faster cell (docs/method.md, section 3): a face written as 2.705 km came
-            # out 0.4999999999999912 nodes, a leg along it timed through the slow cell
-            # alone (15 % late against the same model in m; 6.5 times at a sharp contrast).
-            face = math.floor(i) + 0.5
-            on_face = not on_node and abs(i - face) <= tolerance
-            if not (on_node or on_face) and (stored or off) and 0 <= face < n - 1:
-                below, above = (float(self.coords[dim][k]) for k in (int(face), int(face) + 1))
-                middle = (below + above) / 2  # as the stored nodes place it
-                on_face = abs(value - middle) <= _half_ulp(middle, stored) + 2 * off
-            index[dim] = float(nearest) if on_node else face if on_face else i
-            index[dim] = min(max(index[dim], 0.0), len(self.coords[dim]) - 1.0)
+            index[dim] = float(self._placed(dim, np.array([value]))[0])
         return np.array([index["z"], index.get("y", 0.0), index["x"]], dtype=np.float64)
+
+    def _span(self, dim: str) -> tuple[float, float]:
+        """The first and last coordinates of ``dim``, as the model's origin and spacing
+        place them."""
+        k = self.dims.index(dim)
+        origin, h = self.origin[k], self.spacing[k]
+        return origin, origin + h * (len(self.coords[dim]) - 1)
+
+    def _placed(self, dim: str, value: np.ndarray) -> np.ndarray:
+        """Node-index positions along ``dim`` of coordinates inside the model (or on its
+        edge within rounding): :meth:`to_index`'s and :meth:`to_indices`' one rule,
+        :func:`~raygrid.kernels.place.place_along` (snapped onto nodes and cell faces
+        within rounding)."""
+        k = self.dims.index(dim)
+        return place_along(
+            value, self.origin[k], self.spacing[k], np.asarray(self.coords[dim]),
+            self.rounding[k] if self.rounding else 0.0,
+            self.deviation[k] if self.deviation else 0.0,
+        )  # fmt: skip
 
     @staticmethod
     def _at_edge(
@@ -830,7 +815,7 @@ class Grid:
         point on a node: :attr:`deviation`)."""
         magnitude = max(abs(h), abs(origin), abs(last))
         edge = origin if value < origin else last
-        return abs(value - edge) <= max(_SNAP_TOL * magnitude, _half_ulp(edge, stored) + 2 * off)
+        return abs(value - edge) <= max(SNAP_TOL * magnitude, half_ulp(edge, stored) + 2 * off)
 
     def _outside(self, what: str, dim: str, value: float, origin: float, last: float) -> str:
         """Why a point is outside the model, with the likely slip where one fits: a
@@ -1035,16 +1020,14 @@ def _on_faces(
     return block, a, b
 
 
-def _half_ulp(value: float, eps: float) -> float:
-    """Half a unit in the last place of ``value`` in a float type of machine epsilon
-    ``eps`` (0 for exact types): the most that storing it in that type moved it."""
-    return float(_half_ulps(np.float64(value), eps))
-
-
-def _half_ulps(values: np.ndarray, eps: float) -> np.ndarray:
-    """:func:`_half_ulp` of each value (its binary exponent read exactly, by frexp)."""
-    _, exponent = np.frexp(values)  # |v| = m 2^e, m in [0.5, 1): floor(log2 |v|) = e - 1
-    return np.where(values == 0.0, 0.0, 0.5 * eps * np.ldexp(1.0, exponent - 1))
+def _straight_or(
+    best: tuple[np.ndarray | None, Any, float], direct: float | None
+) -> tuple[np.ndarray | None, Any, float]:
+    """``best`` (``(node, t(node), leg)``), or ``(None, 0, direct)`` where the straight leg
+    from the source is faster (:meth:`Grid.direct_leg`; ``None``: not joined)."""
+    if direct is not None and direct < np.float64(best[1]) + best[2]:
+        return None, np.asarray(best[1]).dtype.type(0), direct
+    return best
 
 
 def _number_columns(points: Sequence[Any], dims: tuple[str, ...]) -> dict[str, np.ndarray] | None:
@@ -1062,7 +1045,10 @@ def _number_columns(points: Sequence[Any], dims: tuple[str, ...]) -> dict[str, n
             if not isinstance(value, real) or isinstance(value, bool):
                 return None
             columns[d].append(value)
-    return {d: np.array(column, dtype=np.float64) for d, column in columns.items()}
+    try:
+        return {d: np.array(column, dtype=np.float64) for d, column in columns.items()}
+    except OverflowError:  # an integer past float's range: refused point by point
+        return None
 
 
 def _rounding_of(stored: np.ndarray, values: np.ndarray, unit: str) -> tuple[str, float]:

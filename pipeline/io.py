@@ -114,6 +114,18 @@ def _is_zarr_root(path: Path) -> bool:
     return (path / "zarr.json").exists() or (path / ".zgroup").exists()
 
 
+def _has_group(path: Path, group: str) -> bool:
+    """Whether the Zarr store at ``path`` has a group ``group`` (a KeyError opening it may
+    be another's: arrays without xarray's dimension names)."""
+    import zarr
+
+    try:
+        zarr.open_group(str(path), path=group.strip("/"), mode="r")
+    except Exception:  # noqa: BLE001 - zarr's GroupNotFoundError, or not a group
+        return False
+    return True
+
+
 def _no_group(path: Path, group: str) -> InputError:
     return InputError(f"{path} has no group {group!r}{_groups_hint(path, group)}")
 
@@ -316,7 +328,7 @@ def load_velocity(
             try:
                 dataset = xr.open_zarr(path, group=group, consolidated=None)
             except (FileNotFoundError, KeyError) as error:  # no metadata there
-                if group is not None and _is_zarr_root(path):
+                if group is not None and _is_zarr_root(path) and not _has_group(path, group):
                     raise _no_group(path, group) from None
                 said = (
                     "no Zarr group metadata in it"

@@ -156,8 +156,7 @@ def _leg(grid: Grid, field: RayField, a: np.ndarray, b: np.ndarray, between_node
     """
     h = grid.spacing3
     if not between_nodes:  # a first or last leg, or straight from the source: from a point
-        point, end = (b, a) if Grid.on_node(a) else (a, b)  # the order Grid.leg_times uses
-        return grid.segment_time(point, end, field.slowness)
+        return grid.segment_time(*Grid.leg_ends(a, b), field.slowness)
     block, low = grid.leg_block(a, b, field.slowness)
     a, b = a.astype(np.int64) - low, b.astype(np.int64) - low
     if field.rule != EXACT:
@@ -214,13 +213,14 @@ def raypath(
     seeded; for an off-node source the source point is prepended (the first leg is the
     straight segment the source was seeded with). For an off-node receiver the last leg
     comes from the node ``n`` of the forward-star box around the receiver's cell that
-    minimises ``t(n) + segment_time(n, receiver)``, or, for a receiver near an off-node
-    source (their nearest nodes at most two radii apart on every axis), straight from the
-    source when that is faster: a ray of two points.
+    minimises ``t(n) + segment_time(n, receiver)``, or, for a receiver near the source
+    (their nearest nodes at most two radii apart on every axis, on nodes or not), straight
+    from the source when that is faster: a ray of two points.
 
-    ``time`` re-adds the legs' weights in the solve's order and precision, so at an on-node
-    receiver it equals the traveltime field (docs/method.md section 4, "raypath time =
-    traveltime").
+    ``time`` re-adds the legs' weights in the solve's order and precision, so its end
+    equals the receiver's time as :func:`~raygrid.pipeline.traveltime_at` and a survey's
+    receiver table give it: at an on-node receiver the traveltime field's, unless the
+    straight leg from a source near it is faster (docs/method.md sections 3 and 4).
     """
     receiver = as_table(receiver)  # a pandas Series is one point, as for traveltime_at
     if isinstance(result, xr.Dataset) and is_store(result):

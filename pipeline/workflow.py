@@ -91,7 +91,7 @@ SYNTHETIC_KEYS = {
 
 
 #: The keys only a model read from a file takes (a synthetic model is in m and m/s).
-FILE_ONLY_KEYS = ("units", "length_unit", "variable", "origin", "dims", "rename")
+FILE_ONLY_KEYS = ("units", "length_unit", "variable", "origin", "dims", "rename", "group")
 
 
 class SyntheticModel(Strict):

@@ -569,3 +569,25 @@ def test_a_batch_cluster_whose_scheduler_cannot_start_here_is_a_clear_error(tmp_
         "(interface 'nosuchif9', dashboard_address ':0' in the cluster file: is the interface "
         "one of this machine's (the scheduler runs here), is the port free?)"
     )
+
+
+def test_a_jobs_run_closes_its_workers_through_their_nannies_then_its_scheduler():
+    # A submitted job's run, once ended, closes the job's workers and scheduler (the real
+    # SLURM test checks the job's logs): each nanny asked to close its worker, no worker
+    # left, then the scheduler closed. Without it the job script's launcher killed them.
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline.cluster import _close_the_jobs_cluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:  # fmt: skip
+        with Client(cluster) as client:
+            nannies = list(cluster.workers.values())
+            shut = []
+            client.shutdown = lambda: shut.append(cluster.scheduler.status.name)
+            _close_the_jobs_cluster(client)
+            # The workers closed by their nannies while the scheduler still ran; then it
+            # was shut down.
+            assert all(nanny.status.name == "closed" for nanny in nannies)
+            assert all(nanny.process is None for nanny in nannies)  # worker processes ended
+            assert shut == ["running"]

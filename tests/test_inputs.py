@@ -768,6 +768,8 @@ def test_a_file_unit_key_on_a_synthetic_model_says_what_unit_it_is_in(tmp_path):
     assert "model: units, length_unit apply to a model read from a file" in (
         workflow_error(tmp_path, text)
     )
+    grouped = SMALL.replace("  synthetic: gradient\n", "  synthetic: gradient\n  group: vp\n")
+    assert "model: group applies to a model read from a file" in workflow_error(tmp_path, grouped)
 
 
 def test_a_cluster_file_and_a_workflow_given_for_each_other_are_named(tmp_path):
@@ -1014,6 +1016,13 @@ def test_a_model_in_a_group_is_read_by_its_group(tmp_path, kind):
     )
     grid = prepare_workflow(read_workflow(workflow)).grid
     assert float(grid.slowness.min()) == 1 / 1150.0
+    if kind == "zarr":  # a group that is there but not xarray's: not "no group"
+        import zarr
+
+        zarr.open_group(path, mode="a").create_group("raw").create_array("vp", shape=(3, 4),
+                                                                         dtype="f8")  # fmt: skip
+        with pytest.raises(InputError, match=r"cannot open it as Zarr \(KeyError: .*dimension"):
+            load_velocity(path, group="raw")
     np.save(tmp_path / "m.npy", np.full((3, 4), 2000.0))
     with pytest.raises(InputError, match="group is for Zarr and NetCDF models"):
         load_velocity(tmp_path / "m.npy", group="p", spacing=10.0, length_unit="m", units="m/s")

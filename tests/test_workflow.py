@@ -313,8 +313,7 @@ def test_fingerprint_follows_the_rule_for_receivers_near_a_source(tmp_path, monk
     before = prepare_workflow(workflow)
     assert before.fingerprint != now.fingerprint
     assert _differences(before.fingerprint_parts, now.fingerprint_parts) == [
-        "how far a receiver near an off-node source is joined to it straight (a rule of "
-        "raygrid's version)"
+        "how far a receiver near a source is joined to it straight (a rule of raygrid's version)"
     ]
 
 
@@ -363,8 +362,7 @@ def test_switching_rays_in_a_tiled_workflow_does_not_blame_the_tiles(tmp_path):
     # A part one side lacks, and nothing else differing, is what changed (an older store).
     older = {k: v for k, v in no_rays.fingerprint_parts.items() if k != "direct_reach"}
     assert _differences(older, no_rays.fingerprint_parts) == [
-        "how far a receiver near an off-node source is joined to it straight (a rule of "
-        "raygrid's version)"
+        "how far a receiver near a source is joined to it straight (a rule of raygrid's version)"
     ]
 
 
