@@ -102,7 +102,8 @@ def workflow_fingerprint(
         # Such legs take the faster side (earlier stores: the cell of higher index); only
         # stores that hold one say so, so that no other store is refused.
         recipe["face_legs"] = "faster side"
-    if _node_ends_joined(grid, indices, grid.radius3(workflow.grid.radius)):
+    exact = workflow.grid.weights == "exact"
+    if _node_ends_joined(grid, indices, grid.radius3(workflow.grid.radius), exact):
         # A node end is joined straight to the other within reach (earlier stores: only
         # two off-node ends): only stores that hold such a pair say so, as for face_legs.
         recipe["node_ends"] = "joined within reach"
@@ -146,7 +147,7 @@ def _legs_in_faces(grid: Grid, indices: dict[str, np.ndarray]) -> bool:
 
 
 def _node_ends_joined(
-    grid: Grid, indices: dict[str, np.ndarray], radius3: tuple[int, int, int]
+    grid: Grid, indices: dict[str, np.ndarray], radius3: tuple[int, int, int], exact: bool
 ) -> bool:
     """Whether a source and a receiver, one of them or both on a node, are joined by a
     straight leg (``Grid.joined_points``): before 2026-12-05 only two off-node ends were.
@@ -156,7 +157,7 @@ def _node_ends_joined(
         return False
     off = ~grid.on_nodes(receivers)
     for source3 in np.asarray(indices["sources"], dtype=np.float64).reshape(-1, 3):
-        joined = grid.joined_points(source3, receivers, radius3)
+        joined = grid.joined_points(source3, receivers, radius3, exact)
         if np.any(joined & ~(off & (not grid.on_node(source3)))):
             return True
     return False

@@ -36,6 +36,7 @@ def receiver_times(
     dtype: Any,
     slowness: NodeValues | None = None,
     source3: np.ndarray | None = None,
+    exact: bool = True,
 ) -> np.ndarray:
     """First-arrival time at each receiver from one source's field ``times``.
 
@@ -48,12 +49,12 @@ def receiver_times(
     leg in the solve's precision: the same choice and the same floats as
     :func:`raygrid.pipeline.raypath`'s last leg. ``source3``, the source's position in
     node units, lets a receiver near the source (on a node or not) be reached straight
-    from it (:meth:`Grid.last_legs`).
+    from it (:meth:`Grid.last_legs`; ``exact``: the solve's weights were exact crossings).
     """
     if not isinstance(times, NodeValues):
         times = NodeValues(np.reshape(times, grid.shape3))
     dtype = np.dtype(dtype)
-    legs = grid.last_legs(times, receiver_index, star.radius, slowness, source3)
+    legs = grid.last_legs(times, receiver_index, star.radius, slowness, source3, exact)
     time = np.array([t for _, t, _ in legs], dtype=dtype).reshape(-1)
     leg = np.array([g for _, _, g in legs], dtype=dtype).reshape(-1)
     # Plus the last leg, in the solve's precision: a node's own time has none (+ 0.0 keeps
@@ -385,6 +386,9 @@ class TraveltimeTable:
         self._velocity, self._slowness = velocity, slowness
         # Exact weights make an on-node source's box checkable (Grid.located_source).
         self._exact = attrs.get("weights") == "exact"
+        # Joined straight within the box too where the edges are mean slowness, not legs
+        # (a field without the record: as exact, the default).
+        self._exact_edges = attrs.get("weights") != "mean"
         if "source" in field.dims:
             # Sliced from one transposed array, not selected source by source through
             # xarray (its bookkeeping cost 2 ms a source, most of a call for one point).
@@ -481,7 +485,7 @@ class TraveltimeTable:
             if source3 is not None and (
                 s in self._unchecked
                 or s not in self._checked
-                and grid.joined_points(source3, index, star.radius).any()
+                and grid.joined_points(source3, index, star.radius, self._exact_edges).any()
             ):
                 # The position is used (a straight leg from it), or not yet known to be this
                 # field's: checked against the field first, once a table. Only then, as it
@@ -500,7 +504,9 @@ class TraveltimeTable:
                     "straight from it"
                 )
             out = np.full(len(located), np.nan, dtype=field.dtype)
-            out[inside] = receiver_times(grid, star, times, index, field.dtype, slowness, source3)
+            out[inside] = receiver_times(
+                grid, star, times, index, field.dtype, slowness, source3, self._exact_edges
+            )
             return out
 
         unit = {"units": grid.length_unit}

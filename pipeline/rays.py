@@ -610,7 +610,9 @@ def ray_legs(
         receivers3 = list(np.asarray(receivers3, dtype=np.float64).reshape(-1, 3))
     on_node = [grid.on_node(r) for r in receivers3]
     ends = []  # None: straight from the (off-node) source
-    last = grid.last_legs(field.times, receivers3, field.radius, field.slowness, source3)
+    last = grid.last_legs(
+        field.times, receivers3, field.radius, field.slowness, source3, field.rule == EXACT
+    )
     for receiver, (end, time, _) in zip(receivers, last):
         if not np.isfinite(time):
             raise InputError(f"receiver {dict(receiver)} was not reached from the source")

@@ -259,7 +259,7 @@ def solve_batch(task: SurveyTask, indices: list[int]) -> dict:
     for k, i in enumerate(indices):
         table = partial(
             receiver_times, grid, task.star, times[k], task.receiver_index, spec.dtype,
-            source3=task.source_index[i],
+            source3=task.source_index[i], exact=task.options.weights == "exact",
         )  # fmt: skip
         rays = partial(_rays, task, i, times[k], None if predecessor is None else predecessor[k])
         field = times[k].reshape(grid.shape) if spec.fields else None
@@ -992,7 +992,7 @@ def _solve_tiled_source(
     times = NodeValues(field.transpose(*grid.dims).data, client=client)  # read lazily
     table = partial(
         receiver_times, grid, prepared.star, times, prepared.receiver_index, spec.dtype,
-        slowness, prepared.source_index[i],
+        slowness, prepared.source_index[i], prepared.options.weights == "exact",
     )  # fmt: skip
     rays = partial(
         _ray_table, result, prepared.receivers, prepared.receiver_index, grid, slowness,
