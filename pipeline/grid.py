@@ -58,10 +58,13 @@ SPEED_UNITS = {
 def unit_size(unit: object, units: Mapping[str, float]) -> float | None:
     """The size of ``unit`` (metres, or metres a second) if it is one of ``units``'
     spellings, in any case and with spaces around it (``KM``, ``Kilometers``: files write
-    them so), else ``None``: a list or an array (an attribute written so) is not one."""
+    them so), exponents written UDUNITS' other ways (``m s**-1``, ``m s^-1``) and a slash
+    between spaces (``meter / second``, as pint writes units), else ``None``: a list or an
+    array (an attribute written so) is not one."""
     if not isinstance(unit, str):
         return None
-    return units.get(" ".join(unit.split()).lower())
+    spelt = " ".join(unit.split()).lower()
+    return units.get(spelt, units.get(spelt.replace(" / ", "/").replace("**", "").replace("^", "")))
 
 
 def known_unit(unit: object, units: Mapping[str, float]) -> bool:
@@ -587,7 +590,56 @@ class Grid:
                 "origin time added: add it to the times read instead), or the velocity is "
                 "not the model the field was solved on"
             )
+        self._check_earliest(source, source3, seeds, seeded, legs, exact)
         return source3
+
+    def _check_earliest(
+        self,
+        source: Mapping[str, float],
+        source3: np.ndarray,
+        seeds: np.ndarray,
+        seeded: np.ndarray,
+        legs: np.ndarray,
+        exact: bool,
+    ) -> None:
+        """Refuse a field whose times were made earlier since the solve (halved, an origin
+        time subtracted, ms read as s the other way), which the bound of
+        :meth:`located_source` (a seed no later than its leg) cannot see.
+
+        The seed of least time is reached by its own straight leg, whatever the model: any
+        other path to it starts at another seed, no earlier than its leg, and adds edges of
+        positive weight. So is, with exact weights, the node of least time around a source
+        on a node (its time 0): by the star's edge to it, that straight leg. A field earlier
+        than that leg there, beyond the solve's rounding, is not the solve's.
+        """
+        on_node = self.on_node(source3)
+        source_node = np.all(seeds == source3, axis=1) if on_node else np.zeros(len(seeds), bool)
+        if on_node and np.any(seeded[source_node] < 0.0):
+            least = int(np.flatnonzero(source_node)[0])
+        else:
+            # An on-node source's own node starts at 0: the next is the one reached by an
+            # edge (with exact weights; mean-slowness edges are not legs).
+            usable = np.isfinite(seeded) & ~source_node
+            if not usable.any() or (on_node and not exact):
+                return
+            least = int(np.flatnonzero(usable)[np.argmin(seeded[usable])])
+        if seeded[least] >= legs[least] * (1.0 - SOURCE_RTOL):
+            return
+        where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)
+        found = (
+            f"{seeded[least]:.6g} s at the source's node, which starts at 0 s"
+            if source_node[least]
+            else f"{seeded[least]:.6g} s at a node next to it, where the straight leg from "
+            f"the source takes {legs[least]:.6g} s and no path is faster"
+        )
+        raise InputError(
+            f"the field's times are earlier than its recorded source ({where} "
+            f"{self.length_unit}) allows: {found}. The times were changed since the solve "
+            "(scaled down, or an origin time subtracted: subtract it from the times read "
+            "instead), the position belongs to "
+            "another field, or the velocity is not the model the field was solved on (slower "
+            "near the source)"
+        )
 
     def joined(
         self,
@@ -1369,7 +1421,14 @@ def grid_from_velocity(
         coordinates, or bad velocities (how many and the first bad coordinate).
     """
     if not isinstance(velocity, xr.DataArray):
-        raise InputError(f"velocity must be an xarray.DataArray, got {type(velocity).__name__}")
+        pick = ""
+        if isinstance(velocity, xr.Dataset):  # a file's dataset, its variable not picked
+            names = [str(name) for name in velocity.data_vars]
+            pick = f": pick its velocity, e.g. dataset[{names[0]!r}]" if names else ""
+            pick += f" (it holds {names})" if len(names) > 1 else ""
+        raise InputError(
+            f"velocity must be an xarray.DataArray, got {type(velocity).__name__}{pick}"
+        )
     dims = set(velocity.dims)
     if dims == set(DIMS_2D):
         order = DIMS_2D

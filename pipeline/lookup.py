@@ -186,7 +186,9 @@ def traveltime_at(
         :func:`~raygrid.pipeline.traveltimes` (with or without a ``source`` dim), or a
         Dataset holding it and the ``velocity`` (``predecessors=True`` results, a survey
         store opened with :func:`raygrid.pipeline.open_survey`). A lazy field and model (a
-        store's) are read only in the chunks around the points, one source at a time.
+        store's) are read only in the chunks around the points, one source at a time
+        (but for the model's check, ``model_check``: a lattice of up to 17 nodes per axis,
+        which may touch every chunk of a model given apart with ``velocity=``).
     points : mapping, sequence of mappings, a table, or a CSV file's path
         Positions in model coordinates, e.g. ``{"z": 9870.0, "y": 1234.5, "x": 15012.3}``;
         a table has a column per dim (a dict of sequences, a DataFrame, a Dataset, a CSV
@@ -410,6 +412,14 @@ class TraveltimeTable:
         self._unchecked = set(range(len(self._sources))) if checked else set()
         self._checked: set[int] = set()  # sources whose position has passed the check
         self._whole_grid: tuple[Grid, NodeValues] | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        # Pickled (to Dask workers locating events in parallel) without its lock.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

@@ -595,9 +595,12 @@ def test_a_pandas_series_is_a_source_as_it_is_a_point(velocity):
     assert ray.attrs["traveltime"] == raypath(result, receiver).attrs["traveltime"]
 
 
-def test_not_a_dataarray():
+def test_not_a_dataarray(velocity):
     with pytest.raises(InputError, match="must be an xarray.DataArray"):
         traveltime(np.ones((4, 4)), SOURCE)
+    # A file's Dataset: which variable to pick, said.
+    with pytest.raises(InputError, match=r"got Dataset: pick its velocity, e.g. dataset\['vp'\]"):
+        traveltime(velocity.to_dataset(name="vp"), SOURCE)
 
 
 def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):

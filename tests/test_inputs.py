@@ -1041,6 +1041,9 @@ def test_units_are_read_in_any_case_and_spelt_out():
         ("kilometers", "KM/S"),
         (" Kilometre ", "kilometres/second"),
         ("KM", "km/sec"),
+        ("km", "km s**-1"),  # UDUNITS' exponents, and pint's text
+        ("km", "km s^-1"),
+        ("kilometer", "kilometer / second"),
     ):
         spelt = model.assign_attrs(units=speed).assign_coords(
             z=model.z.assign_attrs(units=length), x=model.x.assign_attrs(units=length)

@@ -433,6 +433,28 @@ def test_times_changed_since_the_solve_are_refused_wherever_the_points_lie():
         lazy.at(near)
 
 
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_times_made_earlier_since_the_solve_are_refused(precision):
+    # Only later times were refused (a seed above its leg): halved, x 0.99 or an origin
+    # time subtracted, the fields gave times early by up to half, silently (an xarray
+    # user's review). The seed of least time is reached by its own leg, exactly.
+    model = rg.gradient_model({"z": 41, "x": 61}, 10.0, 500.0, 4000.0)
+    point = {"z": 200.0, "x": 350.0}
+    for source in ({"z": 0.0, "x": 300.0}, {"z": 3.3, "x": 301.7}):  # on a node, and off
+        field = rg.traveltime(model, source, radius=4, precision=precision)
+        assert np.isfinite(float(traveltime_at(field, point, velocity=model)))
+        for earlier in (field - 0.001, field * 0.99, field / 2):
+            with pytest.raises(InputError, match="earlier than its recorded source .* no path"
+                               "|at the source's node, which starts at 0 s"):  # fmt: skip
+                traveltime_at(earlier.assign_attrs(field.attrs), point, velocity=model)
+        # A slower model than the field's (a Vs model for a Vp field), near the source.
+        slower = (model / 1.73).assign_attrs(model.attrs)
+        bare = field.drop_attrs().assign_attrs(radius_z=4, radius_x=4, weights="exact")
+        with pytest.warns(rg.InputWarning, match="records no check of the model"):
+            with pytest.raises(InputError, match="earlier than its recorded source"):
+                traveltime_at(bare, point, velocity=slower)
+
+
 def _survey_store(tmp_path, receivers, **compute):
     """A 2D survey store of two sources and these receivers, with a receiver table."""
     spec = {
@@ -667,6 +689,15 @@ def test_a_table_of_a_store_loads_its_model_once_for_grid_searches(tmp_path, mon
     assert first.identical(again)
     np.testing.assert_array_equal(few.values, first.values[:, :3])
     assert first.identical(traveltime_at(store, points))
+
+
+def test_a_table_pickles_for_dask_workers(model, tables):
+    # Shipped to workers to locate events in parallel: "cannot pickle '_thread.lock'".
+    import pickle
+
+    table = rg.TraveltimeTable(tables)
+    copy = pickle.loads(pickle.dumps(table))
+    np.testing.assert_array_equal(copy.at(HYPOCENTRES).values, table.at(HYPOCENTRES).values)
 
 
 def test_a_table_is_read_from_several_threads(monkeypatch):

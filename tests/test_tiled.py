@@ -111,12 +111,14 @@ def test_a_model_in_memory_is_checked_on_lookup(client, model_2d):
     ):
         with pytest.raises(rg.InputError, match="velocity is not the model the field was"):
             lookup()
-    # A lazy model is not read on the client for its check: the lookup says it cannot tell.
+    # A lazy model is not read on the client for its check: the lookup says it cannot tell,
+    # and the source's own check then finds the times earlier than the slower model's legs.
     lazy = model_2d.chunk({"z": 9})
     field = rg.traveltime(lazy, source, radius=3, tiles={"z": 13, "x": 16}, client=client)
     assert "model_check" not in field.attrs
     with pytest.warns(rg.InputWarning, match="records no check of the model it was solved on"):
-        rg.traveltime_at(field.compute(), point, velocity=wrong)
+        with pytest.raises(rg.InputError, match="earlier than its recorded source .*slower near"):
+            rg.traveltime_at(field.compute(), point, velocity=wrong)
 
 
 def _backend_reads(action: str):
