@@ -606,23 +606,25 @@ class Grid:
         time subtracted, ms read as s the other way), which the bound of
         :meth:`located_source` (a seed no later than its leg) cannot see.
 
-        The seed of least time is reached by its own straight leg, whatever the model: any
-        other path to it starts at another seed, no earlier than its leg, and adds edges of
-        positive weight. So is, with exact weights, the node of least time around a source
-        on a node (its time 0): by the star's edge to it, that straight leg. A field earlier
-        than that leg there, beyond the solve's rounding, is not the solve's.
+        Nothing reaches the seed of least leg earlier than that leg, whatever the model:
+        any path to it starts at a seed, no earlier than that seed's leg, which is no
+        shorter. Likewise, with exact weights, the node of least leg around a source on a
+        node (its time 0): any path to it starts with a star edge, the straight leg to a
+        node of the box. A field earlier than that leg there, beyond the solve's rounding,
+        is not the solve's. (By least time, a seed tied by float32 rounding with one behind
+        a near-infinite slowness, 1e8 times slower, was taken, and the field refused.)
         """
         on_node = self.on_node(source3)
         source_node = np.all(seeds == source3, axis=1) if on_node else np.zeros(len(seeds), bool)
         if on_node and np.any(seeded[source_node] < 0.0):
             least = int(np.flatnonzero(source_node)[0])
         else:
-            # An on-node source's own node starts at 0: the next is the one reached by an
-            # edge (with exact weights; mean-slowness edges are not legs).
+            # An on-node source's own node starts at 0: the others are reached by its
+            # edges (with exact weights; mean-slowness edges are not legs).
             usable = np.isfinite(seeded) & ~source_node
             if not usable.any() or (on_node and not exact):
                 return
-            least = int(np.flatnonzero(usable)[np.argmin(seeded[usable])])
+            least = int(np.flatnonzero(usable)[np.argmin(legs[usable])])
         if seeded[least] >= legs[least] * (1.0 - SOURCE_RTOL):
             return
         where = ", ".join(f"{d}={float(source[d]):g}" for d in self.dims)

@@ -455,6 +455,21 @@ def test_times_made_earlier_since_the_solve_are_refused(precision):
                 traveltime_at(bare, point, velocity=slower)
 
 
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_a_source_in_a_cell_far_slower_than_its_neighbours_is_not_refused(precision):
+    # A review's case: the source's cell 1e8 times slower (a fill value): in float32 a
+    # node behind it tied by rounding with the node it is reached from, was taken as the
+    # first reached (least time), and the field refused as made earlier. By least leg.
+    values = np.full((9, 9), 1000.0)
+    values[4, 4] = 1e-5
+    coords = {d: (d, np.arange(9) * 10.0, {"units": "m"}) for d in "zx"}
+    model = xr.DataArray(values, dims=("z", "x"), attrs={"units": "m/s"}, coords=coords)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rg.InputWarning)  # (the fill value is said)
+        field = rg.traveltime(model, {"z": 40.0, "x": 40.0}, radius=2, precision=precision)
+        assert np.isfinite(float(traveltime_at(field, {"z": 40.0, "x": 45.0}, velocity=model)))
+
+
 def _survey_store(tmp_path, receivers, **compute):
     """A 2D survey store of two sources and these receivers, with a receiver table."""
     spec = {
