@@ -469,10 +469,10 @@ class Grid:
         such a leg never lies in a cell face, and an integer shift is exact), the others
         (two off-node ends) one by one. Points within two radii of a station on a node
         took 40 us each one by one."""
-        out = np.empty(len(points3))
         # Each from its off-node end, as leg_ends orders them.
         if self.on_node(source3):
             return legs_to_node(slowness.values, self.spacing3, points3, source3.astype(np.int64))
+        out = np.empty(len(points3))
         on = self.on_nodes(points3)
         out[on] = point_leg_times(
             slowness.values, self.spacing3, source3, points3[on].astype(np.int64)
@@ -793,8 +793,7 @@ class Grid:
         not mappings of this grid's dims to real numbers, or not finite and inside the
         model: it refuses them, or places one on the model's edge within rounding)."""
         located = np.zeros((len(points), 3))
-        # A few points go faster one by one (NumPy's overhead on short arrays: 0.3 ms).
-        columns = _number_columns(points, self.dims) if len(points) > 32 else None
+        columns = _number_columns(points, self.dims)
         if columns is None:
             return located, np.arange(len(points))
         slow = np.zeros(len(points), dtype=bool)

@@ -109,14 +109,9 @@ def _is_zarr(path: Path) -> bool:
     )
 
 
-def _is_zarr_root(path: Path) -> bool:
-    """Whether ``path`` has a Zarr group's metadata at its root (v3, then v2)."""
-    return (path / "zarr.json").exists() or (path / ".zgroup").exists()
-
-
 def _has_group(path: Path, group: str) -> bool:
-    """Whether the Zarr store at ``path`` has a group ``group`` (a KeyError opening it may
-    be another's: arrays without xarray's dimension names)."""
+    """Whether the Zarr store at ``path`` has a group ``group`` (``""``: its root). An
+    error opening it through xarray may be another's: arrays without dimension names."""
     import zarr
 
     try:
@@ -327,8 +322,8 @@ def load_velocity(
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
                 dataset = xr.open_zarr(path, group=group, consolidated=None)
-            except (FileNotFoundError, KeyError) as error:  # no metadata there
-                if group is not None and _is_zarr_root(path) and not _has_group(path, group):
+            except Exception as error:  # no metadata there, or metadata that does not read
+                if group is not None and _has_group(path, "") and not _has_group(path, group):
                     raise _no_group(path, group) from None
                 said = (
                     "no Zarr group metadata in it"
@@ -336,10 +331,6 @@ def load_velocity(
                     else f"{type(error).__name__}: {error}"
                 )
                 raise InputError(f"{path}: cannot open it as Zarr ({said})") from None
-            except Exception as error:  # metadata that does not read (cut short, not JSON)
-                raise InputError(
-                    f"{path}: cannot open it as Zarr ({type(error).__name__}: {error})"
-                ) from None
         velocity = _pick(dataset, variable, path, group)
     elif suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
         # Lazily indexed (no dask): a tiled solve reads it in blocks (tiled.chunked_lazily),

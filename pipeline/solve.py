@@ -742,7 +742,6 @@ def locate_points(
                 bad.append((i, error))
     if not bad:
         slip = grid.km_in_m(located, what) if what in ("source", "receiver") else None
-        # (Lookups: rows of NaN for points outside, outside="nan".)
         if slip:
             warn_input(slip if path is None else f"{what} CSV file {path}: {slip}")
         return located

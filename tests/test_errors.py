@@ -138,7 +138,7 @@ def test_points_placed_all_at_once_are_placed_as_one_by_one(dtype):
     ]
     located, slow = grid.to_indices(points)
     assert 0 < len(slow) < 1000  # most at once
-    assert len(grid.to_indices(points[:32])[1]) == 32  # a few: one by one, faster
+    assert len(grid.to_indices(points[:8])[1]) == 0  # a few at once too (compiled: faster)
     fast = np.setdiff1d(np.arange(len(points)), slow)
     one_by_one = np.array([grid.to_index(points[i]) for i in fast])
     # Bit for bit (assert_array_equal counts -0.0 as 0.0: z = -0.0 gave -0.0 at once).
