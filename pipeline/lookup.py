@@ -22,6 +22,7 @@ from ..kernels import Star, forward_star
 from .errors import InputError, warn_input
 from .grid import MODEL_CHECK_RTOL, Grid, recorded_radius, recorded_source, solved_grid
 from .integrity import listed_sources
+from .labelled import labelled_points
 from .nodevalues import NodeValues
 from .solve import as_table, check_flag, given_path, locate_points, one_point, source_list
 
@@ -193,7 +194,12 @@ def traveltime_at(
         Positions in model coordinates, e.g. ``{"z": 9870.0, "y": 1234.5, "x": 15012.3}``;
         a table has a column per dim (a dict of sequences, a DataFrame, a Dataset, a CSV
         file). A
-        ``name`` (or ``station``) key or column names them: the ``point`` coordinate.
+        ``name`` (or ``station``) key or column names them: the ``point`` coordinate. A
+        Dataset (or a mapping of DataArrays) whose coordinates lie along dims of their own
+        is read the xarray way (as ``interp`` reads DataArrays): stations along
+        ``station`` give a result along ``station`` with the Dataset's coordinates, and a
+        lattice ``xr.Dataset(coords={"z": zs, "x": xs})`` a grid search's cube along ``z``
+        and ``x``.
     velocity : xarray.DataArray, optional
         The model the field was solved on, when ``field`` does not hold it.
     radius : int or mapping, optional
@@ -209,10 +215,11 @@ def traveltime_at(
     -------
     xarray.DataArray
         Dims ``("source", "point")`` (``source`` only if the field has it; ``point`` only
-        for several points), seconds, with coordinates ``point_<dim>`` (in the model's
-        length unit) and ``point`` (the points' names, if given), and the field's source
-        coordinates (``source_<dim>``, ``source``: along ``source``, or scalars for one
-        source's field).
+        for several points; a Dataset's points: its own dims instead of ``point``),
+        seconds, with coordinates ``point_<dim>`` (in the model's length unit) and
+        ``point`` (the points' names, if given; a Dataset's own coordinates), and the
+        field's source coordinates (``source_<dim>``, ``source``: along ``source``, or
+        scalars for one source's field).
 
     Raises
     ------
@@ -475,6 +482,11 @@ class TraveltimeTable:
 
     def _at(self, points: Any, outside: Literal["raise", "nan"]) -> xr.DataArray:
         field, star = self.field, self.star
+        source_names = {k for k in field.coords if k == "source" or k.startswith("source_")}
+        taken = {"source", *source_names, *(f"point_{d}" for d in self.grid.dims)}
+        labelled = labelled_points(points, self.grid.dims, taken)
+        if labelled is not None:  # along dims of their own (a Dataset): flat, then reshaped
+            points = labelled.columns
         points = as_table(points)  # a pandas Series is one point, as a mapping of numbers
         single = one_point(points)
         # The same tables as traveltimes' sources, checked the same way.
@@ -519,24 +531,32 @@ class TraveltimeTable:
             )
             return out
 
-        unit = {"units": grid.length_unit}
-        coords = {f"point_{d}": ("point", [float(p[d]) for p in listed], unit) for d in grid.dims}
-        if names is not None:
-            coords["point"] = ("point", np.array(names, dtype=object))
         if "source" in field.dims:
             # One source's field at a time: a survey store's fields need not fit in memory.
             times = np.stack([read(s, self._values[s], src) for s, src in enumerate(self._sources)])
-            dims = ("source", "point")
-            coords.update({k: v for k, v in field.coords.items() if "source" in v.dims})
+            lead = ("source",)
+            sources = {k: v for k, v in field.coords.items() if "source" in v.dims}
         else:
-            times, dims = read(0, self._values, self._sources[0]), ("point",)
+            times, lead = read(0, self._values, self._sources[0]), ()
             # One source's field (a traveltime() result, a table's .sel(source=...)): its
             # name and position, as the fields of several sources give them along "source".
-            named = [k for k in field.coords if k == "source" or k.startswith("source_")]
-            coords.update({k: field.coords[k] for k in named if not field.coords[k].dims})
+            sources = {k: field.coords[k] for k in source_names if not field.coords[k].dims}
         _warn_unsolved(times[..., inside])
-        result = xr.DataArray(
-            times, dims=dims, coords=coords, name="traveltime",
-            attrs={"units": "s", "long_name": "first-arrival traveltime at the points"},
-        )  # fmt: skip
+        unit = {"units": grid.length_unit}
+        if labelled is None:
+            result = xr.DataArray(times, dims=(*lead, "point"))
+            for d in grid.dims:
+                result.coords[f"point_{d}"] = ("point", [float(p[d]) for p in listed], unit)
+            if names is not None:
+                result.coords["point"] = ("point", np.array(names, dtype=object))
+        else:
+            result = labelled.unflat(times, lead)
+            for d in grid.dims:
+                result.coords[f"point_{d}"] = (
+                    labelled.dims,
+                    labelled.columns[d].reshape(labelled.shape),
+                    unit,
+                )
+        result = result.assign_coords(sources).rename("traveltime")
+        result.attrs.update(units="s", long_name="first-arrival traveltime at the points")
         return result.isel(point=0) if single else result

@@ -519,6 +519,54 @@ def test_points_outside_read_nan_when_asked(model, tables, tmp_path):
     assert np.isnan(found[:, 2]).all()
 
 
+def test_points_given_the_xarray_way_keep_their_dims_and_coordinates(model, tables):
+    # Stations along their own dim (a Dataset) came back along "point", their codes moved to
+    # a "point" coordinate and other coordinates dropped; a lattice of trial hypocentres
+    # (a grid search) was refused for its 2D columns.
+    flat = traveltime_at(tables, HYPOCENTRES)
+    codes = ["E1", "E2", "E3"]
+    events = xr.Dataset(
+        {d: ("event", v) for d, v in HYPOCENTRES.items()},
+        coords={"event": codes, "magnitude": ("event", [1.5, 2.0, 0.7])},
+    )
+    read = traveltime_at(tables, events)
+    assert read.dims == ("source", "event")
+    assert list(read["event"].values) == codes and list(read["magnitude"]) == [1.5, 2.0, 0.7]
+    np.testing.assert_array_equal(read.values, flat.values)
+    np.testing.assert_array_equal(read["point_x"].values, HYPOCENTRES["x"])
+    assert list(read["source"].values) == list(tables["source"].values)
+    # A mapping of DataArrays and numbers, as interp takes them.
+    along = {d: xr.DataArray(v, dims="event") for d, v in HYPOCENTRES.items() if d != "z"}
+    surface = traveltime_at(tables, {"z": 0.0, **along})
+    assert surface.dims == ("source", "event")
+    np.testing.assert_array_equal(
+        surface.values, traveltime_at(tables, {"z": 0.0, **{d: a.values for d, a in along.items()}})
+    )
+    # A lattice: a cube along the Dataset's own dims, each value the flat lookup's.
+    lattice = xr.Dataset(
+        coords={"z": [1000.0, 2345.6], "y": [700.0, 1234.5, 2000.5], "x": [300.0, 1711.1]}
+    )
+    cube = rg.TraveltimeTable(tables).at(lattice, outside="nan")
+    assert cube.dims == ("source", "z", "y", "x") and cube.shape == (2, 2, 3, 2)
+    np.testing.assert_array_equal(cube["z"].values, lattice["z"].values)
+    z, y, x = np.meshgrid(lattice["z"], lattice["y"], lattice["x"], indexing="ij")
+    points = {"z": z.ravel(), "y": y.ravel(), "x": x.ravel()}
+    np.testing.assert_array_equal(cube.values.reshape(2, -1), traveltime_at(tables, points).values)
+    assert cube["point_y"].dims == ("z", "y", "x")
+    # One source's field: the same dims without "source".
+    one = traveltime_at(tables.isel(source=0), lattice)
+    assert one.dims == ("z", "y", "x")
+    np.testing.assert_array_equal(one.values, cube.values[0])
+    # Names the result uses, and coordinates that do not agree, are refused.
+    with pytest.raises(InputError, match=r"\['source'\] are names the result uses"):
+        traveltime_at(tables, events.rename(event="source"))
+    with pytest.raises(InputError, match="do not align"):
+        traveltime_at(tables, {"z": xr.DataArray([0.0], coords={"e": [1]}),
+                               "y": xr.DataArray([0.0], coords={"e": [2]}), "x": 0.0})  # fmt: skip
+    with pytest.warns(rg.InputWarning, match="ignoring column.*'elevation'"):
+        traveltime_at(tables, events.assign(elevation=("event", [1.0, 2.0, 3.0])))
+
+
 def test_a_table_checks_each_sources_position_once(model, tables, monkeypatch):
     # A point near a station, asked again and again (an optimiser's steps): the position
     # check ran every call (0.2 ms of a 0.6 ms call).
