@@ -294,6 +294,8 @@ def missing_arrays(path: str | Path) -> tuple[str, ...]:
     with _listing():
         present = set(group.array_keys())
     expected = group.attrs.get("store_arrays")
+    if isinstance(expected, str):
+        expected = expected.split()  # a list in stores made before 2026-12-05
     if expected is None:
         expected = ["velocity", "source_done"]
         try:

@@ -354,8 +354,9 @@ def create_store(
     # chunk file cut short (a copy interrupted) is found (integrity._cut_short).
     for name in template.variables:
         encoding.setdefault(name, {})["compressors"] = field_compressors()
-    # What it is made with, so that an array lost whole later is named (integrity).
-    template.attrs["store_arrays"] = sorted(str(name) for name in template.variables)
+    # What it is made with, so that an array lost whole later is named (integrity). One
+    # string, not a list: NetCDF-3 (to_netcdf(engine="scipy")) holds no list of strings.
+    template.attrs["store_arrays"] = " ".join(sorted(str(name) for name in template.variables))
 
     spec.path.parent.mkdir(parents=True, exist_ok=True)
     partial = hidden_sibling(spec.path)
