@@ -23,6 +23,7 @@ from .grid import Grid, recorded_radius, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
 from .solve import as_table, locate_points, one_point, source_list
+from .store import point_names
 
 __all__ = ["raypath", "raypaths"]
 
@@ -266,7 +267,8 @@ def raypaths(
     list of xarray.Dataset
         One ray per receiver, in their order, each the Dataset :func:`raypath` returns (the
         same floats); where the receivers are named (a ``name`` or ``station`` column or
-        key), each ray's ``attrs["receiver"]`` is its receiver's name.
+        key, or a store's receivers named by its workflow, asked for by name, number or
+        position), each ray's ``attrs["receiver"]`` is its receiver's name.
 
     Raises
     ------
@@ -457,6 +459,7 @@ def _stored_rays(
         store.isel(ray_point=wanted), ["ray_time", *(f"ray_{d}" for d in grid.dims)]
     ) if wanted.size else [np.empty(0)] * (1 + len(grid.dims))  # fmt: skip
     ends = np.cumsum([count for _, count in spans])
+    named = point_names(store, "receiver")
     rays = []
     for r, (_, count), end in zip(numbers, spans, ends):
         time, *coords = (values[end - count : end] for values in read)
@@ -471,6 +474,8 @@ def _stored_rays(
                 "what is lost; rerun its workflow with --overwrite"
             )
         rays.append(_ray(grid, points, time, receiver))
+        if named is not None:  # whether asked for by name, number or position
+            rays[-1].attrs["receiver"] = named[r]
     return rays
 
 

@@ -85,8 +85,9 @@ def test_a_stored_ray_is_the_direct_solves_raypath(survey):
     for s, source in enumerate(NAMES["source"]):
         for r, receiver in enumerate(NAMES["receiver"]):
             ray = raypath(store, receiver, source=source)
-            # The same Dataset: points, times (bitwise), units, attributes.
-            xr.testing.assert_identical(ray, expected[s][r])
+            # The same Dataset: points, times (bitwise), units, attributes; and the
+            # receiver's name, as a list of rays of named receivers says it.
+            xr.testing.assert_identical(ray, expected[s][r].assign_attrs(receiver=receiver))
             assert ray["time"].dtype == np.float64
             # By number, from a store selected to the source, by exact position: the same.
             xr.testing.assert_identical(raypath(store, r, source=s), ray)
@@ -111,10 +112,11 @@ def test_raypaths_trace_a_table_of_receivers_as_raypath_does_each(survey):
         assert len(rays) == len(expected)
         for ray, one in zip(rays, expected):
             xr.testing.assert_identical(ray, one)
-    # Of a store: by name, number or position, as raypath reads them.
+    # Of a store: by name, number or position, as raypath reads them, each named.
     for receivers in (["STA1", 1, "STA3"], columns):
-        for ray, one in zip(rg.raypaths(store, receivers, source="EV03"), expected):
-            xr.testing.assert_identical(ray, one)
+        rays = rg.raypaths(store, receivers, source="EV03")
+        for ray, one, name in zip(rays, expected, NAMES["receiver"], strict=True):
+            xr.testing.assert_identical(ray, one.assign_attrs(receiver=name))
     # Named positions: each ray says whose it is (a plain list of rays did not).
     stations = {**columns, "name": ["A", "B", "C"]}
     rays = rg.raypaths(result, stations, source="EV03")
@@ -129,7 +131,7 @@ def test_raypaths_trace_a_table_of_receivers_as_raypath_does_each(survey):
     # order, a receiver twice, none at all.
     order = [2, 0, 2, 1]
     for ray, r in zip(rg.raypaths(store, order, source="EV03"), order, strict=True):
-        xr.testing.assert_identical(ray, expected[r])
+        xr.testing.assert_identical(ray, expected[r].assign_attrs(receiver=NAMES["receiver"][r]))
     assert rg.raypaths(store, [], source="EV03") == []
     with pytest.raises(InputError, match="receivers by name or number are a survey store's"):
         rg.raypaths(result, ["STA1", 2], source="EV03")
@@ -203,7 +205,7 @@ def test_a_results_source_is_chosen_like_a_stores(survey):
     receiver = prepared.receivers[1]
     ray = raypath(result, receiver, source="EV03")
     xr.testing.assert_identical(ray, raypath(result.isel(source=1), receiver))
-    xr.testing.assert_identical(ray, raypath(store, "2", source="EV03"))
+    xr.testing.assert_identical(ray.assign_attrs(receiver="2"), raypath(store, "2", source="EV03"))
     with pytest.raises(InputError, match=r"raypath takes one source: pass source="):
         raypath(result, receiver)
     with pytest.raises(InputError, match=r"^raypaths takes one source: pass source="):
