@@ -218,6 +218,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     sources, outputs, ...) is a cluster file; any other is a workflow.
     """
     from .cluster import JobQueueConfig, cluster_notes, read_cluster
+    from .survey import check_job_memory, store_spec
     from .workflow import prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import is_cluster_file, load_yaml
 
@@ -240,6 +241,8 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                 prepared = prepare_workflow(
                     spec, here=False, values=False, gpu=config.gpus_per_worker > 0 if jobs else None
                 )
+                if jobs:  # what `raygrid submit`/`run` would refuse before any job is queued
+                    check_job_memory(prepared, store_spec(prepared), config)
                 click.echo(
                     f"{path}: valid workflow: {len(prepared.sources)} source(s), "
                     f"{len(prepared.receivers)} receiver(s), model "

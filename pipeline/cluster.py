@@ -386,6 +386,16 @@ def worker_threads(config: JobQueueConfig) -> int:
     return 1 if config.gpus_per_worker else config.cores_per_worker
 
 
+def job_worker(config: JobQueueConfig) -> dict:
+    """What each of a batch system's workers will have (``memory_limit`` in whole MiB, as
+    the job asks for it, and ``nthreads``), as the scheduler records a joined worker
+    (:func:`worker_info`): for checks made before any job is queued."""
+    return {
+        "memory_limit": max(1, memory_bytes(config.memory_per_worker) // 2**20) * 2**20,
+        "nthreads": worker_threads(config),
+    }
+
+
 def threads_crowded(config: AnyConfig, backend: str, threads: int) -> str | None:
     """What to say when batch jobs' CPU workers run more solver threads than the cores
     they ask for: each of a worker's ``cores_per_worker`` task threads solves its sources

@@ -46,7 +46,7 @@ from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
 from .memory import footprint
 from .store import check_store, empty_folder, store_path, tidy_siblings
-from .survey import OVERWRITTEN_ENV, check_workers_memory, store_spec
+from .survey import OVERWRITTEN_ENV, check_job_memory, store_spec
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
 
 __all__ = ["Job", "DRIVER_BYTES", "batch_script", "driver_bytes", "submit_workflow"]
@@ -474,14 +474,7 @@ def submit_workflow(
         return None
     # The job's workers, as they will start: a survey that cannot fit in them is refused
     # here, not once the job has waited in the queue for its allocation.
-    worker = {
-        "memory_limit": _memory_mb(config.memory_per_worker) * 2**20,
-        "nthreads": worker_threads(config),
-    }
-    check_workers_memory(
-        prepared, store, [(f"each of the job's {config.workers} worker(s)", worker)],
-        more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
-    )  # fmt: skip
+    check_job_memory(prepared, store, config)
     tool = SUBMIT_COMMANDS[config.cluster]
     if not dry_run and shutil.which(tool) is None:
         raise InputError(f"{tool} not found: is this a {config.cluster.upper()} login node?")

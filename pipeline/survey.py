@@ -44,6 +44,7 @@ from .cluster import (
     SchedulerConfig,
     cluster_notes,
     connect,
+    job_worker,
     worker_info,
     workers_back_s,
     workers_gone,
@@ -390,6 +391,8 @@ def run_survey(
             found_client = client is not None  # the caller's: its workers are its own
             if found is None or not found.done.all():
                 if client is None:
+                    if isinstance(config, JobQueueConfig):  # before its jobs are queued
+                        check_job_memory(prepared, spec, config)
                     client = stack.enter_context(connect(config, echo=echo))
                     if prepared.options.backend == "cuda" and not local_workers:
                         check_workers_gpu(client)  # not checked here: see _workers_gpu
@@ -603,6 +606,18 @@ def check_survey_memory(
             f"{format_bytes(max(needs))})",
             f"use {one_of([*hints, tiles_hint()])}",
         )  # fmt: skip
+
+
+@for_workflows
+def check_job_memory(prepared: PreparedWorkflow, spec: StoreSpec, config: JobQueueConfig) -> None:
+    """Refuse an untiled survey that cannot fit in a batch system's workers as its cluster
+    file gives them (:func:`~.cluster.job_worker`), before any job is queued: its workers
+    would be stopped by Dask's nanny once the jobs started (`raygrid submit`, `raygrid run
+    --cluster`, `raygrid validate`). See :func:`check_workers_memory`."""
+    check_workers_memory(
+        prepared, spec, [(f"each of the {config.workers} batch worker(s)", job_worker(config))],
+        more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
+    )  # fmt: skip
 
 
 #: What a worker running several tasks at once can lower (its threads, in the cluster file).

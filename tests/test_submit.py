@@ -296,11 +296,32 @@ def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(
     said = str(refused.value)
     assert said.startswith("each worker (the model and its CPU graph 1.23 GiB, then 1 task(s) ")
     assert (
-        "each of the job's 2 worker(s) will hold 250.00 MiB before any data (raygrid, Numba "
+        "each of the 2 batch worker(s) will hold 250.00 MiB before any data (raygrid, Numba "
         "and the solver's code), has a memory_limit of 0.93 GiB and Dask stops it at 95% of "
         "that; more memory_per_worker than 1GB in the cluster file, "
     ) in said
     assert not (tmp_path / "jobs").exists()
+    # `raygrid validate` says so too (it said "valid workflow"), and `raygrid run --cluster`
+    # (dask-jobqueue's workers, queued from here) refuses it before queueing any job.
+    from click.testing import CliRunner
+
+    from raygrid.pipeline import survey
+    from raygrid.pipeline.cli import main
+
+    workflow.write_text(yaml.safe_dump(big | {"compute": {"cluster": str(cluster)}}))
+    checked = CliRunner().invoke(main, ["validate", str(workflow)])
+    assert checked.exit_code == 2 and "valid workflow" not in checked.output
+    assert "error: " in checked.output and "more memory_per_worker than 1GB" in checked.output
+
+    def queued(*args, **kwargs):
+        raise AssertionError("jobs queued")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(survey, "connect", queued)
+        with pytest.raises(InputError, match="more memory_per_worker than 1GB"):
+            rg.workflow.run_workflow(rg.workflow.read_workflow(workflow))
+    assert not (tmp_path / "survey.zarr").exists()
+    workflow.write_text(yaml.safe_dump(big))
     # With the memory it asks for, the same survey is written.
     cluster.write_text(
         cluster.read_text().replace("memory_per_worker: 1GB", "memory_per_worker: 4GB")
