@@ -145,9 +145,15 @@ def _leg(
 
 def _table(grid: Grid, rays: np.ndarray, cells: np.ndarray, lengths: np.ndarray) -> xr.Dataset:
     """The entries, one per (ray, cell), lengths summed where a ray crosses a cell twice."""
-    key = np.stack([rays, cells])
-    unique, which = np.unique(key, axis=1, return_inverse=True)
-    summed = np.bincount(which.ravel(), weights=lengths, minlength=unique.shape[1])
+    # One int64 a (ray, cell), sorted as the pairs would be: np.unique of rows (axis=1)
+    # sorted structured rows, 3x slower (73 % of 4000 rays' 3.5 s on 201 x 401).
+    count = int(np.prod(grid.shape3))
+    if rays.size and (int(rays.max()) + 1) * count >= 2**63:
+        unique, which = np.unique(np.stack([rays, cells]), axis=1, return_inverse=True)
+    else:
+        key, which = np.unique(rays.astype(np.int64) * count + cells, return_inverse=True)
+        unique = np.divmod(key, count)
+    summed = np.bincount(which.ravel(), weights=lengths, minlength=len(unique[0]))
     index = np.unravel_index(unique[1], grid.shape3)
     data = {
         "ray": ("entry", unique[0], {"long_name": "the ray's receiver, numbered from 0"}),
