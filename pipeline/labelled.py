@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from .errors import InputError
-from .positions import NAME_COLUMNS, warn_ignored_columns
+from .positions import NAME_COLUMNS, refuse_off_section, warn_ignored_columns
 
 __all__ = ["LabelledPoints", "labelled_points"]
 
@@ -87,6 +87,7 @@ def labelled_points(points: Any, dims: tuple[str, ...], taken: set[str]) -> Labe
     table = _as_dataset(points)
     if table is None or any(d not in table.variables for d in dims):
         return None
+    refuse_off_section(list(table.variables), dims, "the points")
     located = [table[d] for d in dims]
     if not any(column.dims for column in located):
         return None

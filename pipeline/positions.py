@@ -45,6 +45,8 @@ from .yamlfile import FilePath, Strict, schema_error
 
 __all__ = [
     "NAME_COLUMNS",
+    "mistyped_hint",
+    "refuse_off_section",
     "CsvPoints",
     "Points",
     "Point",
@@ -338,6 +340,31 @@ def check_names(values: list[Any], row: Any) -> list[str]:
     return names
 
 
+def refuse_off_section(names: list[Any], dims: tuple[str, ...] | list[str], where: str) -> None:
+    """Refuse a table of points with a column for a dim the model lacks (``y`` on a 2D
+    model): ignored, every point was put on the section whatever its ``y``, where one
+    point with a ``y`` (or a CSV file with one) was refused."""
+    flat = [d for d in _DIM_ORDER if d in names and d not in dims]
+    if flat:
+        raise InputError(
+            f"{where} has a column for {flat}: the model is {len(dims)}D {tuple(dims)}; "
+            f"leave out {flat} (the points' position off the section)"
+        )
+
+
+def mistyped_hint(names: list[Any], absent: list[str]) -> str:
+    """``"; did you mean 'x' for 'xx'?"`` for columns named like a dim of ``absent`` (those
+    a table lacks), or ``""``: a dim's column mistyped, every row refused for missing it,
+    with nothing said of the column."""
+    typed = {
+        n: close[0]
+        for n in names
+        if isinstance(n, str) and n not in _DIM_ORDER  # ('y' on a 2D model is not a typo)
+        and (close := difflib.get_close_matches(n.lower(), absent, 1))
+    }  # fmt: skip
+    return "".join(f"; did you mean {d!r} for {n!r}?" for n, d in typed.items())
+
+
 def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
     """Warn once about the columns of a table of points that are not model dims.
 
@@ -378,17 +405,9 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
             f"coordinates and length unit, z positive down): rename it "
             f"({_how_to_rename(likely)})"
         )
-    # A dim's column mistyped (xx for x): every row was then refused for missing x, with
-    # nothing said of the column (a names' column mistyped got a guess, below).
+    # A dim's column mistyped (xx for x) in a CSV file that lacks it (``dims``: those it has).
     absent = [d for d in _DIM_ORDER if d not in dims]
-    typed = {
-        n: close[0]
-        for _, n in ignored
-        if isinstance(n, str) and n not in likely
-        and (close := difflib.get_close_matches(n.lower(), absent, 1))
-    }  # fmt: skip
-    if typed:
-        message += "; " + ", ".join(f"did you mean {d!r} for {n!r}?" for n, d in typed.items())
+    message += mistyped_hint([n for _, n in ignored if n not in likely], absent)
     if name_column(names) is None:
         # A names' column mistyped ("nmae") left the points unnamed, with only this warning
         # to say so; a store's names are part of its fingerprint, so fixing it later means

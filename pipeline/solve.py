@@ -46,8 +46,10 @@ from .positions import (
     check_names,
     csv_points,
     csv_row_lines,
+    mistyped_hint,
     name_column,
     other_columns_hint,
+    refuse_off_section,
     warn_ignored_columns,
 )
 from .progress import Progress
@@ -636,11 +638,13 @@ def source_list(
         )
     if isinstance(points, xr.Dataset) or hasattr(points, "columns") or isinstance(points, Mapping):
         missing = [d for d in dims if d not in points]
+        given = list(points.variables if isinstance(points, xr.Dataset) else points.keys())
         if missing:
-            given = list(points.variables if isinstance(points, xr.Dataset) else points.keys())
             # (A DataFrame of lat, lon, depth got no hint; the same CSV file did.)
             hint = other_case(given, missing) or other_columns_hint(given)
+            hint = hint or mistyped_hint([n for n in given if n not in dims], missing)
             raise InputError(f"the {what} table has no column for {missing}{hint}")
+        refuse_off_section(given, dims, f"the {what} table")
         columns = {}
         for d in dims:
             try:

@@ -1090,6 +1090,27 @@ def test_a_dims_column_mistyped_is_guessed(tmp_path):
             traveltimes(model, tmp_path / "r.csv", radius=2)
 
 
+def test_tables_with_a_dim_mistyped_or_one_the_model_lacks_are_told_so():
+    # A table of z, xx: "no column for ['x']", nothing said of xx (the hint was written
+    # but never reached); a table with y on a 2D model was taken, every point put on the
+    # section, with "did you mean 'y' for 'y'?" (a tomography review), where one point with
+    # a y was refused.
+    model = constant_model({"z": 11, "x": 31}, 10.0, 2000.0)
+    times = traveltimes(model, [{"z": 0.0, "x": 0.0}], radius=2)
+    with pytest.raises(InputError, match=r"no column for \['x'\]; did you mean 'x' for 'xx'\?"):
+        traveltime_at(times, {"z": [1.0], "xx": [3.0]}, velocity=model)
+    flat = r"has a column for \['y'\]: the model is 2D \('z', 'x'\); leave out \['y'\]"
+    with pytest.raises(InputError, match="the points table " + flat):
+        traveltime_at(times, {"z": [1.0], "y": [0.0], "x": [3.0]}, velocity=model)
+    with pytest.raises(InputError, match="the sources table " + flat):
+        traveltimes(model, pd.DataFrame({"z": [0.0], "y": [5.0], "x": [3.0]}))
+    stations = xr.Dataset({d: ("station", [1.0]) for d in "zyx"})
+    with pytest.raises(InputError, match="the points " + flat):
+        traveltime_at(times, stations, velocity=model)
+    with pytest.raises(InputError, match=r"leave out \['y'\]"):
+        traveltime_at(times, {"z": 1.0, "y": 0.0, "x": 3.0}, velocity=model)  # as before
+
+
 @pytest.mark.parametrize("given, said", [("null", "None"), ("[1]", "[1]"), ("5", "5")])
 def test_a_section_that_is_not_a_mapping_is_said_so(tmp_path, given, said):
     # pydantic said "Input should be a valid dictionary or instance of FileModel": a class
