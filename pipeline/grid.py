@@ -1425,7 +1425,10 @@ def grid_from_velocity(
         pick = ""
         if isinstance(velocity, xr.Dataset):  # a file's dataset, its variable not picked
             names = [str(name) for name in velocity.data_vars]
-            pick = f": pick its velocity, e.g. dataset[{names[0]!r}]" if names else ""
+            # A velocity's likely name first: a raygrid result's or store's "velocity" was
+            # passed over for its first variable ("ray_x", "traveltime").
+            likely = [n for n in names if n.lower() in ("velocity", "vp", "vs", "v")]
+            pick = f": pick its velocity, e.g. dataset[{(likely or names)[0]!r}]" if names else ""
             pick += f" (it holds {names})" if len(names) > 1 else ""
         raise InputError(
             f"velocity must be an xarray.DataArray, got {type(velocity).__name__}{pick}"

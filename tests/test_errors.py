@@ -601,6 +601,12 @@ def test_not_a_dataarray(velocity):
     # A file's Dataset: which variable to pick, said.
     with pytest.raises(InputError, match=r"got Dataset: pick its velocity, e.g. dataset\['vp'\]"):
         traveltime(velocity.to_dataset(name="vp"), SOURCE)
+    # A result (or store) holding its velocity among other variables: that one, not the
+    # first ("ray_x", "traveltime").
+    result = traveltime(velocity, SOURCE, predecessors=True)
+    assert list(result.data_vars)[0] != "velocity"
+    with pytest.raises(InputError, match=r"e.g. dataset\['velocity'\] \(it holds \["):
+        traveltime(result, SOURCE)
 
 
 def test_cuda_without_a_gpu_is_a_clear_error(velocity, monkeypatch):
