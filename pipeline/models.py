@@ -289,6 +289,14 @@ def checkerboard(velocity: xr.DataArray, size: float, amplitude: float = 0.05) -
     xarray.DataArray
         The perturbed model, in the dims order of ``velocity``, its attributes kept and a
         ``checkerboard`` attribute added.
+
+    Notes
+    -----
+    Nodes are assigned: a node on a cube's face is the next cube's. The model's cells are
+    centred on the nodes (docs/method.md section 1), so in cells a face lies half a cell
+    before the cube's: 100 m cubes on a 10 m grid change at 95 m, 195 m, ... For a
+    resolution test compare a recovered model with this one node by node, not with cubes
+    drawn from ``size``.
     """
     amplitude = real_number(amplitude, "checkerboard amplitude")
     if not 0 <= amplitude < 1:
