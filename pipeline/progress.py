@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -15,6 +15,12 @@ __all__ = ["Progress"]
 
 #: The longest wait, in seconds, between two lines off a terminal while sources finish.
 SPARSEST = 600.0
+#: A run is said to stall when no source has finished for this many seconds, and for
+#: :data:`STALL_FACTOR` times the longest wait between two sources (the first counted from
+#: the start) before: a worker stopped or stuck on a file system or a GPU held its tasks
+#: and the run waited for it without a word.
+STALL_S = 120.0
+STALL_FACTOR = 5.0
 
 
 class Progress:
@@ -41,12 +47,19 @@ class Progress:
     every : float
         Seconds between lines off a terminal.
     tick : float
-        Seconds between redraws on a terminal.
+        Seconds between redraws on a terminal, and between the ticking thread's looks off
+        one (a line for sources that finished since the last, once it is due: the last
+        ones before a long wait were not said until the next finished).
+    stalled : callable, optional
+        Watch for a stall (a survey's workers): within :meth:`ticking`, once sources have
+        finished and then none has for a while (:data:`STALL_S`, :data:`STALL_FACTOR`), a
+        note says so, with what this returns (where the tasks in flight are); again each
+        time the wait doubles.
     """
 
     def __init__(
         self, total: int, done: int, enabled: bool, stream: TextIO | None = None,
-        every: float = 5.0, tick: float = 1.0,
+        every: float = 5.0, tick: float = 1.0, stalled: Callable[[], str] | None = None,
     ) -> None:  # fmt: skip
         self.total, self.done, self.enabled = total, done, enabled
         self.stream = stream or sys.stderr
@@ -57,6 +70,10 @@ class Progress:
         self.last = -np.inf
         self.shown = -1  # the count last drawn
         self._lock = threading.Lock()  # the ticking thread and update() both draw
+        self.stalled = stalled
+        self.finished_at: float | None = None  # when a source last finished (this run)
+        self.longest = 0.0  # the longest wait between two (from the start, the first)
+        self.said_stall = 0.0  # the wait last said to be a stall
 
     @contextmanager
     def ticking(self) -> Iterator[Progress]:
@@ -69,18 +86,18 @@ class Progress:
         def tick() -> None:
             while not stop.wait(self.tick):
                 with self._lock:
-                    if self.done < self.total:
+                    if self.done < self.total and (self.tty or self._due()):
                         self._draw()
+                self._watch()
 
         thread = threading.Thread(target=tick, name="raygrid-progress", daemon=True)
-        if self.enabled and self.tty:
-            thread.start()
+        thread.start()
         try:
             yield self
         finally:
             stop.set()
-            if thread.is_alive():
-                thread.join()
+            # (Not for ever: a stall's note may wait on a scheduler that does not answer.)
+            thread.join(timeout=self.tick + 5.0)
             if self.enabled and self.tty and self.done < self.total:
                 # Cut short (Ctrl-C, a failed task): end the bar's line, so that what is
                 # said next starts a line of its own.
@@ -96,10 +113,34 @@ class Progress:
         with self._lock:
             self.done += n
             now = time.perf_counter()
-            since = now - self.last
-            sparse = min(max(self.every, (now - self.start) / 10), SPARSEST)
-            if self.tty or self.done >= self.total or since >= sparse:
+            self.longest = max(self.longest, now - (self.finished_at or self.start))
+            self.finished_at, self.said_stall = now, 0.0
+            if self.tty or self.done >= self.total or self._due():
                 self._draw()
+
+    def _due(self) -> bool:
+        """Whether a line off a terminal is due: sources finished since the last, and it
+        is as far back as the lines' spacing at this point of the run."""
+        now = time.perf_counter()
+        sparse = min(max(self.every, (now - self.start) / 10), SPARSEST)
+        return self.shown != self.done and now - self.last >= sparse
+
+    def _watch(self) -> None:
+        """Note a stall: no source finished for :data:`STALL_S` seconds and
+        :data:`STALL_FACTOR` times the longest wait before (again when the wait doubles)."""
+        if self.stalled is None or self.finished_at is None or self.done >= self.total:
+            return  # not watched, nothing to measure a wait by, or nothing left to wait for
+        waited = time.perf_counter() - self.finished_at
+        if waited < max(STALL_S, STALL_FACTOR * self.longest, 2 * self.said_stall):
+            return
+        self.said_stall = waited
+        where = self.stalled()
+        self.note(
+            f"no source has finished for {waited:.0f} s (at most {self.longest:.0f} s apart "
+            f"before){where}: a worker may be hung (stopped, or stuck on a file system or a "
+            "GPU), and the run waits for it. Ctrl-C stops the run, keeping every source "
+            "done; the same command resumes it"
+        )
 
     def note(self, message: str) -> None:
         """Say ``message`` on a line of its own above the bar (whether or not the bar is

@@ -703,7 +703,9 @@ def _solve_pending(
     # Workers open the store by this path, each from its own working directory (a scheduler
     # file's workers started elsewhere): a relative path would write their chunks there.
     spec = replace(spec, path=spec.path.resolve())
-    bar = Progress(spec.n_sources, spec.n_sources - len(pending), progress)
+    bar = Progress(
+        spec.n_sources, spec.n_sources - len(pending), progress, stalled=partial(_in_flight, client)
+    )
     if compute.tiles is not None:
         with bar.ticking():
             _solve_tiled(client, prepared, spec, pending, bar)
@@ -864,6 +866,20 @@ def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.
         note.cancel()
     if seconds > after:
         echo(f"compiled in {seconds:.1f} s")
+
+
+def _in_flight(client: Any) -> str:
+    """``"; task(s) in flight on tcp://10.0.0.5:4321 (2), ..."``: where a stalled survey's
+    tasks are (:class:`~.progress.Progress`'s note), or ``""`` if the scheduler does not
+    say."""
+    try:
+        processing = client.processing()
+    except Exception:  # (busy or gone: the note says the rest)
+        return ""
+    held = {worker: len(keys) for worker, keys in processing.items() if keys}
+    if not held:
+        return ""
+    return "; task(s) in flight on " + ", ".join(f"{w} ({n})" for w, n in sorted(held.items()))
 
 
 def _collect(

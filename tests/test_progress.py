@@ -105,6 +105,98 @@ def test_off_a_terminal_a_run_cut_short_writes_how_far_it_got():
     assert len(stream.getvalue().splitlines()) == 1
 
 
+def test_off_a_terminal_the_last_sources_before_a_wait_are_said(monkeypatch):
+    # A burst of sources within a line's spacing, then a long wait: the log said "184/256"
+    # for minutes where 248 were done (an operations review, a worker stopped).
+    stream = io.StringIO()
+    bar = Progress(total=4, done=0, enabled=True, stream=stream, every=0.05, tick=0.01)
+    with bar.ticking():
+        bar.update(1)  # within `every` of the first line: not written then
+        time.sleep(0.3)
+        assert stream.getvalue().splitlines()[-1].startswith("[#######") and (
+            "1/4 sources" in stream.getvalue().splitlines()[-1]
+        )
+        lines = len(stream.getvalue().splitlines())
+        time.sleep(0.1)
+        assert len(stream.getvalue().splitlines()) == lines  # nothing new: nothing said
+
+
+def test_a_survey_that_stops_finishing_sources_is_said_to_stall(monkeypatch):
+    # A worker stopped (SIGSTOP, a hung file system) held its tasks and the run waited
+    # without a word for as long as it was left (an operations review: 450 s).
+    from raygrid.pipeline import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: clock[0])
+    stream = io.StringIO()
+    where = "; task(s) in flight on tcp://127.0.0.1:1 (2)"
+    bar = Progress(total=9, done=0, enabled=False, stream=stream, stalled=lambda: where)
+
+    def after(seconds: float) -> list[str]:
+        clock[0] += seconds
+        bar._watch()  # what the ticking thread does every `tick`
+        return stream.getvalue().splitlines()
+
+    assert after(1000.0) == []  # no source finished yet: nothing to measure a wait by
+    bar.update(1)  # 1000 s after the start: a stall is 5 x 1000 s
+    bar.update(1)
+    assert after(4999.0) == []
+    said = after(2.0)
+    assert len(said) == 1 and said[0].startswith("no source has finished for 5001 s (at most ")
+    assert where + ": a worker may be hung" in said[0]  # said with the bar off too
+    assert "Ctrl-C stops the run, keeping every source done" in said[0]
+    assert len(after(4000.0)) == 1  # again only once the wait has doubled
+    assert len(after(1002.0)) == 2
+    bar.update(1)  # a source finished: the count starts again (with 10,003 s the longest)
+    assert len(after(50_000.0)) == 2 and len(after(20.0)) == 3
+    # A short run's stall: STALL_S at least.
+    bar = Progress(total=9, done=0, enabled=False, stream=stream, stalled=lambda: "")
+    bar.update(1)
+    assert len(after(progress.STALL_S - 1)) == 3 and len(after(1.0)) == 4
+    # Not watched where nothing asks (a solve on this process's threads).
+    bar = Progress(total=9, done=0, enabled=False, stream=stream)
+    bar.update(1)
+    assert len(after(1e6)) == 4
+
+
+def test_the_ticking_thread_watches_for_a_stall(monkeypatch):
+    from raygrid.pipeline import progress
+
+    monkeypatch.setattr(progress, "STALL_S", 0.2)
+    monkeypatch.setattr(progress, "STALL_FACTOR", 0.0)
+    stream = io.StringIO()
+    with Progress(4, 0, False, stream, tick=0.01, stalled=lambda: "").ticking() as bar:
+        bar.update(1)
+        deadline = time.monotonic() + 30
+        while not stream.getvalue():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    assert stream.getvalue().startswith("no source has finished for 0 s")
+
+
+def test_a_stall_names_the_workers_holding_tasks():
+    from distributed import Event
+
+    from clusters import in_process_client
+
+    with in_process_client() as client:
+        release = Event("release", client=client)
+
+        def wait(event):
+            event.wait(30)
+
+        task = client.submit(wait, release, pure=False)
+        deadline = time.monotonic() + 10
+        [worker] = client.scheduler_info()["workers"]
+        while not client.processing()[worker]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert survey._in_flight(client) == f"; task(s) in flight on {worker} (1)"
+        release.set()
+        task.result()
+        assert survey._in_flight(client) == ""
+
+
 def test_a_disabled_bar_writes_nothing():
     stream = Terminal()
     with Progress(total=2, done=0, enabled=False, stream=stream, tick=0.01).ticking() as bar:
