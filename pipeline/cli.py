@@ -341,10 +341,19 @@ def plot(store: Path, out: Path | None, sources: tuple[str, ...], map_z: float |
 @_input_errors
 def info(store: Path, show_workflow: bool) -> None:
     """Summarise a STORE: its status, sources done, model and sizes (--workflow prints the
-    stored workflow)."""
+    stored workflow). Exit status 1 for a damaged store (its status says how), 0 for a
+    sound one, finished or not; 2 for what is not a store."""
     from .inspect import describe
+    from .store import DamagedStore
 
-    click.echo(describe(store, workflow=show_workflow))
+    try:
+        said = describe(store, workflow=show_workflow)
+    except DamagedStore as error:  # metadata that does not read: damaged as the others
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+    click.echo(said)
+    if "\nstatus: damaged" in said:  # scripts check a store's health by the exit status
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # python -m raygrid.pipeline.cli (used by batch scripts)

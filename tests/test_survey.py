@@ -19,8 +19,10 @@ import pytest
 import xarray as xr
 import yaml
 import zarr
+from click.testing import CliRunner
 
 import raygrid.pipeline as rg
+from raygrid.pipeline.cli import main
 from raygrid.pipeline.errors import InputError
 from raygrid.pipeline.store import done_sources
 from raygrid.pipeline.workflow import read_workflow, run_workflow
@@ -653,6 +655,8 @@ def test_an_array_lost_whole_makes_the_store_damaged_not_a_rerun_loop(tmp_path, 
     name = lost.split("/")[0]  # the assembled rays' arrays too: a rerun said complete
     damaged = rf"is damaged: it has no {name} \(lost whole.*--overwrite to make it again"
     assert f"status: damaged: it has no {name} (lost whole" in describe(store)
+    checked = CliRunner().invoke(main, ["info", str(store)])
+    assert checked.exit_code == 1 and f"status: damaged: it has no {name}" in checked.output
     with pytest.raises(InputError, match=damaged):
         run_workflow(read_workflow(path), client=client)
     with pytest.raises(InputError, match=damaged):
@@ -685,9 +689,14 @@ def test_metadata_cut_short_or_lost_is_damage_that_overwrite_replaces(tmp_path, 
     for read in (describe, lambda s: plot_directory(s, tmp_path / "pictures", [])):
         with pytest.raises(InputError, match=said):
             read(store)
+    # `raygrid info`: status 1, as for every damaged store (it was 2 for these alone, 0 for
+    # the others: an operations review checking stores by exit status).
+    checked = CliRunner().invoke(main, ["info", str(store)])
+    assert checked.exit_code == 1 and re.search("error: .*" + said, checked.output)
     with pytest.raises(InputError, match=said):
         run_workflow(read_workflow(path), client=client)
     again = run_workflow(read_workflow(path), client=client, overwrite=True).load()
+    assert CliRunner().invoke(main, ["info", str(store)]).exit_code == 0
     xr.testing.assert_identical(again, first)
     # A Zarr store raygrid did not make is still never replaced, even one written from a
     # survey's dataset (xarray copies its attributes, the fingerprint among them).
