@@ -194,7 +194,11 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
             said = _kept(store, pictures=spec.outputs.plot is not None)
         else:
             said = "nothing was written"
-        how = "interrupted" if stopped_by == signal.SIGINT else "terminated (SIGTERM)"
+        how = (
+            "interrupted"
+            if stopped_by == signal.SIGINT
+            else f"terminated ({signal.Signals(stopped_by).name})"
+        )
         if stopped_by == signal.SIGTERM and os.environ.get(RESUME_ENV):
             # A batch job's SIGTERM is most often its time limit.
             said += " (with a longer walltime in its cluster file, if it ran out)"

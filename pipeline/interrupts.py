@@ -43,8 +43,8 @@ def stopping_signal() -> int:
 
 
 def _taken() -> list[int]:
-    """The signals raygrid stops a run on: SIGINT, unless this process ignores it, and
-    SIGTERM.
+    """The signals raygrid stops a run on: SIGINT, unless this process ignores it, SIGTERM,
+    and SIGHUP unless ignored (``nohup``).
 
     An ignored SIGINT stays ignored: a shell starts a script's background job (``raygrid
     run ... &``) with SIGINT ignored, so that a Ctrl-C meant for the script's foreground
@@ -54,7 +54,13 @@ def _taken() -> list[int]:
     system's time limit and ``kill`` stop a run, background or not.
     """
     ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    return ([] if ignored else [signal.SIGINT]) + [signal.SIGTERM]
+    taken = ([] if ignored else [signal.SIGINT]) + [signal.SIGTERM]
+    # SIGHUP (the terminal or ssh session gone) as SIGTERM: it ended the run at once,
+    # without closing its cluster. Left ignored under nohup, which is what nohup is for.
+    hangup = getattr(signal, "SIGHUP", None)  # (POSIX)
+    if hangup is not None and signal.getsignal(hangup) != signal.SIG_IGN:
+        taken.append(hangup)
+    return taken
 
 
 #: A warnings filter (``PYTHONWARNINGS``'s form) for multiprocessing's resource tracker:
@@ -437,3 +443,5 @@ class IgnoreInterrupts(WorkerPlugin):
         # runs its event loop and so this hook.
         if os.getpid() != self.client_pid and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if hasattr(signal, "SIGHUP"):  # a hangup's, as Ctrl-C's: the client closes them
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)

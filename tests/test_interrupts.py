@@ -79,6 +79,18 @@ def test_a_run_started_with_ctrl_c_ignored_leaves_it_ignored():
         signal.raise_signal(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     assert signal.getsignal(signal.SIGTERM) == terminate
+    # A hangup ignored (nohup) stays ignored; taken otherwise, as SIGTERM.
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interrupts_kept():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with pytest.raises(KeyboardInterrupt), interrupts_kept():
+            signal.raise_signal(signal.SIGHUP)
+        assert stopping_signal() == signal.SIGHUP
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
     # `kill` (SIGTERM) still stops it, also while its cluster starts (held, then raised).
     with pytest.raises(KeyboardInterrupt), interrupts_kept():
         with interrupts_held():
@@ -429,15 +441,17 @@ def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
 
 
 @linux_only
-def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, getattr(signal, "SIGHUP", 1)], ids=["tm", "hup"])
+def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path, stop):
     # What a batch system sends at its time limit: the run ended at once (status 143, a
-    # semaphore warning), saying nothing of the store. Now it stops as Ctrl-C does.
+    # semaphore warning), saying nothing of the store. Now it stops as Ctrl-C does. So
+    # does a hangup (an ssh session dropped), which ended it without closing its cluster.
     with raygrid_run(tmp_path, LONG_SURVEY, "--no-progress") as process:
         mid_run(process, tmp_path)
-        os.kill(process.pid, signal.SIGTERM)
+        os.kill(process.pid, stop)
         stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 128 + signal.SIGTERM, stdout + stderr
-    assert "terminated (SIGTERM): the " in stderr
+    assert process.returncode == 128 + stop, stdout + stderr
+    assert f"terminated ({signal.Signals(stop).name}): the " in stderr
     assert " of 60 sources finished so far are in out/survey.zarr; run the same command" in stderr
     for noise in ("Traceback", "Exception ignored", "KeyboardInterrupt", "leaked"):
         assert noise not in stdout + stderr, stdout + stderr
