@@ -48,6 +48,10 @@ def _files(folder: Path) -> set[str]:
     return found
 
 
+#: The bytes of Zarr's crc32c codec at the end of a chunk (:func:`~.store.field_compressors`).
+CHECKSUM_BYTES = 4
+
+
 def _cut_short(file: Path, blosc: bool) -> bool:
     """Whether a chunk file is shorter than what was written: empty (zarr writes no chunk
     of fill values only, so an empty file is no chunk), or, Blosc-compressed, not the
@@ -64,7 +68,11 @@ def _cut_short(file: Path, blosc: bool) -> bool:
             header = handle.read(16)
     except OSError:  # gone since the listing, or unreadable: not a chunk to trust
         return True
-    return len(header) < 16 or int.from_bytes(header[12:16], "little") != size
+    # With Zarr's crc32c codec after Blosc (stores from 2026-12-05) the chunk ends with a
+    # 4-byte checksum: either length is whole (a store resumed across that day mixes them),
+    # and a chunk cut by exactly those 4 bytes fails its checksum when read.
+    framed = int.from_bytes(header[12:16], "little")
+    return len(header) < 16 or size not in (framed, framed + CHECKSUM_BYTES)
 
 
 def _intact_chunks(array: zarr.Array, folder: Path) -> set[str]:

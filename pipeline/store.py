@@ -47,7 +47,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 import zarr
-from zarr.codecs import BloscCodec
+from zarr.codecs import BloscCodec, Crc32cCodec
 
 from .errors import InputError, as_path
 from .fingerprint import FINGERPRINT_PARTS
@@ -92,14 +92,18 @@ RAY_CHUNK = 2**20
 
 
 def field_compressors() -> tuple:
-    """Codec of the traveltime and receiver-time chunks: Blosc LZ4 after a byte shuffle.
+    """Codecs of every array of a store: Blosc LZ4 after a byte shuffle, then a CRC-32C
+    checksum of the compressed chunk.
 
     Traveltimes are smooth, so grouping the bytes of equal significance (shuffle) leaves
     long runs that LZ4 packs fast. Measured on 401^2 float64 fields: 75 % of the raw size in
     5.9 ms a field, where zarr's default (Zstandard level 0, no shuffle) gives 83 % in
-    9.4 ms; the write is on every survey task's path.
+    9.4 ms; the write is on every survey task's path. The checksum (Zarr's ``crc32c``
+    codec, 4 bytes a chunk) makes a chunk changed on disk since it was written (a bit
+    flipped, another chunk copied over it) fail to read ("Stored and computed checksum do
+    not match") where it was read as wrong times without a word.
     """
-    return (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),)
+    return (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
 
 
 def hidden_sibling(path: Path, kind: str = "partial") -> Path:

@@ -600,6 +600,36 @@ def test_chunk_files_cut_short_count_as_lost(tmp_path, client):
     assert "status: damaged: chunks of velocity are missing on disk" in describe(store)
 
 
+def test_a_chunk_changed_on_disk_fails_its_checksum_rather_than_reading_wrong(tmp_path, client):
+    # 16 bytes flipped in a finished field's chunk: info said complete and the lookups read
+    # times off by up to 3.6 ms without a word (an operations review).
+    path = workflow_file(tmp_path)
+    run_workflow(read_workflow(path), client=client)
+    store = tmp_path / "survey.zarr"
+    points = [{"z": 123.4, "x": 267.8}]
+    before = rg.traveltime_at(rg.open_survey(store), points).values
+    chunk = store / "traveltime/c/3/0/0"
+    flipped = bytearray(chunk.read_bytes())
+    # The chunk file: a Blosc frame (whose length its header gives), then a CRC-32C.
+    assert len(flipped) == int.from_bytes(flipped[12:16], "little") + 4
+    flipped[len(flipped) // 2 : len(flipped) // 2 + 16] = bytes(
+        b ^ 0xFF for b in flipped[len(flipped) // 2 : len(flipped) // 2 + 16]
+    )
+    chunk.write_bytes(flipped)
+    with pytest.raises(ValueError, match="Stored and computed checksum do not match"):
+        rg.traveltime_at(rg.open_survey(store), points)
+    # Its checksum cut off (a copy short by 4 bytes) fails too; whole again, it reads as
+    # before.
+    whole = bytes(flipped[: len(flipped) // 2]) + bytes(
+        b ^ 0xFF for b in flipped[len(flipped) // 2 : len(flipped) // 2 + 16]
+    ) + bytes(flipped[len(flipped) // 2 + 16 :])  # fmt: skip
+    chunk.write_bytes(whole[:-4])
+    with pytest.raises(ValueError, match="checksum"):
+        rg.traveltime_at(rg.open_survey(store), points)
+    chunk.write_bytes(whole)
+    np.testing.assert_array_equal(rg.traveltime_at(rg.open_survey(store), points).values, before)
+
+
 @pytest.mark.parametrize(
     "lost",
     ["ray_x/c/0", "ray_count/c/0/0", "ray_start/c/0/0", "velocity/c/0/0", "x/c/0", "partial"],
