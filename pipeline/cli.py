@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
@@ -18,6 +19,17 @@ from .errors import RESUME_ENV, InputError, InputWarning, RunFailed, full_disk, 
 from .version import __version__
 
 __all__ = ["main"]
+
+
+def _said(message: str, err: bool = False) -> None:
+    """``click.echo``, unless the terminal is gone: after a hangup (SIGHUP: the terminal or
+    ssh session closed) writes fail with EIO, and a run stopped by it ended with that
+    traceback and status 1 rather than as stopped (129)."""
+    try:
+        click.echo(message, err=err)
+    except OSError as error:
+        if error.errno not in (errno.EIO, errno.EPIPE):
+            raise
 
 
 def _input_errors(command: Callable) -> Callable:
@@ -38,10 +50,10 @@ def _input_errors(command: Callable) -> Callable:
                 # `raygrid ... | head` (not a socket to a worker): click ends quietly with
                 # status 1, as it does for --help.
                 raise
-            click.echo(f"error: {error}{full_disk(error)}", err=True)
+            _said(f"error: {error}{full_disk(error)}", err=True)
             sys.exit(2)
         except RunFailed as error:
-            click.echo(f"error: {error}", err=True)
+            _said(f"error: {error}", err=True)
             sys.exit(1)
         except MemoryError as error:
             click.echo(
@@ -169,14 +181,14 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         old = _identity(spec.outputs.store) if overwrite else None
         click.echo(f"raygrid {__version__}: running {workflow}")
         with interrupts_kept():  # not one lost where Python drops exceptions
-            run_workflow(
-                spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=click.echo
-            )
+            run_workflow(spec, overwrite=overwrite, cluster=cluster, progress=progress, echo=_said)
     except KeyboardInterrupt:
         # Ctrl-C pressed again while stopping would break the cluster's close at exit (Dask's
         # atexit hook), printing a traceback: the store is safe, so the rest is not stopped.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if hasattr(signal, "SIGHUP"):  # the shell's hangup, then the kernel's, as it exits
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
         # Not imported again: stopped during the imports above, Python dropped the half-made
         # module, and importing it here met Dask half-imported (AttributeError: module
         # 'dask' has no attribute 'utils'). Then it was Ctrl-C: SIGTERM stops a process
@@ -202,7 +214,7 @@ def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -
         if stopped_by == signal.SIGTERM and os.environ.get(RESUME_ENV):
             # A batch job's SIGTERM is most often its time limit.
             said += " (with a longer walltime in its cluster file, if it ran out)"
-        click.echo(f"{how}: {said}", err=True)
+        _said(f"{how}: {said}", err=True)
         sys.exit(128 + stopped_by)  # the shell's status for a command ended by that signal
 
 

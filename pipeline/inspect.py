@@ -15,7 +15,7 @@ from dask.utils import format_bytes
 from .errors import InputError, as_path
 from .integrity import damage, listed_sources, lost_message, lost_sources
 from .lock import is_locked
-from .store import StoreState, check_writable, holds, open_store, point_names
+from .store import DamagedStore, StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
 
 __all__ = ["describe", "numbered", "open_survey", "plot_directory", "point_number"]
@@ -54,7 +54,7 @@ def _dataset(path: str | Path) -> xr.Dataset:
     needed = ["velocity", "source_done", *(f"source_{d}" for d in dims)]
     missing = [name for name in needed if name not in dataset.variables]
     if missing or not dims:
-        raise InputError(
+        raise DamagedStore(
             f"{path} is damaged: it has no {', '.join(missing or ['model dims'])}; "
             "rerun its workflow with --overwrite to make it again"
         )

@@ -74,12 +74,15 @@ class Progress:
         self.finished_at: float | None = None  # when a source last finished (this run)
         self.longest = 0.0  # the longest wait between two (from the start, the first)
         self.said_stall = 0.0  # the wait last said to be a stall
+        self._closed = False  # the ticking block has ended: no more notes
+        self._gone = False  # the stream cannot be written any more
 
     @contextmanager
     def ticking(self) -> Iterator[Progress]:
         """Draw the bar now and, on a terminal, keep its clock running until the block ends."""
         self.start = time.perf_counter()
         with self._lock:
+            self._closed = False
             self._draw()
         stop = threading.Event()
 
@@ -88,7 +91,7 @@ class Progress:
                 with self._lock:
                     if self.done < self.total and (self.tty or self._due()):
                         self._draw()
-                self._watch()
+                self._watch(stop)
 
         thread = threading.Thread(target=tick, name="raygrid-progress", daemon=True)
         thread.start()
@@ -96,12 +99,14 @@ class Progress:
             yield self
         finally:
             stop.set()
+            with self._lock:
+                self._closed = True
             # (Not for ever: a stall's note may wait on a scheduler that does not answer.)
             thread.join(timeout=self.tick + 5.0)
             if self.enabled and self.tty and self.done < self.total:
                 # Cut short (Ctrl-C, a failed task): end the bar's line, so that what is
                 # said next starts a line of its own.
-                print(file=self.stream, flush=True)
+                self._print("")
             elif self.enabled and self.shown != self.done:
                 # Off a terminal, lines come every few seconds: a run cut short between two
                 # would leave its log saying fewer sources done than are.
@@ -125,9 +130,11 @@ class Progress:
         sparse = min(max(self.every, (now - self.start) / 10), SPARSEST)
         return self.shown != self.done and now - self.last >= sparse
 
-    def _watch(self) -> None:
+    def _watch(self, stop: threading.Event | None = None) -> None:
         """Note a stall: no source finished for :data:`STALL_S` seconds and
-        :data:`STALL_FACTOR` times the longest wait before (again when the wait doubles)."""
+        :data:`STALL_FACTOR` times the longest wait before (again when the wait doubles);
+        not once ``stop`` is set (the block ended while the scheduler was asked where the
+        tasks are: a note then came after the run's last words)."""
         if self.stalled is None or self.finished_at is None or self.done >= self.total:
             return  # not watched, nothing to measure a wait by, or nothing left to wait for
         waited = time.perf_counter() - self.finished_at
@@ -135,6 +142,8 @@ class Progress:
             return
         self.said_stall = waited
         where = self.stalled()
+        if stop is not None and stop.is_set():
+            return
         self.note(
             f"no source has finished for {waited:.0f} s (at most {self.longest:.0f} s apart "
             f"before){where}: a worker may be hung (stopped, or stuck on a file system or a "
@@ -144,13 +153,27 @@ class Progress:
 
     def note(self, message: str) -> None:
         """Say ``message`` on a line of its own above the bar (whether or not the bar is
-        drawn: what it says matters in a batch job's log too)."""
+        drawn: what it says matters in a batch job's log too); nothing once the
+        :meth:`ticking` block has ended."""
         with self._lock:
+            if self._closed:
+                return
             if self.enabled and self.tty:
-                print("\r\x1b[K" + message, file=self.stream, flush=True)  # over the bar
+                self._print("\r\x1b[K" + message)  # over the bar
                 self._draw()
             else:
-                print(message, file=self.stream, flush=True)
+                self._print(message)
+
+    def _print(self, text: str, end: str = "\n") -> None:
+        """Write to the stream, unless it is gone: a terminal closed (SIGHUP: writes fail
+        with EIO) or a pipe whose reader left. Its failure ended a run stopped by the
+        hangup with a traceback and status 1, not as stopped (129)."""
+        if self._gone:
+            return
+        try:
+            print(text, end=end, file=self.stream, flush=True)
+        except OSError:  # (EIO, EPIPE: nothing can be said there any more)
+            self._gone = True
 
     def _draw(self) -> None:
         if not self.enabled:
@@ -169,4 +192,4 @@ class Progress:
             f"{rate:6.2f} sources/s  ETA {eta}"
         )
         end = "\n" if not self.tty or self.done >= self.total else ""
-        print(("\r" if self.tty else "") + line, end=end, file=self.stream, flush=True)
+        self._print(("\r" if self.tty else "") + line, end=end)

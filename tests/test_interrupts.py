@@ -441,11 +441,10 @@ def test_a_gather_abandoned_by_ctrl_c_is_not_reported_but_other_errors_are():
 
 
 @linux_only
-@pytest.mark.parametrize("stop", [signal.SIGTERM, getattr(signal, "SIGHUP", 1)], ids=["tm", "hup"])
-def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path, stop):
+def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path):
     # What a batch system sends at its time limit: the run ended at once (status 143, a
-    # semaphore warning), saying nothing of the store. Now it stops as Ctrl-C does. So
-    # does a hangup (an ssh session dropped), which ended it without closing its cluster.
+    # semaphore warning), saying nothing of the store. Now it stops as Ctrl-C does.
+    stop = signal.SIGTERM
     with raygrid_run(tmp_path, LONG_SURVEY, "--no-progress") as process:
         mid_run(process, tmp_path)
         os.kill(process.pid, stop)
@@ -455,6 +454,51 @@ def test_sigterm_mid_run_stops_as_ctrl_c_does_with_its_own_status(tmp_path, stop
     assert " of 60 sources finished so far are in out/survey.zarr; run the same command" in stderr
     for noise in ("Traceback", "Exception ignored", "KeyboardInterrupt", "leaked"):
         assert noise not in stdout + stderr, stdout + stderr
+
+
+@linux_only
+@pytest.mark.parametrize("bar", [True, False], ids=["bar", "no-progress"])
+def test_a_hangup_with_its_terminal_gone_stops_the_run_as_sigterm_does(tmp_path, bar):
+    # An ssh session dropped: SIGHUP ended the run at once, its cluster not closed; taken,
+    # its last words to the closed terminal (EIO) then ended it with a traceback and
+    # status 1 (a review of the change), the progress bar's first.
+    import pty
+
+    (tmp_path / "survey.yaml").write_text(yaml.safe_dump(LONG_SURVEY))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER))
+    exe = shutil.which("raygrid", path=str(Path(sys.executable).parent)) or "raygrid"
+    terminal, side = pty.openpty()
+    options = [] if bar else ["--no-progress"]
+    process = subprocess.Popen(
+        [exe, "run", "survey.yaml", *options], cwd=tmp_path, stdin=side, stdout=side,
+        stderr=side, start_new_session=True,
+    )  # fmt: skip
+    os.close(side)
+    try:
+        reading = threading.Thread(target=_drain, args=(terminal,), daemon=True)
+        reading.start()  # (a full terminal would block the run)
+        mid_run(process, tmp_path)
+        workers = psutil.Process(process.pid).children(recursive=True)
+        os.close(terminal)  # the terminal is gone, then its hangup comes
+        os.kill(process.pid, signal.SIGHUP)
+        assert process.wait(timeout=90) == 128 + signal.SIGHUP
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    deadline = time.monotonic() + 30
+    while any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers):
+        assert time.monotonic() < deadline, "workers left running"
+        time.sleep(0.1)
+
+
+def _drain(terminal: int) -> None:
+    """Read a pseudo-terminal until it is closed."""
+    try:
+        while os.read(terminal, 65536):
+            pass
+    except OSError:
+        pass
 
 
 def test_an_early_sync_cancel_is_not_logged_as_a_traceback(caplog):
