@@ -258,7 +258,10 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                     spec, here=False, values=False, gpu=config.gpus_per_worker > 0 if jobs else None
                 )
                 if jobs:  # what `raygrid submit`/`run` would refuse before any job is queued
-                    check_job_memory(prepared, store_spec(prepared), config)
+                    try:
+                        check_job_memory(prepared, store_spec(prepared), config)
+                    except InputError as error:  # named by its file, as the others are
+                        raise InputError(f"{path}: {error}") from None
                 click.echo(
                     f"{path}: valid workflow: {len(prepared.sources)} source(s), "
                     f"{len(prepared.receivers)} receiver(s), model "

@@ -19,7 +19,13 @@ import numpy as np
 import xarray as xr
 
 from .errors import InputError
-from .positions import NAME_COLUMNS, refuse_off_section, warn_ignored_columns
+from .positions import (
+    NAME_COLUMNS,
+    check_names,
+    name_column,
+    refuse_off_section,
+    warn_ignored_columns,
+)
 
 __all__ = ["LabelledPoints", "labelled_points"]
 
@@ -87,7 +93,9 @@ def labelled_points(points: Any, dims: tuple[str, ...], taken: set[str]) -> Labe
     table = _as_dataset(points)
     if table is None or any(d not in table.variables for d in dims):
         return None
-    refuse_off_section(list(table.variables), dims, "the points")
+    # (A scalar coordinate, y of stations cut from a 3D set with .sel, is not a column.)
+    columns_given = [n for n, v in table.variables.items() if v.ndim or n in table.data_vars]
+    refuse_off_section(columns_given, dims, "the points' Dataset")
     located = [table[d] for d in dims]
     if not any(column.dims for column in located):
         return None
@@ -115,6 +123,19 @@ def labelled_points(points: Any, dims: tuple[str, ...], taken: set[str]) -> Labe
         for name, variable in table.variables.items()
         if (name in table.coords or name in NAME_COLUMNS) and set(variable.dims) <= set(own)
     }
+    label = name_column([n for n in kept if n not in table.indexes])
+    if label is not None:
+        # A name variable names the points, checked as a table's names are (none blank,
+        # no two alike); along one dim without an index, it becomes that dim's index, to
+        # select them by (.sel(point="STA1"), as a table's names give the "point" dim).
+        values = np.atleast_1d(kept[label].values).ravel().tolist()
+        names = check_names(values, lambda i: f"the points' point {i} (from 0, flat)")
+        variable = kept.pop(label)
+        if len(own) == 1 and variable.dims == own and own[0] not in table.indexes:
+            kept[own[0]] = xr.Variable(own, np.array(names, dtype=object))
+        else:
+            kept[label] = variable.copy(data=np.array(names, dtype=object).reshape(variable.shape))
     # Other variables (an elevation) are warned about as a table's other columns are.
-    warn_ignored_columns([n for n in table.data_vars if n not in kept], list(dims), "the points")
+    others = [n for n in table.data_vars if n not in kept and n != label]
+    warn_ignored_columns(others, list(dims), "the points' Dataset", complete=True)
     return LabelledPoints(columns, own, broadcast[0].shape, kept)

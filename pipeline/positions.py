@@ -365,7 +365,9 @@ def mistyped_hint(names: list[Any], absent: list[str]) -> str:
     return "".join(f"; did you mean {d!r} for {n!r}?" for n, d in typed.items())
 
 
-def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
+def warn_ignored_columns(
+    names: list[Any], dims: list[str], where: str, complete: bool = False
+) -> None:
     """Warn once about the columns of a table of points that are not model dims.
 
     Station lists carry elevations and more: accepted, but the user must know they are
@@ -406,7 +408,8 @@ def warn_ignored_columns(names: list[Any], dims: list[str], where: str) -> None:
             f"({_how_to_rename(likely)})"
         )
     # A dim's column mistyped (xx for x) in a CSV file that lacks it (``dims``: those it has).
-    absent = [d for d in _DIM_ORDER if d not in dims]
+    # (``complete``: ``dims`` are the model's, all given; a CSV file's are those it has.)
+    absent = [] if complete else [d for d in _DIM_ORDER if d not in dims]
     message += mistyped_hint([n for _, n in ignored if n not in likely], absent)
     if name_column(names) is None:
         # A names' column mistyped ("nmae") left the points unnamed, with only this warning

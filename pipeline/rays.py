@@ -198,7 +198,8 @@ def raypath(
         ``units`` attribute) and ``time``, the traveltime accumulated along the ray (s).
         ``attrs["traveltime"]`` is the receiver's traveltime, ``attrs["receiver_x"]``, ...
         its position. A store's ray is the same Dataset, the same floats, as ``raypath``
-        of the source's own solve.
+        of the source's own solve, with ``attrs["receiver"]``, the receiver's name, where
+        the store names its receivers.
 
     Raises
     ------

@@ -639,6 +639,8 @@ def source_list(
     if isinstance(points, xr.Dataset) or hasattr(points, "columns") or isinstance(points, Mapping):
         missing = [d for d in dims if d not in points]
         given = list(points.variables if isinstance(points, xr.Dataset) else points.keys())
+        if isinstance(points, xr.Dataset):  # (a scalar coordinate, y of a .sel: no column)
+            given = [n for n in given if points[n].ndim or n in points.data_vars]
         if missing:
             # (A DataFrame of lat, lon, depth got no hint; the same CSV file did.)
             hint = other_case(given, missing) or other_columns_hint(given)
@@ -674,7 +676,7 @@ def source_list(
             ]
         else:
             names = list(points.keys())
-        warn_ignored_columns(names, list(dims), f"the {what} table")
+        warn_ignored_columns(names, list(dims), f"the {what} table", complete=True)
         n = len(columns[dims[0]])
         label = name_column(names)
         labels = None

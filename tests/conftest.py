@@ -62,7 +62,10 @@ def _signal_handling_kept():
     import signal
     import threading
 
-    watched = (signal.SIGINT, signal.SIGTERM)
+    # (SIGHUP: POSIX only)
+    watched = tuple(
+        getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+    )
     main = threading.current_thread() is threading.main_thread()
     masks = hasattr(signal, "pthread_sigmask") and main
 

@@ -1105,10 +1105,20 @@ def test_tables_with_a_dim_mistyped_or_one_the_model_lacks_are_told_so():
     with pytest.raises(InputError, match="the sources table " + flat):
         traveltimes(model, pd.DataFrame({"z": [0.0], "y": [5.0], "x": [3.0]}))
     stations = xr.Dataset({d: ("station", [1.0]) for d in "zyx"})
-    with pytest.raises(InputError, match="the points " + flat):
+    with pytest.raises(InputError, match="the points' Dataset " + flat):
         traveltime_at(times, stations, velocity=model)
     with pytest.raises(InputError, match=r"leave out \['y'\]"):
         traveltime_at(times, {"z": 1.0, "y": 0.0, "x": 3.0}, velocity=model)  # as before
+    # A scalar y coordinate (stations cut from a 3D set with .sel) is not a column.
+    cut = xr.Dataset({d: ("station", [1.0]) for d in "zx"}, coords={"y": 250.0})
+    with pytest.warns(InputWarning, match="ignoring column"):
+        traveltimes(model, cut, radius=2)
+    assert traveltime_at(times, cut, velocity=model).dims == ("source", "station")
+    # A column named Y is not taken for a y the model lacks ("did you mean 'y' for 'Y'?"
+    # sent users to a column refused next).
+    with pytest.warns(InputWarning) as said:
+        traveltime_at(times, pd.DataFrame({"z": [1.0], "x": [3.0], "Y": [1.0]}), velocity=model)
+    assert "did you mean" not in str(said[0].message)
 
 
 @pytest.mark.parametrize("given, said", [("null", "None"), ("[1]", "[1]"), ("5", "5")])

@@ -565,6 +565,19 @@ def test_points_given_the_xarray_way_keep_their_dims_and_coordinates(model, tabl
                                "y": xr.DataArray([0.0], coords={"e": [2]}), "x": 0.0})  # fmt: skip
     with pytest.warns(rg.InputWarning, match="ignoring column.*'elevation'"):
         traveltime_at(tables, events.assign(elevation=("event", [1.0, 2.0, 3.0])))
+    # A name variable names the points as a table's names do: checked, and the index of
+    # their dim where it has none (it was a plain coordinate: .sel(point="E1") failed, and
+    # two points of one name passed; a review of the change).
+    flat_named = traveltime_at(tables, {**HYPOCENTRES, "name": codes})
+    named = traveltime_at(tables, events.drop_vars("event").rename(event="point").assign(
+        name=("point", codes)))  # fmt: skip
+    xr.testing.assert_identical(
+        named.sel(point="E2").drop_vars("magnitude"), flat_named.sel(point="E2")
+    )
+    with pytest.raises(InputError, match="has the name 'E1' again"):
+        traveltime_at(tables, events.assign(name=("event", ["E1", "E1", "E3"])))
+    kept = traveltime_at(tables, events.assign(name=("event", ["a", "b", "c"])))
+    assert list(kept["event"].values) == codes and list(kept["name"].values) == ["a", "b", "c"]
 
 
 def test_a_table_checks_each_sources_position_once(model, tables, monkeypatch):

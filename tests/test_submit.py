@@ -311,7 +311,8 @@ def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(
     workflow.write_text(yaml.safe_dump(big | {"compute": {"cluster": str(cluster)}}))
     checked = CliRunner().invoke(main, ["validate", str(workflow)])
     assert checked.exit_code == 2 and "valid workflow" not in checked.output
-    assert "error: " in checked.output and "more memory_per_worker than 1GB" in checked.output
+    assert f"error: {workflow}: each worker" in checked.output
+    assert "more memory_per_worker than 1GB" in checked.output
 
     def queued(*args, **kwargs):
         raise AssertionError("jobs queued")
@@ -320,7 +321,7 @@ def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(
         patch.setattr(survey, "connect", queued)
         with pytest.raises(InputError, match="more memory_per_worker than 1GB"):
             rg.workflow.run_workflow(rg.workflow.read_workflow(workflow))
-    assert not (tmp_path / "survey.zarr").exists()
+    assert not (tmp_path / "out").exists()  # (the store's folder: nothing was made)
     workflow.write_text(yaml.safe_dump(big))
     # With the memory it asks for, the same survey is written.
     cluster.write_text(
