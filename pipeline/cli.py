@@ -357,8 +357,14 @@ def plot(store: Path, out: Path | None, sources: tuple[str, ...], map_z: float |
 @main.command()
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--workflow", "show_workflow", is_flag=True, help="Print the stored workflow.")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read every chunk, to find those changed on disk since they were written (their "
+    "checksums): as long as reading the whole store.",
+)
 @_input_errors
-def info(store: Path, show_workflow: bool) -> None:
+def info(store: Path, show_workflow: bool, verify: bool) -> None:
     """Summarise a STORE: its status, sources done, model and sizes (--workflow prints the
     stored workflow). Exit status 1 for a damaged store (its status says how), 0 for a
     sound one, finished or not; 2 for what is not a store."""
@@ -366,7 +372,7 @@ def info(store: Path, show_workflow: bool) -> None:
     from .store import DamagedStore
 
     try:
-        said = describe(store, workflow=show_workflow)
+        said = describe(store, workflow=show_workflow, verify=verify)
     except DamagedStore as error:  # metadata that does not read: damaged as the others
         click.echo(f"error: {error}", err=True)
         sys.exit(1)

@@ -13,7 +13,14 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from .errors import InputError, as_path
-from .integrity import damage, listed_sources, lost_message, lost_sources
+from .integrity import (
+    damage,
+    listed_sources,
+    lost_message,
+    lost_sources,
+    unreadable_chunks,
+    unreadable_message,
+)
 from .lock import is_locked
 from .store import DamagedStore, StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
@@ -86,8 +93,10 @@ def _names(dataset: xr.Dataset, what: str) -> str:
 READS = 3
 
 
-def describe(path: str | Path, *, workflow: bool = False) -> str:
-    """A text summary of a store: workflow, method, sources done, variables and sizes.
+def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) -> str:
+    """A text summary of a store: workflow, method, sources done, variables and sizes;
+    ``verify``: every chunk read, to find those changed on disk since they were written
+    (:func:`~raygrid.pipeline.integrity.unreadable_chunks`), as long as reading the store.
 
     A run finishing the store meanwhile removes files this reads (each source's ray
     parts, once the rays are assembled): read again, up to :data:`READS` times. It failed
@@ -97,7 +106,7 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
     read = 1
     while True:
         try:
-            return _describe(path, workflow)
+            return _describe(path, workflow, verify)
         except FileNotFoundError:
             if not path.exists():
                 raise  # gone for good (overwritten, deleted): said as such by the caller
@@ -109,14 +118,17 @@ def describe(path: str | Path, *, workflow: bool = False) -> str:
             read += 1
 
 
-def _describe(path: Path, workflow: bool) -> str:
+def _describe(path: Path, workflow: bool, verify: bool = False) -> str:
     dataset, state, damaged, lost_done = _read(path)
+    failed = unreadable_chunks(path) if verify else []
     attrs = dataset.attrs
     lost = np.flatnonzero(lost_done)
     done = int(state.done.sum()) - lost.size
     total = state.done.size
     if damaged:
         status = damaged.removeprefix(f"{path} is ")
+    elif failed:
+        status = unreadable_message(failed)
     elif lost.size:
         status = lost_message(lost_done)
     elif state.complete and not state.done.all():  # a completion record's chunk lost
@@ -173,6 +185,8 @@ def _describe(path: Path, workflow: bool) -> str:
         lines.append(f"rays: {counts.size}, {int(counts.sum())} points")
     if not state.done.all():
         lines.append(f"sources not done: {listed_sources(np.flatnonzero(~state.done))}")
+    if verify and not failed:
+        lines.append("verified: every chunk written reads whole, its checksum matching")
     if workflow and state.workflow:
         # The fingerprint leaves compute out: a run that resumed the store may have had
         # other compute settings (batch, threads, tiles, cluster) than the one that made it.

@@ -280,6 +280,53 @@ def _listing():
         yield
 
 
+def unreadable_chunks(path: str | Path) -> list[str]:
+    """The chunk files of a store that do not read: a checksum that does not match (the
+    chunk changed on disk since it was written, :func:`~.store.field_compressors`), or a
+    frame that does not decompress. Found by reading every chunk of every array, as long
+    as reading the whole store (``raygrid info --verify``); the other checks here read a
+    few bytes a chunk.
+
+    Returns
+    -------
+    list of str
+        Their paths in the store (``traveltime/c/5/0/0``), sorted.
+    """
+    path = Path(path)
+    group = zarr.open_group(path, mode="r")
+    with _listing():
+        arrays = [a for _, a in group.members(max_depth=None) if isinstance(a, zarr.Array)]
+    failed = []
+    for array in arrays:
+        present = _files(path / array.path)
+        for block in np.ndindex(*array.cdata_shape):
+            key = array.metadata.encode_chunk_key(block)
+            if key not in present:  # not written (fill values), or lost: said elsewhere
+                continue
+            try:
+                array.get_block_selection(block)
+            except Exception:  # (checksum: ValueError; Blosc: RuntimeError; ...)
+                failed.append(f"{array.path}/{key}")
+    return sorted(failed)
+
+
+def unreadable_message(failed: list[str]) -> str:
+    """What ``raygrid info --verify`` says of :func:`unreadable_chunks` ``failed``: those
+    of a source's own arrays are solved again once deleted (a rerun finds them lost), the
+    others (written once) need ``--overwrite``."""
+    shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+    per_source = all(f.split("/")[0] in (*PER_SOURCE, RAY_PARTS) for f in failed)
+    mend = (
+        "delete those files and rerun the workflow: the sources they hold are solved again"
+        if per_source
+        else "rerun its workflow with --overwrite to make it again"
+    )
+    return (
+        f"damaged: {len(failed)} chunk file(s) do not read (changed on disk since they were "
+        f"written, or cut short): {shown}; {mend}"
+    )
+
+
 def missing_arrays(path: str | Path) -> tuple[str, ...]:
     """The arrays a store was made with that are gone whole (their folder, or its
     ``zarr.json``, deleted or never copied).

@@ -628,6 +628,28 @@ def test_a_chunk_changed_on_disk_fails_its_checksum_rather_than_reading_wrong(tm
         rg.traveltime_at(rg.open_survey(store), points)
     chunk.write_bytes(whole)
     np.testing.assert_array_equal(rg.traveltime_at(rg.open_survey(store), points).values, before)
+    # `raygrid info --verify` reads every chunk and names those that do not read; deleted,
+    # a source's chunks are solved again by a rerun, as any lost chunk is.
+    from raygrid.pipeline.inspect import describe
+
+    assert "verified: every chunk written reads whole" in describe(store, verify=True)
+    chunk.write_bytes(flipped)
+    assert "status: complete" in describe(store)  # (only reading every chunk finds it)
+    checked = CliRunner().invoke(main, ["info", str(store), "--verify"])
+    assert checked.exit_code == 1
+    assert (
+        "status: damaged: 1 chunk file(s) do not read (changed on disk since they were "
+        "written, or cut short): traveltime/c/3/0/0; delete those files and rerun the "
+        "workflow: the sources they hold are solved again"
+    ) in checked.output
+    chunk.unlink()
+    again = run_workflow(read_workflow(path), client=client)
+    np.testing.assert_array_equal(rg.traveltime_at(again, points).values, before)
+    assert "verified" in describe(store, verify=True)
+    model = store / "velocity/c/0/0"  # written once: made again with --overwrite
+    model.write_bytes(model.read_bytes()[:-5] + b"\0" * 5)
+    said = describe(store, verify=True)
+    assert "velocity/c/0/0; rerun its workflow with --overwrite to make it again" in said
 
 
 @pytest.mark.parametrize(
