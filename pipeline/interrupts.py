@@ -72,13 +72,24 @@ QUIET_TRACKER = "ignore:resource_tracker:UserWarning:multiprocessing.resource_tr
 
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker, if it is not running yet, with
-    :data:`QUIET_TRACKER`: a process of its own, it reads its warnings filters from the
-    environment it starts with (this process's is left as it was)."""
+    :data:`QUIET_TRACKER` and SIGHUP ignored: a process of its own, it reads its warnings
+    filters from the environment it starts with (this process's is left as it was)."""
     kept = os.environ.get("PYTHONWARNINGS")
     os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [kept, QUIET_TRACKER]))
+    # Started with SIGHUP ignored, which it keeps (an ignored signal stays ignored across
+    # exec, as under nohup): it ignores SIGINT and SIGTERM itself, but a hangup to the
+    # run's process group ended it, and the one started in its place printed a KeyError
+    # traceback for each semaphore the workers then let go of (a dozen, as a run stopped).
+    hangup = getattr(signal, "SIGHUP", None)
+    main = threading.current_thread() is threading.main_thread()
+    # (A handler set outside Python, None, could not be put back: left alone.)
+    settable = hangup is not None and main and signal.getsignal(hangup) is not None
+    before = signal.signal(hangup, signal.SIG_IGN) if settable else None
     try:
         resource_tracker.ensure_running()
     finally:
+        if before is not None:
+            signal.signal(hangup, before)
         if kept is None:
             del os.environ["PYTHONWARNINGS"]
         else:

@@ -492,6 +492,25 @@ def test_a_hangup_with_its_terminal_gone_stops_the_run_as_sigterm_does(tmp_path,
         time.sleep(0.1)
 
 
+@linux_only
+def test_the_resource_tracker_outlives_a_hangup():
+    # A hangup to the run's process group ended multiprocessing's resource tracker (it
+    # ignores SIGINT and SIGTERM only); the one started in its place printed a KeyError
+    # traceback for each semaphore the stopping workers let go of.
+    code = (
+        "import signal\n"
+        "from multiprocessing import resource_tracker\n"
+        "from raygrid.pipeline.interrupts import _start_resource_tracker\n"
+        "_start_resource_tracker()\n"
+        "pid = resource_tracker._resource_tracker._pid\n"
+        "status = open(f'/proc/{pid}/status').read()\n"
+        "ignored = int(status.split('SigIgn:')[1].split()[0], 16)\n"
+        "print(bool(ignored >> (signal.SIGHUP - 1) & 1), signal.getsignal(signal.SIGHUP))\n"
+    )
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert said.stdout.split() == ["True", str(signal.SIG_DFL)], said.stdout + said.stderr
+
+
 def _drain(terminal: int) -> None:
     """Read a pseudo-terminal until it is closed."""
     try:
