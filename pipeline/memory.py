@@ -47,8 +47,8 @@ from ..kernels.heap import heap_capacity
 from .errors import InputError, setting
 
 __all__ = [
-    "Footprint", "footprint", "available_memory", "check_fits", "device_memory_said", "one_of",
-    "WORKER_BYTES",
+    "Footprint", "footprint", "tile_footprint", "available_memory", "check_fits",
+    "device_memory_said", "one_of", "WORKER_BYTES",
 ]  # fmt: skip
 
 #: What a worker process holds once it has run a task, before counting its data: Python,
@@ -115,6 +115,29 @@ def footprint(
         + (0 if predecessors else predecessor * nodes),
         per_result=nodes * (itemsize + (predecessor if predecessors else 0)),
     )
+
+
+def tile_footprint(
+    extended3: tuple[int, int, int], star: Star, dtype: np.dtype | type, *, backend: str = "cpu"
+) -> Footprint:
+    """The host memory of one tile of a tiled solve, ``extended3`` its shape with its halo
+    (:mod:`raygrid.pipeline.decompose`).
+
+    ``per_result`` is its state, which its owner keeps between rounds until the source is
+    written: float64 slowness, times and predecessors over the extended tile (8 + the
+    times' and the predecessors' bytes a node, 18 for float64 times at most radii).
+    ``per_solve`` is what its solve adds while it runs: the CPU solver's graph of the tile
+    and its working arrays, its slowness and results being the state's own (nothing on the
+    GPU, where the tile's model and work live). ``model`` is 0: no graph is shared.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    nodes = int(np.prod(extended3, dtype=np.int64))
+    state = nodes * (8 + itemsize + star.predecessor_dtype.itemsize)
+    if backend == "cuda":
+        return Footprint(0, 0, state)
+    solve = footprint(extended3, star, dtype, predecessors=True)
+    # (The graph's float64 slowness is the state's; the results are written into its own.)
+    return Footprint(0, solve.model - 8 * nodes + solve.per_solve, state)
 
 
 def available_memory() -> int:

@@ -72,6 +72,7 @@ from .memory import (
     footprint,
     one_of,
     precompute_hint,
+    tile_footprint,
     tiles_hint,
 )
 from .nodevalues import NodeValues
@@ -102,6 +103,7 @@ from .store import (
     write_field,
     write_source,
 )
+from .tiles import tile_grid
 from .workflow import (
     PreparedWorkflow,
     Workflow,
@@ -575,12 +577,11 @@ def check_survey_memory(
         :data:`WORKER_BYTES`); the message names the worker and what to change.
     """
     compute = prepared.workflow.compute
-    if compute.tiles is not None:
-        return
     grid, options = prepared.grid, prepared.options
+    tiled = compute.tiles is not None
     cost = _footprint(prepared, spec)
     shape = " x ".join(map(str, grid.shape))
-    if options.backend == "cpu":  # the graph is built here, then sent to the workers
+    if options.backend == "cpu" and not tiled:  # the graph is built here, sent to workers
         # Only what would lower the need: "compute.precompute: false" was said where it
         # was false.
         precompute = [precompute_hint()] if options.precompute else []
@@ -592,7 +593,14 @@ def check_survey_memory(
         )  # fmt: skip
     workers = worker_info(client)
     needs = check_workers_memory(prepared, spec, workers.items())
-    if local and needs:
+    if local and needs and tiled:
+        check_fits(
+            sum(needs), available_memory(),
+            f"this machine (each of the {len(needs)} local workers' share of the tiles, "
+            f"{format_bytes(max(needs))})",
+            f"use {one_of(['more memory (or machines) for the workers', float32_hint()])}",
+        )  # fmt: skip
+    elif local and needs:
         hints = ["fewer workers (n_workers in the cluster file)"]
         if compute.batch > 1 and spec.n_sources > 1:
             hints.append("a smaller compute.batch")
@@ -617,7 +625,52 @@ def check_job_memory(prepared: PreparedWorkflow, spec: StoreSpec, config: JobQue
     check_workers_memory(
         prepared, spec, [(f"each of the {config.workers} batch worker(s)", job_worker(config))],
         more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
+        count=config.workers,
     )  # fmt: skip
+
+
+def _check_tile_shares(
+    prepared: PreparedWorkflow, workers: list[tuple[str, dict]], more: str, count: int | None
+) -> list[int]:
+    """Refuse a tiled survey whose tiles cannot fit in its workers, or return what each
+    worker will need: its share of the tiles (they are dealt out in runs of
+    ``ceil(tiles / workers)``, :func:`~.decompose._owners`), each tile's state kept between
+    rounds, and as many tile solves at once as it has threads
+    (:func:`~.memory.tile_footprint`). Nothing was checked before: a tiled solve is for a
+    model that does not fit one machine, and one that did not fit its workers either was
+    stopped by their nannies."""
+    grid, options, star = prepared.grid, prepared.options, prepared.star
+    geometry = tile_grid(prepared.workflow.compute.tiles, grid.dims, grid.shape3, star.radius)
+    extended = tuple(min(t + 2 * r, n) for t, r, n in zip(geometry.tile, star.radius, grid.shape3))
+    cost = tile_footprint(extended, star, options.dtype, backend=options.backend)
+    share = -(-len(geometry) // max(count or len(workers), 1))
+    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    per_node = 8 + np.dtype(options.dtype).itemsize + star.predecessor_dtype.itemsize
+    hints = [more, f"more workers (the tiles, about {per_node} bytes a node of the model "
+             "with their halos, are shared out between them)"]  # fmt: skip
+    if options.precision == "float64":
+        hints.append(float32_hint())
+    tile = " x ".join(map(str, (e for e, d in zip(extended, "zyx") if d in grid.dims)))
+    needs = []
+    for address, worker in workers:
+        at_once = min(max(int(worker.get("nthreads", 1)), 1), share)
+        need = share * cost.per_result + at_once * cost.per_solve
+        needs.append(need)
+        limit = worker.get("memory_limit") or 0
+        if not limit:
+            continue
+        held = int(worker.get("metrics", {}).get("memory") or 0)
+        check_fits(
+            need,
+            int(limit * fraction) - max(held, WORKER_BYTES),
+            f"each worker's share of the tiles ({share} of the {len(geometry)} tiles of up "
+            f"to {tile} nodes with their halos, {format_bytes(cost.per_result)} each, and "
+            f"{at_once} tile solve(s) at once, {format_bytes(cost.per_solve)} each)",
+            f"{address} has a memory_limit of {format_bytes(limit)} and Dask stops it at "
+            f"{fraction:.0%} of that, less {format_bytes(max(held, WORKER_BYTES))} held; "
+            + one_of(hints),
+        )
+    return needs
 
 
 #: What a worker running several tasks at once can lower (its threads, in the cluster file).
@@ -630,17 +683,21 @@ def check_workers_memory(
     spec: StoreSpec,
     workers: Iterable[tuple[str, dict]],
     more: str = "give workers more memory (memory_limit in the cluster file)",
+    count: int | None = None,
 ) -> list[int]:
     """Refuse an untiled survey whose model and concurrent tasks cannot fit in a worker,
     or return what each worker will need for them (none for a tiled survey):
     ``workers`` pairs a name with the scheduler's record of a worker (``memory_limit``,
     ``nthreads``, ``metrics``; :func:`~raygrid.pipeline.cluster.worker_info`), or with
     what a batch job's workers will have (``raygrid submit``, before the queue wait);
-    ``more`` is how to give them more memory. The model's values need not be loaded (its
-    bytes are counted from its shape). See :func:`check_survey_memory`."""
+    ``more`` is how to give them more memory; ``count``: how many workers there will be
+    (a batch job's, given as one), by default as many as given. The model's values need
+    not be loaded (its bytes are counted from its shape). A tiled survey's workers each
+    hold their share of the tiles (:func:`_check_tile_shares`). See
+    :func:`check_survey_memory`."""
     compute = prepared.workflow.compute
     if compute.tiles is not None:
-        return []
+        return _check_tile_shares(prepared, list(workers), more, count)
     grid, options = prepared.grid, prepared.options
     cost = _footprint(prepared, spec)
     shape = " x ".join(map(str, grid.shape))

@@ -689,12 +689,13 @@ def test_info_on_a_folder_that_is_no_store_says_so_plainly(tmp_path):
 
 def _invoked_stopping(args: list[str]):
     """``raygrid ARGS`` through click's runner, for a run that is stopped: its handler sets
-    SIGINT and SIGTERM to be ignored, which this process must not keep."""
+    SIGINT, SIGTERM and SIGHUP to be ignored, which this process must not keep."""
     from click.testing import CliRunner
 
     from raygrid.pipeline.cli import main
 
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    stops = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    handlers = {s: signal.getsignal(s) for s in stops}
     try:
         return CliRunner().invoke(main, args)
     finally:

@@ -279,6 +279,32 @@ def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, mo
     assert job.script.exists()
 
 
+def test_a_tiled_survey_its_workers_cannot_hold_is_refused_before_any_job(tmp_path):
+    # Tiled surveys were not checked at all: a model cut into tiles because it did not fit
+    # one machine, too big for its workers too, had them stopped by their nannies.
+    workflow, cluster = setup(tmp_path, "slurm", workers=2, workers_per_node=1)
+    big = WORKFLOW | {
+        "model": {"synthetic": "gradient", "shape": {"z": 500, "y": 500, "x": 500},
+                  "spacing": 10.0},
+        "sources": [{"z": 0.0, "y": 100.0, "x": 100.0}],
+        "receivers": [{"z": 400.0, "y": 100.0, "x": 100.0}],
+        "compute": {"tiles": {"z": 100, "y": 100, "x": 100}},
+    }  # fmt: skip
+    workflow.write_text(yaml.safe_dump(big))
+    with pytest.raises(InputError) as refused:
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    said = str(refused.value)
+    assert said.startswith(
+        "each worker's share of the tiles (63 of the 125 tiles of up to 106 x 106 x 106 nodes "
+        "with their halos, 20.45 MiB each, and 1 tile solve(s) at once, "
+    ), said
+    assert "more workers (the tiles, about 18 bytes a node of the model with their halos" in said
+    assert not (tmp_path / "jobs").exists()
+    # Shared out between more workers, it fits.
+    cluster.write_text(cluster.read_text().replace("workers: 2\n", "workers: 8\n"))
+    assert submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.exists()
+
+
 @pytest.mark.parametrize("kind", ["slurm", "pbs"])
 def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(tmp_path, kind):
     # `raygrid run` refused it on workers of too little memory, but `submit` wrote and
