@@ -235,7 +235,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     """
     from .cluster import JobQueueConfig, cluster_notes, read_cluster
     from .survey import check_job_memory, store_spec
-    from .workflow import prepare_workflow, read_workflow, workflow_cluster
+    from .workflow import check_model_fits, prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import is_cluster_file, load_yaml
 
     failed = False
@@ -267,6 +267,12 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
                     f"{len(prepared.receivers)} receiver(s), model "
                     + " x ".join(map(str, prepared.grid.shape))
                 )
+                if not jobs:  # meant for this machine, most often: said, not refused
+                    sizes = dict(zip(prepared.grid.dims, prepared.grid.shape))
+                    try:
+                        check_model_fits(spec, sizes, prepared.options.backend == "cpu")
+                    except InputError as error:
+                        click.echo(f"{path}: note: a run on this machine would be refused: {error}")
                 # What `raygrid submit`/`run` would warn of, said before either.
                 if spec.compute.cluster is not None:
                     for note in cluster_notes(config, prepared.options.backend, spec.compute):

@@ -549,7 +549,7 @@ def _check_picture(plot: Path, store: Path, writable: bool) -> None:
     check_writable(plot, "picture")
 
 
-def _check_model_fits(workflow: Workflow, sizes: dict[str, int], graph: bool) -> None:
+def check_model_fits(workflow: Workflow, sizes: dict[str, int], graph: bool) -> None:
     """Refuse, before it is built or read, a model of ``sizes`` nodes per dim this machine
     cannot hold: a model held whole (velocity and slowness) with, where ``graph``, the CPU
     graph a survey builds beside it; a synthetic model under ``compute.tiles`` is still
@@ -659,7 +659,7 @@ def prepare_workflow(
     graph = here and options.backend == "cpu"
     if values and isinstance(workflow.model, SyntheticModel):  # refused before it is built
         try:
-            _check_model_fits(workflow, dict(workflow.model.shape), graph)
+            check_model_fits(workflow, dict(workflow.model.shape), graph)
         except InputError as error:
             raise _located(workflow, ("model",), error) from None
     try:
@@ -679,7 +679,7 @@ def prepare_workflow(
     checked = isinstance(workflow.model, FileModel) or not values
     if whole and isinstance(workflow.model, FileModel):  # opened, read whole next
         try:
-            _check_model_fits(workflow, dict(velocity.sizes), graph)
+            check_model_fits(workflow, dict(velocity.sizes), graph)
         except InputError as error:
             raise _located(workflow, ("model",), error) from None
     with _ModelWarnings(workflow):

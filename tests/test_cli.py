@@ -278,6 +278,15 @@ def test_validate_checks_a_model_it_does_not_hold(tmp_path):
     run = raygrid("validate", path, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "valid workflow: 1 source(s), 1 receiver(s), model 30001 x 30001 x 30001" in run.stdout
+    # Valid, but a run here would refuse it for memory: said (it was not; a 3D survey
+    # designer's review), not refused (a workflow may be validated on another machine).
+    assert (
+        "note: a run on this machine would be refused: the model of 30001 x 30001 x 30001 "
+        "nodes and its CPU graph (velocity and slowness in float64) needs about "
+    ) in run.stdout
+    small = {**model, "shape": {"z": 101, "y": 101, "x": 101}}
+    path = write_workflow(tmp_path, model=small, sources=[source], receivers=[source])
+    assert "note:" not in raygrid_here("validate", path, cwd=tmp_path).stdout  # (fits)
 
 
 def test_validate_names_every_problem_of_a_model_as_before(tmp_path):
