@@ -80,6 +80,12 @@ def _dim_keys(value: Any, listed: bool = False) -> Any:
             message = (
                 f"{key} inside a list: a list holds points only ({{z: ..., x: ...}}); a "
                 f"{key} is the whole sources or receivers entry ({{{key}: ...}})"
+                + (
+                    "; for several lines, list their points in a CSV file ({csv: ...}) or "
+                    "give a grid ({grid: ...})"
+                    if key == "line"
+                    else ""
+                )
             )
         elif isinstance(key, str) and key.lower() in _DIM_ORDER:  # as CSV headers are told
             message = f"unknown key {key!r}: did you mean {key.lower()!r}? ({LOWER_CASE_DIMS})"

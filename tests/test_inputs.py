@@ -550,7 +550,8 @@ def test_a_line_inside_a_list_of_points_is_explained(tmp_path):
     message = workflow_error(tmp_path, text)
     assert (
         "wf.yaml:8: sources[1]: line inside a list: a list holds points only ({z: ..., x: ...}); "
-        "a line is the whole sources or receivers entry ({line: ...})"
+        "a line is the whole sources or receivers entry ({line: ...}); for several lines, "
+        "list their points in a CSV file ({csv: ...}) or give a grid ({grid: ...})"
     ) in message
 
 
