@@ -388,8 +388,10 @@ def test_submit_dry_run_cli(tmp_path):
 def test_submit_does_not_hold_the_model_on_the_login_node(tmp_path):
     # A new store needs no fingerprint, so the model's values are never built: a cube far
     # larger than this machine (30001^3 nodes, 196 TiB as float64) is submitted all the same
-    # (in tiles: whole, its workers could not hold it either).
-    workflow, cluster = setup(tmp_path)
+    # (in tiles: whole, its workers could not hold it either; shared out between a thousand
+    # workers of 1000 GB, the tiles fit; between two of 1 GB they do not, said from the
+    # shape alone).
+    workflow, cluster = setup(tmp_path, workers=1000, memory_per_worker="1000GB")
     huge = WORKFLOW | {"model": WORKFLOW["model"] | {"shape": {"z": 30001, "y": 30001, "x": 30001}}}
     huge["compute"] = {"tiles": {"z": 1000, "y": 1000, "x": 1000}}
     huge["sources"] = [{"z": 0.0, "y": 100.0, "x": 100.0}]
@@ -397,6 +399,10 @@ def test_submit_does_not_hold_the_model_on_the_login_node(tmp_path):
     workflow.write_text(yaml.safe_dump(huge))
     job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
     assert job.script.exists() and not (tmp_path / "out").exists()
+    (tmp_path / "small").mkdir()
+    small = setup(tmp_path / "small")[1]
+    with pytest.raises(InputError, match=r"share of the tiles \(14896 of the 29791 tiles"):
+        submit_workflow(workflow, small, dry_run=True, workdir=tmp_path)
 
 
 def _expected() -> xr.DataArray:

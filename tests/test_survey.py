@@ -553,11 +553,11 @@ def test_info_reads_a_store_again_that_a_run_changes_under_it(tmp_path, client, 
     store = tmp_path / "survey.zarr"
     reads, original = [], inspect._describe
 
-    def changing(path, workflow):
+    def changing(path, workflow, verify=False):
         reads.append(path)
         if len(reads) < changes:
             raise FileNotFoundError(2, "No such file or directory", str(path / "ray_parts/0"))
-        return original(path, workflow)
+        return original(path, workflow, verify)
 
     monkeypatch.setattr(inspect, "_describe", changing)
     changes = 2
