@@ -18,6 +18,7 @@ from .integrity import (
     listed_sources,
     lost_message,
     lost_sources,
+    unchecked_arrays,
     unreadable_chunks,
     unreadable_message,
 )
@@ -119,16 +120,18 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
 
 
 def _describe(path: Path, workflow: bool, verify: bool = False) -> str:
+    if verify and (failed := unreadable_chunks(path)):
+        # Said before anything else is read: the records, coordinates and ray counts read
+        # below may be among them (a traceback, where they were read first).
+        size = format_bytes(_size(path))
+        return f"store: {path} ({size} on disk)\nstatus: {unreadable_message(failed)}"
     dataset, state, damaged, lost_done = _read(path)
-    failed = unreadable_chunks(path) if verify else []
     attrs = dataset.attrs
     lost = np.flatnonzero(lost_done)
     done = int(state.done.sum()) - lost.size
     total = state.done.size
     if damaged:
         status = damaged.removeprefix(f"{path} is ")
-    elif failed:
-        status = unreadable_message(failed)
     elif lost.size:
         status = lost_message(lost_done)
     elif state.complete and not state.done.all():  # a completion record's chunk lost
@@ -185,8 +188,18 @@ def _describe(path: Path, workflow: bool, verify: bool = False) -> str:
         lines.append(f"rays: {counts.size}, {int(counts.sum())} points")
     if not state.done.all():
         lines.append(f"sources not done: {listed_sources(np.flatnonzero(~state.done))}")
-    if verify and not failed:
-        lines.append("verified: every chunk written reads whole, its checksum matching")
+    if verify:
+        unchecked = unchecked_arrays(path)
+        lines.append(
+            "verified: every chunk written reads whole"
+            + (
+                f"; {len(unchecked)} array(s) have no checksums (made before 2026-12-05): "
+                f"a change on disk is not seen there ({', '.join(unchecked[:5])}"
+                + (", ...)" if len(unchecked) > 5 else ")")
+                if unchecked
+                else ", its checksum matching"
+            )
+        )
     if workflow and state.workflow:
         # The fingerprint leaves compute out: a run that resumed the store may have had
         # other compute settings (batch, threads, tiles, cluster) than the one that made it.

@@ -121,21 +121,25 @@ def chunks_whole(array: zarr.Array, folder: Path) -> bool:
 def completion_records(path: str | Path) -> np.ndarray:
     """A store's completion records, bool per source (``source_done == 1``).
 
-    A record whose chunk file is cut short (a copy interrupted) reads as not done, not as
-    an error from the decompressor: its source is solved again and the record written
-    anew, as for a record lost.
+    A record whose chunk file is cut short (a copy interrupted) or changed on disk (its
+    checksum does not match) reads as not done, not as an error from the decompressor: its
+    source is solved again and the record written anew, as for a record lost.
     """
     array = zarr.open_array(store=str(path), path="source_done", mode="r")
     try:
         return np.asarray(array[:]) == 1
-    except Exception:  # a chunk that does not decode (Blosc's RuntimeError): read the rest
+    except Exception:  # a chunk that does not decode (Blosc's RuntimeError, a checksum's
+        # ValueError): read the others
         intact = _intact_chunks(array, Path(path) / "source_done")
         done = np.zeros(array.shape, dtype=bool)
         (size,) = array.chunks
         for block in range(-(-array.shape[0] // size)):
             if array.metadata.encode_chunk_key((block,)) in intact:
                 rows = slice(block * size, (block + 1) * size)
-                done[rows] = np.asarray(array[rows]) == 1
+                try:
+                    done[rows] = np.asarray(array[rows]) == 1
+                except Exception:  # whole, but not what was written: not done
+                    pass
         return done
 
 
@@ -310,12 +314,28 @@ def unreadable_chunks(path: str | Path) -> list[str]:
     return sorted(failed)
 
 
+def unchecked_arrays(path: str | Path) -> list[str]:
+    """The arrays of a store whose chunks carry no checksum (made before 2026-12-05, or
+    Zarr v2): a change on disk reads as other values there, which :func:`unreadable_chunks`
+    cannot see."""
+    group = zarr.open_group(Path(path), mode="r")
+    with _listing():
+        arrays = [a for _, a in group.members(max_depth=None) if isinstance(a, zarr.Array)]
+    return sorted(
+        a.path
+        for a in arrays
+        if a.metadata.zarr_format == 2
+        or not any(type(c).__name__ == "Crc32cCodec" for c in a.metadata.codecs)
+    )
+
+
 def unreadable_message(failed: list[str]) -> str:
     """What ``raygrid info --verify`` says of :func:`unreadable_chunks` ``failed``: those
     of a source's own arrays are solved again once deleted (a rerun finds them lost), the
     others (written once) need ``--overwrite``."""
     shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
-    per_source = all(f.split("/")[0] in (*PER_SOURCE, RAY_PARTS) for f in failed)
+    # (A completion record deleted: its sources are solved again too.)
+    per_source = all(f.split("/")[0] in (*PER_SOURCE, RAY_PARTS, "source_done") for f in failed)
     mend = (
         "delete those files and rerun the workflow: the sources they hold are solved again"
         if per_source

@@ -646,6 +646,23 @@ def test_a_chunk_changed_on_disk_fails_its_checksum_rather_than_reading_wrong(tm
     again = run_workflow(read_workflow(path), client=client)
     np.testing.assert_array_equal(rg.traveltime_at(again, points).values, before)
     assert "verified" in describe(store, verify=True)
+    # A completion record changed: named (it was read first: a traceback), and a rerun
+    # solves its source again (it died on the record's checksum).
+    record = store / "source_done/c/1"
+    record.write_bytes(record.read_bytes()[:-1] + bytes([record.read_bytes()[-1] ^ 0xFF]))
+    said = describe(store, verify=True)
+    assert "status: damaged: 1 chunk file(s) do not read" in said
+    assert "source_done/c/1; delete those files and rerun the workflow" in said
+    again = run_workflow(read_workflow(path), client=client)
+    np.testing.assert_array_equal(rg.traveltime_at(again, points).values, before)
+    assert "verified" in describe(store, verify=True)
+    # An array without checksums (a store made before them) is said to be unverifiable.
+    older = zarr.create_array(
+        store=str(store), name="older", shape=(2,), dtype="f8", dimension_names=["older"]
+    )
+    older[:] = 1.0
+    assert "1 array(s) have no checksums (made before 2026-12-05): a change on disk is not " \
+        "seen there (older)" in describe(store, verify=True)  # fmt: skip
     model = store / "velocity/c/0/0"  # written once: made again with --overwrite
     model.write_bytes(model.read_bytes()[:-5] + b"\0" * 5)
     said = describe(store, verify=True)
