@@ -127,14 +127,16 @@ def tile_footprint(
     written: float64 slowness, times and predecessors over the extended tile (8 + the
     times' and the predecessors' bytes a node, 18 for float64 times at most radii).
     ``per_solve`` is what its solve adds while it runs: the CPU solver's graph of the tile
-    and its working arrays, its slowness and results being the state's own (nothing on the
-    GPU, where the tile's model and work live). ``model`` is 0: no graph is shared.
+    and its working arrays, its slowness and results being the state's own (on the GPU,
+    where the tile's model and work live, the host's copies of its times and
+    predecessors). ``model`` is 0: no graph is shared.
     """
     itemsize = np.dtype(dtype).itemsize
     nodes = int(np.prod(extended3, dtype=np.int64))
     state = nodes * (8 + itemsize + star.predecessor_dtype.itemsize)
     if backend == "cuda":
-        return Footprint(0, 0, state)
+        # The host's copies of the tile's times and predecessors, in and out of the device.
+        return Footprint(0, 2 * nodes * (itemsize + star.predecessor_dtype.itemsize), state)
     solve = footprint(extended3, star, dtype, predecessors=True)
     # (The graph's float64 slowness is the state's; the results are written into its own.)
     return Footprint(0, solve.model - 8 * nodes + solve.per_solve, state)

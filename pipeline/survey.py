@@ -542,8 +542,9 @@ def check_survey_memory(
     has threads, each solving ``compute.batch`` sources (``compute.threads`` at a time) and
     keeping their fields until they are written; past the worker's memory limit (its
     ``terminate`` fraction) Dask's nanny kills it, which used to surface as a closed stream.
-    Workers that have not joined yet (a batch system's) are not checked. Tiled surveys are
-    not checked: tiles exist for models that do not fit.
+    Workers that have not joined yet (a batch system's) are not checked. A tiled survey's
+    workers are checked for their share of the tiles (:func:`_check_tile_shares`); no graph
+    is built here then.
 
     Parameters
     ----------
@@ -566,7 +567,7 @@ def check_survey_memory(
     None
         When the CPU graph (CPU backend only) fits here and every joined worker with a
         memory limit can hold the model and its tasks (and, ``local``, this machine can
-        hold them all); at once for a tiled survey.
+        hold them all).
 
     Raises
     ------
@@ -598,7 +599,12 @@ def check_survey_memory(
             sum(needs), available_memory(),
             f"this machine (each of the {len(needs)} local workers' share of the tiles, "
             f"{format_bytes(max(needs))})",
-            f"use {one_of(['more memory (or machines) for the workers', float32_hint()])}",
+            "use "
+            + one_of(
+                ["workers on several machines (a batch or scheduler cluster file: the "
+                 "tiles are shared out between them)"]
+                + ([float32_hint()] if prepared.options.precision == "float64" else [])
+            ),
         )  # fmt: skip
     elif local and needs:
         hints = ["fewer workers (n_workers in the cluster file)"]
@@ -618,7 +624,7 @@ def check_survey_memory(
 
 @for_workflows
 def check_job_memory(prepared: PreparedWorkflow, spec: StoreSpec, config: JobQueueConfig) -> None:
-    """Refuse an untiled survey that cannot fit in a batch system's workers as its cluster
+    """Refuse a survey that cannot fit in a batch system's workers as its cluster
     file gives them (:func:`~.cluster.job_worker`), before any job is queued: its workers
     would be stopped by Dask's nanny once the jobs started (`raygrid submit`, `raygrid run
     --cluster`, `raygrid validate`). See :func:`check_workers_memory`."""
@@ -685,8 +691,8 @@ def check_workers_memory(
     more: str = "give workers more memory (memory_limit in the cluster file)",
     count: int | None = None,
 ) -> list[int]:
-    """Refuse an untiled survey whose model and concurrent tasks cannot fit in a worker,
-    or return what each worker will need for them (none for a tiled survey):
+    """Refuse a survey whose model and concurrent tasks (or, tiled, whose share of the
+    tiles) cannot fit in a worker, or return what each worker will need for them:
     ``workers`` pairs a name with the scheduler's record of a worker (``memory_limit``,
     ``nthreads``, ``metrics``; :func:`~raygrid.pipeline.cluster.worker_info`), or with
     what a batch job's workers will have (``raygrid submit``, before the queue wait);
