@@ -46,6 +46,7 @@ from .yamlfile import FilePath, Strict, schema_error
 __all__ = [
     "NAME_COLUMNS",
     "mistyped_hint",
+    "prefixed_hint",
     "refuse_off_section",
     "CsvPoints",
     "Points",
@@ -356,6 +357,19 @@ def refuse_off_section(names: list[Any], dims: tuple[str, ...] | list[str], wher
             f"{where} has a column for {flat}: the model is {len(dims)}D {tuple(dims)}; "
             f"leave out {flat} (the points' position off the section)"
         )
+
+
+def prefixed_hint(names: list[Any], missing: list[str]) -> str:
+    """``'; its receiver positions are ...: rename them (.rename(receiver_z="z", ...))'``
+    for a table whose columns are a result's or a store's positions (``receiver_z``,
+    ``source_x``, ``point_x``) for every missing dim, or ``""``: a store's receivers given
+    back as points were refused for "no column for ['z', 'x']" without a word on why."""
+    for prefix in ("receiver", "source", "point"):
+        found = {f"{prefix}_{d}": d for d in missing if f"{prefix}_{d}" in names}
+        if found and len(found) == len(missing):
+            pairs = ", ".join(f'{k}="{v}"' for k, v in found.items())
+            return f"; it has the {prefix}s' {list(found)}: rename them (.rename({pairs}))"
+    return ""
 
 
 def mistyped_hint(names: list[Any], absent: list[str]) -> str:

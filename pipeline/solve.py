@@ -49,6 +49,7 @@ from .positions import (
     mistyped_hint,
     name_column,
     other_columns_hint,
+    prefixed_hint,
     refuse_off_section,
     warn_ignored_columns,
 )
@@ -644,6 +645,7 @@ def source_list(
         if missing:
             # (A DataFrame of lat, lon, depth got no hint; the same CSV file did.)
             hint = other_case(given, missing) or other_columns_hint(given)
+            hint = hint or prefixed_hint(given, missing)
             hint = hint or mistyped_hint([n for n in given if n not in dims], missing)
             raise InputError(f"the {what} table has no column for {missing}{hint}")
         refuse_off_section(given, dims, f"the {what} table")

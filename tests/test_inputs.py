@@ -1110,6 +1110,14 @@ def test_tables_with_a_dim_mistyped_or_one_the_model_lacks_are_told_so():
         traveltime_at(times, stations, velocity=model)
     with pytest.raises(InputError, match=r"leave out \['y'\]"):
         traveltime_at(times, {"z": 1.0, "y": 0.0, "x": 3.0}, velocity=model)  # as before
+    # A store's receivers given back as points: told how to rename them (a tomography
+    # review: "no column for ['z', 'x']" only); renamed, read along their own dim.
+    receivers = xr.Dataset({f"receiver_{d}": ("receiver", [1.0, 2.0]) for d in "zx"})
+    with pytest.raises(InputError, match=r"it has the receivers' \['receiver_z', 'receiver_x'\]: "
+                       r'rename them \(\.rename\(receiver_z="z", receiver_x="x"\)\)'):  # fmt: skip
+        traveltime_at(times, receivers, velocity=model)
+    renamed = receivers.rename(receiver_z="z", receiver_x="x")
+    assert traveltime_at(times, renamed, velocity=model).dims == ("source", "receiver")
     # A scalar y coordinate (stations cut from a 3D set with .sel) is not a column.
     cut = xr.Dataset({d: ("station", [1.0]) for d in "zx"}, coords={"y": 250.0})
     with pytest.warns(InputWarning, match="ignoring column"):
