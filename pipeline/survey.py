@@ -356,6 +356,8 @@ def run_survey(
     echo = echo or (lambda message: None)
     start = time.perf_counter()
     config = workflow_cluster(workflow, cluster)
+    if client is None and isinstance(config, LocalConfig) and config.processes:
+        _check_local_workers(workflow, config)  # from the model's shape, before it is built
     prepared = prepare_workflow(workflow, workers_gpu=_workers_gpu(config, workflow, client))
     compute = workflow.compute
     backend = prepared.options.backend
@@ -533,7 +535,12 @@ def _footprint(prepared: PreparedWorkflow, spec: StoreSpec) -> Any:
 
 @for_workflows
 def check_survey_memory(
-    client: Any, prepared: PreparedWorkflow, spec: StoreSpec, *, local: bool = False
+    client: Any,
+    prepared: PreparedWorkflow,
+    spec: StoreSpec,
+    *,
+    local: bool = False,
+    workers: dict[str, dict] | None = None,
 ) -> None:
     """Refuse a survey whose tasks cannot fit on the cluster's workers, or whose CPU graph
     cannot be built on this machine, before anything large is allocated.
@@ -556,6 +563,9 @@ def check_survey_memory(
     spec : StoreSpec
         The survey's store: its number of sources, and whether rays (so predecessors) are
         kept.
+    workers : dict, optional
+        The workers to check, as :func:`~.cluster.worker_info` gives them (default: the
+        client's): the ones a local cluster will start (:func:`_check_local_workers`).
     local : bool
         The workers are processes on this machine (a local cluster raygrid started): then
         this machine must also hold them all at once, beside the client's model and CPU
@@ -592,7 +602,7 @@ def check_survey_memory(
             f"the CPU graph of {shape} nodes (beside the model, loaded already)",
             f"use {', '.join(lower)} or {tiles_hint()}",
         )  # fmt: skip
-    workers = worker_info(client)
+    workers = worker_info(client) if workers is None else workers
     needs = check_workers_memory(prepared, spec, workers.items())
     if local and needs and tiled:
         check_fits(
@@ -633,6 +643,31 @@ def check_job_memory(prepared: PreparedWorkflow, spec: StoreSpec, config: JobQue
         more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
         count=config.workers,
     )  # fmt: skip
+
+
+def _check_local_workers(workflow: Workflow, config: LocalConfig) -> None:
+    """:func:`check_survey_memory` for the workers a local cluster of ``config`` will
+    start, from the model's shape: a 561^3 model was built (15 s, 3 GB) and the cluster
+    started before its workers were found too small for it. Their memory limits are
+    distributed's own reading of ``memory_limit`` (``auto``: this machine's memory shared
+    by threads); checked again once they have joined."""
+    from dask.system import CPU_COUNT
+    from distributed.worker_memory import parse_memory_limit
+
+    with warnings.catch_warnings():  # said by the full preparation that follows
+        warnings.simplefilter("ignore")
+        shaped = prepare_workflow(workflow, values=False)
+    threads = config.threads_per_worker
+    count = config.n_workers or max(1, CPU_COUNT // threads)
+    limit = (
+        parse_memory_limit(config.memory_limit, threads, logger=logging.getLogger(__name__))
+        if config.memory_limit is not None
+        else None
+    )
+    workers = {
+        f"local worker {i}": {"memory_limit": limit, "nthreads": threads} for i in range(count)
+    }
+    check_survey_memory(None, shaped, store_spec(shaped), local=True, workers=workers)
 
 
 def _check_tile_shares(

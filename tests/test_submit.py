@@ -279,6 +279,45 @@ def test_submit_refuses_what_the_job_would_refuse_before_writing_it(tmp_path, mo
     assert job.script.exists()
 
 
+def test_a_survey_local_workers_cannot_hold_is_refused_before_the_model_is_built(
+    tmp_path, monkeypatch
+):
+    # A 561^3 model was built (15 s, 3 GB) and the cluster started before its workers were
+    # found too small for it (a 3D survey designer's review).
+    from raygrid.pipeline import survey
+    from raygrid.pipeline.workflow import SyntheticModel
+
+    built = []
+    build = SyntheticModel.build
+
+    def recorded(self, *, values=True):
+        built.append(values)
+        return build(self, values=values)
+
+    def started(*args, **kwargs):
+        raise AssertionError("the cluster was started")
+
+    monkeypatch.setattr(SyntheticModel, "build", recorded)
+    monkeypatch.setattr(survey, "connect", started)
+    cluster = tmp_path / "local.yaml"
+    cluster.write_text(yaml.safe_dump({
+        "cluster": "local", "n_workers": 2, "threads_per_worker": 1, "memory_limit": "1GB",
+        "host": "127.0.0.1", "dashboard_address": None,
+    }))  # fmt: skip
+    big = WORKFLOW | {
+        "model": {"synthetic": "gradient", "shape": {"z": 301, "y": 301, "x": 301},
+                  "spacing": 10.0},
+        "sources": [{"z": 0.0, "y": 100.0, "x": 100.0}],
+        "receivers": [{"z": 400.0, "y": 100.0, "x": 100.0}],
+        "compute": {"cluster": str(cluster)},
+    }  # fmt: skip
+    workflow = tmp_path / "big.yaml"
+    workflow.write_text(yaml.safe_dump(big))
+    with pytest.raises(InputError, match=r"local worker 0 will hold 250.00 MiB before any data"):
+        rg.workflow.run_workflow(rg.workflow.read_workflow(workflow))
+    assert True not in built  # only its shape was read
+
+
 def test_a_tiled_survey_its_workers_cannot_hold_is_refused_before_any_job(tmp_path):
     # Tiled surveys were not checked at all: a model cut into tiles because it did not fit
     # one machine, too big for its workers too, had them stopped by their nannies.
