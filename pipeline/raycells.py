@@ -15,6 +15,7 @@ is written a second time here.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,13 +25,19 @@ from ..kernels import forward_star, star_crossings
 from ..kernels.crossings import leg_crossings
 from .errors import InputError
 from .grid import Grid
+from .inspect import point_number
 from .rays import RayField, checked_field, is_store, model_dims, ray_legs
 from .solve import locate_points, source_list
 
 __all__ = ["ray_cells"]
 
 
-def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = None) -> xr.Dataset:
+def ray_cells(
+    result: xr.Dataset,
+    receivers: Any,
+    *,
+    source: str | int | Sequence[str | int] | None = None,
+) -> xr.Dataset:
     """The length of each ray in each cell of the model it was traced on: what a
     traveltime tomography's sensitivity (Frechet) matrix holds, row by row.
 
@@ -42,8 +49,12 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
         node indices: solve its sources with ``predecessors=True`` for their cells.)
     receivers : sequence of mappings, or a table
         The rays' ends, as :func:`~raygrid.pipeline.raypaths` takes them.
-    source : str or int, optional
-        Which source, of a result with a ``source`` dim.
+    source : str or int, or a sequence of them, optional
+        Which source, of a result with a ``source`` dim; or several (names or numbers),
+        for the rows of a whole survey at once: each source's rays to every receiver,
+        numbered source after source (``ray = k * n_receivers + receiver`` for the ``k``-th
+        source given), the order of ``traveltime_at(result.isel(source=...), receivers)``
+        flattened, with columns ``source`` (its number in ``result``) and ``receiver``.
 
     Returns
     -------
@@ -70,6 +81,12 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
     in each end node's cell, and its length goes there half and half, as the solver
     weighed it.
     """
+    if (
+        isinstance(source, Sequence)
+        and not isinstance(source, str)
+        or isinstance(source, np.ndarray)
+    ):
+        return _survey_cells(result, receivers, list(np.asarray(source, dtype=object).ravel()))
     if isinstance(result, xr.Dataset) and is_store(result):
         raise InputError(
             "ray_cells needs the legs' nodes, which a survey store does not keep (only its "
@@ -96,6 +113,32 @@ def ray_cells(result: xr.Dataset, receivers: Any, *, source: str | int | None = 
             lengths.append(length)
     table = _table(grid, np.concatenate(rays), np.concatenate(cells), np.concatenate(lengths))
     return table.assign_attrs(n_rays=len(listed))
+
+
+def _survey_cells(result: xr.Dataset, receivers: Any, sources: list) -> xr.Dataset:
+    """:func:`ray_cells` of several sources, their rays numbered source after source."""
+    if not sources:
+        raise InputError("ray_cells was given no sources (source=[]): name one or more")
+    tables = []
+    for k, chosen in enumerate(sources):
+        table = ray_cells(result, receivers, source=chosen)
+        count = table.attrs["n_rays"]
+        number = point_number(result, chosen, "source", "the result")
+        tables.append(
+            table.assign(
+                receiver=table["ray"].assign_attrs(long_name="the ray's receiver, from 0"),
+                ray=(table["ray"] + k * count).assign_attrs(
+                    long_name="the ray's row: k * n_receivers + receiver, for the k-th source"
+                ),
+                source=(
+                    "entry",
+                    np.full(table.sizes["entry"], number),
+                    {"long_name": "the ray's source, its number in the result"},
+                ),
+            )  # fmt: skip
+        )
+    joined = xr.concat(tables, "entry", combine_attrs="override")
+    return joined.assign_attrs(n_rays=count * len(sources), n_sources=len(sources))
 
 
 def _star_edges(

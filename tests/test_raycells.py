@@ -109,6 +109,23 @@ def test_a_table_of_receivers_and_a_source_of_several():
     empty = rg.ray_cells(result, [], source=0)
     assert empty.sizes["entry"] == 0 and empty.attrs["n_rays"] == 0
     assert one.attrs == {"model_dims": ["z", "x"], "model_shape": [21, 31], "n_rays": 2}
+    # Several sources at once, rows numbered source after source: a survey's matrix in one
+    # call, in the order of its lookups' times (each source's rows were offset by hand).
+    named = rg.traveltimes(
+        velocity, [{"name": n, **p} for n, p in zip(["A", "B"], sources)], radius=3,
+        predecessors=True,
+    )  # fmt: skip
+    both = rg.ray_cells(named, receivers, source=["B", 0])
+    assert both.attrs["n_rays"] == 4 and both.attrs["n_sources"] == 2
+    times = times_from_cells(both, named["velocity"], 4)
+    expected = rg.traveltime_at(named.isel(source=[1, 0]), receivers).values.ravel()
+    np.testing.assert_allclose(times, expected, rtol=1e-14)
+    first = both.where(both["source"] == 1, drop=True)
+    np.testing.assert_array_equal(first["receiver"].values, one["ray"].values)
+    np.testing.assert_array_equal(first["length"].values, one["length"].values)
+    assert set(both.where(both["source"] == 0, drop=True)["ray"].values.astype(int)) <= {2, 3}
+    with pytest.raises(rg.InputError, match="no sources"):
+        rg.ray_cells(named, receivers, source=[])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
