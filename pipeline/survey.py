@@ -107,6 +107,7 @@ from .tiles import tile_grid
 from .workflow import (
     PreparedWorkflow,
     Workflow,
+    check_model_fits,
     plot_source_number,
     prepare_workflow,
     workflow_cluster,
@@ -657,6 +658,11 @@ def _check_local_workers(workflow: Workflow, config: LocalConfig) -> None:
     with warnings.catch_warnings():  # said by the full preparation that follows
         warnings.simplefilter("ignore")
         shaped = prepare_workflow(workflow, values=False)
+    try:  # a model this process cannot hold: the preparation says so, at the model's line
+        sizes = dict(zip(shaped.grid.dims, shaped.grid.shape))
+        check_model_fits(workflow, sizes, shaped.options.backend == "cpu")
+    except InputError:
+        return
     threads = config.threads_per_worker
     count = config.n_workers or max(1, CPU_COUNT // threads)
     limit = (
