@@ -836,6 +836,8 @@ class Grid:
             self.dims, self.origin, self.spacing, rounding, deviation
         ):
             given = point[dim]
+            if given is None:  # a catalogue's missing depth (JSON's null): as NaN is
+                raise OutsideModel(f"{what} {dim} is missing (None)")
             try:
                 # Text and yes/no are not coordinates (float() took "50" and True), as in
                 # a workflow file; NumPy numbers and Decimals are.

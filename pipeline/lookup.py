@@ -546,7 +546,8 @@ class TraveltimeTable:
         if labelled is None:
             result = xr.DataArray(times, dims=(*lead, "point"))
             for d in grid.dims:
-                result.coords[f"point_{d}"] = ("point", [float(p[d]) for p in listed], unit)
+                given = [np.nan if p[d] is None else float(p[d]) for p in listed]  # (None: missing)
+                result.coords[f"point_{d}"] = ("point", given, unit)
             if names is not None:
                 result.coords["point"] = ("point", np.array(names, dtype=object))
         else:

@@ -597,7 +597,15 @@ def _numbers(column: np.ndarray) -> np.ndarray:
     are refused as a lone point's coordinates are, not converted (``True`` read as 1 m)."""
     kind = column.dtype.kind
     if kind == "O":
-        real = all(isinstance(v, Real) and not isinstance(v, (bool, np.bool_)) for v in column.flat)
+        # None is a missing value (a catalogue's depth, JSON's null): NaN, as pandas reads it.
+        real = all(
+            v is None or isinstance(v, Real) and not isinstance(v, (bool, np.bool_))
+            for v in column.flat
+        )
+        if real:
+            column = np.array([np.nan if v is None else v for v in column.flat]).reshape(
+                column.shape
+            )
         kind = "f" if real else "O"
     if kind not in "iuf":
         raise ValueError(f"{column.dtype} values")

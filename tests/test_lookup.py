@@ -506,6 +506,15 @@ def test_points_outside_read_nan_when_asked(model, tables, tmp_path):
     np.testing.assert_array_equal(table.at(many, outside="nan").values, np.tile(read.values, 12))
     one = table.at({"z": -1.0, "y": 0.0, "x": 0.0}, outside="nan")
     assert one.dims == ("source",) and np.isnan(one.values).all()
+    # A missing coordinate given as None (JSON's null) reads NaN too, as NaN does; refused
+    # by default, naming it (it was "not a number" either way).
+    gaps = [{"z": None, "y": 700.0, "x": 300.0}, {"z": 1200.0, "y": 700.0, "x": 300.0}]
+    missing = table.at(gaps, outside="nan").values
+    assert np.isnan(missing[:, 0]).all() and np.isfinite(missing[:, 1]).all()
+    columns = {d: [p[d] for p in gaps] for d in ("z", "y", "x")}
+    np.testing.assert_array_equal(table.at(columns, outside="nan").values, missing)
+    with pytest.raises(InputError, match=r"point 0 .*point z is missing \(None\)"):
+        table.at(gaps)
     # Only where a point is; text is still refused, as a misspelt option is.
     with pytest.raises(InputError, match="point z='deep' is not a number"):
         table.at({"z": "deep", "y": 0.0, "x": 0.0}, outside="nan")
