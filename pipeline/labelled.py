@@ -26,6 +26,7 @@ from .positions import (
     refuse_off_section,
     warn_ignored_columns,
 )
+from .solve import number_column
 
 __all__ = ["LabelledPoints", "labelled_points"]
 
@@ -113,9 +114,10 @@ def labelled_points(points: Any, dims: tuple[str, ...], taken: set[str]) -> Labe
         )
     columns = {}
     for d, column in zip(dims, broadcast, strict=True):
-        if column.dtype.kind not in "iuf":
-            raise InputError(f"the points' {d!r} is not numbers ({column.dtype})")
-        columns[d] = np.asarray(column.values, dtype=np.float64).ravel()
+        try:  # the flat tables' rule: numbers (of an object array too), None missing
+            columns[d] = number_column(np.asarray(column.values)).ravel()
+        except (TypeError, ValueError):
+            raise InputError(f"the points' {d!r} is not numbers ({column.dtype})") from None
     # Coordinates along the points' own dims (names, station codes, the lattice's axes);
     # a name variable kept as one, as a table's name column names its points.
     kept = {

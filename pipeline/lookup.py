@@ -483,7 +483,7 @@ class TraveltimeTable:
     def _at(self, points: Any, outside: Literal["raise", "nan"]) -> xr.DataArray:
         field, star = self.field, self.star
         source_names = {k for k in field.coords if k == "source" or k.startswith("source_")}
-        taken = {"source", *source_names, *(f"point_{d}" for d in self.grid.dims)}
+        taken = {"source", "traveltime", *source_names, *(f"point_{d}" for d in self.grid.dims)}
         labelled = labelled_points(points, self.grid.dims, taken)
         if labelled is not None:  # along dims of their own (a Dataset): flat, then reshaped
             points = labelled.columns

@@ -592,9 +592,10 @@ def as_table(points: Any) -> Any:
     return points
 
 
-def _numbers(column: np.ndarray) -> np.ndarray:
-    """A table's column as float64, if it holds real numbers: text (``"0"``) and booleans
-    are refused as a lone point's coordinates are, not converted (``True`` read as 1 m)."""
+def number_column(column: np.ndarray) -> np.ndarray:
+    """A table's column as float64, if it holds real numbers (``None`` read as NaN, a
+    missing value): text (``"0"``) and booleans are refused as a lone point's coordinates
+    are, not converted (``True`` read as 1 m); a ``ValueError`` says so."""
     kind = column.dtype.kind
     if kind == "O":
         # None is a missing value (a catalogue's depth, JSON's null): NaN, as pandas reads it.
@@ -660,7 +661,7 @@ def source_list(
         columns = {}
         for d in dims:
             try:
-                column = _numbers(np.asarray(points[d]))
+                column = number_column(np.asarray(points[d]))
             except (TypeError, ValueError):
                 raise InputError(f"the {what} table's column {d!r} is not numbers") from None
             if column.ndim > 1:  # e.g. a Dataset variable on two dims

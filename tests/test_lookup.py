@@ -587,6 +587,14 @@ def test_points_given_the_xarray_way_keep_their_dims_and_coordinates(model, tabl
         traveltime_at(tables, events.assign(name=("event", ["E1", "E1", "E3"])))
     kept = traveltime_at(tables, events.assign(name=("event", ["a", "b", "c"])))
     assert list(kept["event"].values) == codes and list(kept["name"].values) == ["a", "b", "c"]
+    # Columns of objects read as a flat table's do (numbers, None missing: they were refused
+    # here alone), and a coordinate named as the result is refused (to_dataset() failed).
+    loose = events.assign(z=("event", np.array([2345.6, None, 3000.0], dtype=object)))
+    read = traveltime_at(tables, loose, outside="nan").values
+    assert np.isnan(read[:, 1]).all()
+    np.testing.assert_array_equal(read[:, [0, 2]], flat.values[:, [0, 2]])
+    with pytest.raises(InputError, match=r"\['traveltime'\] are names the result uses"):
+        traveltime_at(tables, events.assign_coords(traveltime=("event", [1, 2, 3])))
 
 
 def test_a_table_checks_each_sources_position_once(model, tables, monkeypatch):
