@@ -391,7 +391,7 @@ def job_worker(config: JobQueueConfig) -> dict:
     the job asks for it, and ``nthreads``), as the scheduler records a joined worker
     (:func:`worker_info`): for checks made before any job is queued."""
     return {
-        "memory_limit": max(1, memory_bytes(config.memory_per_worker) // 2**20) * 2**20,
+        "memory_limit": memory_mb(config.memory_per_worker) * 2**20,
         "nthreads": worker_threads(config),
     }
 
@@ -1210,6 +1210,12 @@ def jobqueue_kwargs(config: JobQueueConfig) -> dict:
     if config.python:
         kwargs["python"] = config.python
     return kwargs
+
+
+def memory_mb(memory: str, factor: int = 1, extra: int = 0) -> int:
+    """MiB of ``factor`` workers' memory and ``extra`` bytes, at least 1 (batch systems take
+    whole MiB)."""
+    return max(1, (memory_bytes(memory, factor) + extra) // 2**20)
 
 
 def memory_bytes(memory: str, factor: int = 1) -> int:

@@ -284,6 +284,13 @@ def _listing():
         yield
 
 
+def _arrays(path: str | Path) -> list[zarr.Array]:
+    """Every array of a store, those of its groups (the ray parts) included."""
+    group = zarr.open_group(Path(path), mode="r")
+    with _listing():
+        return [a for _, a in group.members(max_depth=None) if isinstance(a, zarr.Array)]
+
+
 def unreadable_chunks(path: str | Path) -> list[str]:
     """The chunk files of a store that do not read: a checksum that does not match (the
     chunk changed on disk since it was written, :func:`~.store.field_compressors`), or a
@@ -297,11 +304,8 @@ def unreadable_chunks(path: str | Path) -> list[str]:
         Their paths in the store (``traveltime/c/5/0/0``), sorted.
     """
     path = Path(path)
-    group = zarr.open_group(path, mode="r")
-    with _listing():
-        arrays = [a for _, a in group.members(max_depth=None) if isinstance(a, zarr.Array)]
     failed = []
-    for array in arrays:
+    for array in _arrays(path):
         present = _files(path / array.path)
         for block in np.ndindex(*array.cdata_shape):
             key = array.metadata.encode_chunk_key(block)
@@ -318,12 +322,9 @@ def unchecked_arrays(path: str | Path) -> list[str]:
     """The arrays of a store whose chunks carry no checksum (made before 2026-12-05, or
     Zarr v2): a change on disk reads as other values there, which :func:`unreadable_chunks`
     cannot see."""
-    group = zarr.open_group(Path(path), mode="r")
-    with _listing():
-        arrays = [a for _, a in group.members(max_depth=None) if isinstance(a, zarr.Array)]
     return sorted(
         a.path
-        for a in arrays
+        for a in _arrays(path)
         if a.metadata.zarr_format == 2
         or not any(type(c).__name__ == "Crc32cCodec" for c in a.metadata.codecs)
     )

@@ -360,7 +360,7 @@ def refuse_off_section(names: list[Any], dims: tuple[str, ...] | list[str], wher
 
 
 def prefixed_hint(names: list[Any], missing: list[str]) -> str:
-    """``'; its receiver positions are ...: rename them (.rename(receiver_z="z", ...))'``
+    """``"; it has the receivers' [...]: rename them (.rename(receiver_z="z", ...))"``
     for a table whose columns are a result's or a store's positions (``receiver_z``,
     ``source_x``, ``point_x``) for every missing dim, or ``""``: a store's receivers given
     back as points were refused for "no column for ['z', 'x']" without a word on why."""
@@ -427,8 +427,8 @@ def warn_ignored_columns(
             f"coordinates and length unit, z positive down): rename it "
             f"({_how_to_rename(likely)})"
         )
-    # A dim's column mistyped (xx for x) in a CSV file that lacks it (``dims``: those it has).
-    # (``complete``: ``dims`` are the model's, all given; a CSV file's are those it has.)
+    # A dim's column mistyped (xx for x), where the table lacks that dim: ``dims`` are a CSV
+    # file's, those it has; ``complete``, the model's, all given (none to guess).
     absent = [] if complete else [d for d in _DIM_ORDER if d not in dims]
     message += mistyped_hint([n for _, n in ignored if n not in likely], absent)
     if name_column(names) is None:

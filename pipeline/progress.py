@@ -91,18 +91,20 @@ class Progress:
                 with self._lock:
                     if self.done < self.total and (self.tty or self._due()):
                         self._draw()
-                self._watch(stop)
+                self._watch()
 
         thread = threading.Thread(target=tick, name="raygrid-progress", daemon=True)
-        thread.start()
+        if self.enabled or self.stalled is not None:  # (nothing to draw or watch else)
+            thread.start()
         try:
             yield self
         finally:
             stop.set()
             with self._lock:
                 self._closed = True
-            # (Not for ever: a stall's note may wait on a scheduler that does not answer.)
-            thread.join(timeout=self.tick + 5.0)
+            if thread.is_alive():
+                # (Not for ever: a stall's note may wait on a scheduler that does not answer.)
+                thread.join(timeout=self.tick + 5.0)
             if self.enabled and self.tty and self.done < self.total:
                 # Cut short (Ctrl-C, a failed task): end the bar's line, so that what is
                 # said next starts a line of its own.
@@ -130,20 +132,18 @@ class Progress:
         sparse = min(max(self.every, (now - self.start) / 10), SPARSEST)
         return self.shown != self.done and now - self.last >= sparse
 
-    def _watch(self, stop: threading.Event | None = None) -> None:
+    def _watch(self) -> None:
         """Note a stall: no source finished for :data:`STALL_S` seconds and
-        :data:`STALL_FACTOR` times the longest wait before (again when the wait doubles);
-        not once ``stop`` is set (the block ended while the scheduler was asked where the
-        tasks are: a note then came after the run's last words)."""
+        :data:`STALL_FACTOR` times the longest wait before (again when the wait doubles).
+        Not once the block has ended (:meth:`note`): the scheduler, asked where the tasks
+        are, answered slowly, and the note came after the run's last words."""
         if self.stalled is None or self.finished_at is None or self.done >= self.total:
             return  # not watched, nothing to measure a wait by, or nothing left to wait for
         waited = time.perf_counter() - self.finished_at
         if waited < max(STALL_S, STALL_FACTOR * self.longest, 2 * self.said_stall):
             return
         self.said_stall = waited
-        where = self.stalled()
-        if stop is not None and stop.is_set():
-            return
+        where = self.stalled()  # (unlocked: the scheduler may take its time)
         self.note(
             f"no source has finished for {waited:.0f} s (at most {self.longest:.0f} s apart "
             f"before){where}: a worker may be hung (stopped, or stuck on a file system or a "

@@ -38,7 +38,7 @@ from .cluster import (
     JobQueueConfig,
     cannot_start,
     cluster_notes,
-    memory_bytes,
+    memory_mb,
     read_cluster,
     worker_threads,
 )
@@ -70,12 +70,6 @@ class Job:
 
 def _python(config: JobQueueConfig) -> str:
     return _Expanded(config.python) if config.python else sys.executable
-
-
-def _memory_mb(memory: str, factor: int = 1, extra: int = 0) -> int:
-    """MiB of ``factor`` workers' memory and ``extra`` bytes, at least 1 (batch systems take
-    whole MiB)."""
-    return max(1, (memory_bytes(memory, factor) + extra) // 2**20)
 
 
 def driver_bytes(prepared: PreparedWorkflow) -> int:
@@ -118,7 +112,7 @@ def _worker_command(config: JobQueueConfig, scheduler_file: Path) -> list[str]:
         _python(config), "-m", "distributed.cli.dask_worker",
         "--scheduler-file", str(scheduler_file),
         "--nthreads", str(threads),
-        "--memory-limit", f"{_memory_mb(config.memory_per_worker)}MiB",
+        "--memory-limit", f"{memory_mb(config.memory_per_worker)}MiB",
         "--no-dashboard",
     ]  # fmt: skip
     if config.interface:
@@ -201,7 +195,7 @@ def _slurm_header(config: JobQueueConfig, directory: Path, driver: int) -> list[
         f"--ntasks-per-node={config.workers_per_node}",
         f"--cpus-per-task={config.cores_per_worker}",
         # Per node (SLURM has no per-node form): the first node's share and the driver.
-        f"--mem={_memory_mb(config.memory_per_worker, config.workers_per_node, driver)}M",
+        f"--mem={memory_mb(config.memory_per_worker, config.workers_per_node, driver)}M",
         f"--time={config.walltime}",
         f"--output={_directive_value(directory / 'job-%j.out')}",
         # A requeued job (preempted, a lost node) keeps its id: its second start wrote
@@ -223,7 +217,7 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
     select = (
         f"select={config.nodes}:ncpus={config.cores_per_worker * per_node}"
         f":mpiprocs={per_node}"
-        f":mem={_memory_mb(config.memory_per_worker, per_node, driver)}mb"
+        f":mem={memory_mb(config.memory_per_worker, per_node, driver)}mb"
     )
     if config.gpus_per_worker:
         select += f":ngpus={config.gpus_per_worker * per_node}"

@@ -614,7 +614,7 @@ def check_survey_memory(
             + one_of(
                 ["workers on several machines (a batch or scheduler cluster file: the "
                  "tiles are shared out between them)"]
-                + ([float32_hint()] if prepared.options.precision == "float64" else [])
+                + ([float32_hint()] if options.precision == "float64" else [])
             ),
         )  # fmt: skip
     elif local and needs:
