@@ -16,16 +16,18 @@ import dask
 import dask.array as da
 import numpy as np
 
-__all__ = ["NodeValues", "CACHE_BYTES", "BLOCK"]
+__all__ = ["NodeValues", "CACHE_BYTES", "BLOCK", "block_shape"]
 
 #: Bytes of blocks a lazy :class:`NodeValues` keeps in memory, at most, for reuse (least
 #: recently used dropped first); read when the reader is made.
 CACHE_BYTES = 64 * 2**20
 
-#: Edge, in nodes, of the cubic blocks a lazy :class:`NodeValues` reads (fewer along an axis
-#: shorter than that): 32^3 float64 values are 256 KiB, so the cache holds a few hundred
-#: blocks and a ray crossing the model needs a few dozen. Not the array's chunks, which
-#: follow the tiles and may be hundreds of MiB each.
+#: Edge, in nodes, of the cubic blocks a lazy :class:`NodeValues` reads in 3D (fewer along
+#: an axis shorter than that): 32^3 float64 values are 256 KiB, so the cache holds a few
+#: hundred blocks and a ray crossing the model needs a few dozen. A 2D array's blocks hold
+#: as many nodes, ``BLOCK**1.5`` a side (181^2): 32^2 blocks made a ray walked back
+#: through a tiled field a round trip to the workers every ~10 steps. Not the array's
+#: chunks, which follow the tiles and may be hundreds of MiB each.
 BLOCK = 32
 
 
@@ -90,7 +92,7 @@ class NodeValues:
         self._cache_bytes = int(CACHE_BYTES if cache_bytes is None else cache_bytes)
         self._cache: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
         self._held = 0  # bytes in the cache
-        self._block = np.array([min(BLOCK, n) for n in self.shape3])
+        self._block = block_shape(self.shape3)
         self.fetched = 0  # blocks read so far (a lazy array's reads, for tests and logs)
         self.computations = 0  # round trips that read them
 
@@ -107,6 +109,16 @@ class NodeValues:
         else:
             self._cache.move_to_end(key)
         return block[z - key[0] * bz, y - key[1] * by, x - key[2] * bx]
+
+    def cached(self, nodes3: np.ndarray) -> np.ndarray:
+        """Whether each node's value is at hand (in memory, or in a block held), so that
+        :meth:`at` reads it without a round trip; nodes of shape ``(..., 3)``."""
+        nodes3 = np.asarray(nodes3, dtype=np.int64)
+        if not self.lazy:
+            return np.ones(nodes3.shape[:-1], dtype=bool)
+        keys, which = np.unique(nodes3.reshape(-1, 3) // self._block, axis=0, return_inverse=True)
+        held = np.array([tuple(int(k) for k in key) in self._cache for key in keys], dtype=bool)
+        return held[which.reshape(-1)].reshape(nodes3.shape[:-1])
 
     def at(self, nodes3: np.ndarray) -> np.ndarray:
         """Values at nodes, integer indices of shape ``(..., 3)``."""
@@ -228,3 +240,11 @@ class NodeValues:
             _, dropped = self._cache.popitem(last=False)
             self._held -= dropped.nbytes
         return found
+
+
+def block_shape(shape3: tuple[int, int, int]) -> np.ndarray:
+    """The blocks a lazy :class:`NodeValues` of ``shape3`` reads: :data:`BLOCK` ^ 3 nodes
+    (read when called), as cubic as its axes longer than one allow, cut to the array."""
+    axes = sum(n > 1 for n in shape3) or 1
+    edge = max(int(round(BLOCK ** (3 / axes))), 1)
+    return np.array([min(edge, n) for n in shape3])

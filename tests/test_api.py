@@ -286,7 +286,7 @@ def test_a_npy_model_is_checked_a_box_at_a_time_never_read_whole(tmp_path, model
     # A ray off a lazy model reads the blocks along it, not the whole model (twice).
     from raygrid.pipeline import nodevalues
 
-    monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks of 8 nodes a side: several here
+    monkeypatch.setattr(nodevalues, "BLOCK", 4)  # 2D blocks of 8^2 nodes: several here
     chunked = result.assign(velocity=loaded.chunk({"z": 7, "x": 8}))
     reads.clear()
     ray = rg.raypath(chunked, {"z": 200.0, "x": 140.0})

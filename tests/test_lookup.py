@@ -706,7 +706,7 @@ def test_a_tiled_store_is_read_only_around_the_points(tmp_path, monkeypatch):
 
     from raygrid.pipeline import nodevalues
 
-    monkeypatch.setattr(nodevalues, "BLOCK", 8)  # blocks smaller than this small model
+    monkeypatch.setattr(nodevalues, "BLOCK", 4)  # 2D blocks of 8^2 nodes: smaller than its tiles
 
     receivers = [{"z": 1234.5, "x": 987.6}, {"z": 55.5, "x": 1999.9}]
     store = _survey_store(tmp_path, receivers, tiles={"z": 16, "x": 14})
