@@ -30,6 +30,8 @@ _SOURCES = {
     "gradient_model": "models",
     "gradient_traveltime": "models",
     "layered_model": "models",
+    "plot_field": "plot",
+    "plot_gathers": "plot",
     "raypath": "rays",
     "raypaths": "rays",
     "ray_cells": "raycells",
@@ -53,6 +55,8 @@ __all__ = [
     "layered_model",
     "load_velocity",
     "open_survey",
+    "plot_field",
+    "plot_gathers",
     "ray_cells",
     "raypath",
     "raypaths",
@@ -93,6 +97,7 @@ if TYPE_CHECKING:  # what type checkers and editors read
         gradient_traveltime,
         layered_model,
     )
+    from .plot import plot_field, plot_gathers
     from .raycells import ray_cells
     from .rays import raypath, raypaths
     from .solve import traveltime, traveltimes

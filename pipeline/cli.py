@@ -86,7 +86,21 @@ def _reader_gone(stream) -> bool:
     help="Say more on stderr: raygrid's log (a tiled solve's rounds, with their times).",
 )  # fmt: skip
 def main(verbose: bool) -> None:
-    """raygrid: seismic traveltimes and raypaths by shortest-path ray tracing."""
+    """raygrid: seismic traveltimes and raypaths by shortest-path ray tracing.
+
+    A workflow file (YAML) names the model, sources, receivers, outputs and where to
+    compute; `raygrid run` solves it into a Zarr store, resumably.
+
+    \b
+    Examples:
+      raygrid run workflows/quickstart.yaml --overwrite   # the quickstart, on this machine
+      raygrid validate workflows/survey-2d.yaml            # before a long run
+      raygrid run workflows/survey-2d.yaml --cluster configs/local.yaml
+      raygrid info survey-2d-output/survey.zarr            # how far a run got
+      raygrid plot survey-2d-output/survey.zarr --source 0
+      raygrid submit workflows/survey-3d.yaml --cluster configs/slurm-gpu.yaml
+    The workflow keys are shown, commented, in workflows/*.yaml.
+    """
     _plain_input_warnings()
     if verbose:
         # The README's "one log line per round (logger raygrid)" was to be seen from Python
@@ -163,7 +177,10 @@ def _kept(store: str | Path, pictures: bool = True) -> str:
 @click.option(
     "--overwrite", is_flag=True, help="Replace an existing output store instead of resuming it."
 )
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar (stderr).")
+@click.option(
+    "--progress/--no-progress", default=True, show_default=True,
+    help="Show a progress bar (stderr).",
+)  # fmt: skip
 @_input_errors
 def run(workflow: Path, cluster: Path | None, overwrite: bool, progress: bool) -> None:
     """Run a WORKFLOW file into its Zarr store (resuming it if it exists), then draw the
@@ -334,12 +351,14 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     "--out",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder for the PNGs (default: beside the store).",
+    metavar="FOLDER",
+    help="Folder for the pictures (default: beside the store).",
 )
 @click.option(
     "--source",
     "sources",
     multiple=True,
+    metavar="SOURCE",
     help="Source to draw, by index or, where the store names its sources, by name: a name "
     "wins over the same digits as an index (repeatable). A named source's picture is "
     "<store name without .zarr>-source<index>-<name>.png.",
@@ -349,14 +368,49 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
     type=float,
     default=None,
     help="3D stores: draw the map at this depth (the model's length unit; the node plane "
-    "nearest it) instead of at the source's, which for surface sources shows only the top.",
+    "nearest it). Default: the receivers' depth where they share one, else the source's.",
+)
+@click.option(
+    "--format",
+    "kind",
+    default="png",
+    show_default=True,
+    help="The pictures' format: png, pdf, svg, or any other matplotlib writes (the model is "
+    "a raster image inside a pdf or svg; lines and text are vectors).",
+)
+@click.option(
+    "--dpi",
+    type=float,
+    default=None,
+    help="Dots per inch of the pictures (default 120; 300 for print).",
 )
 @_input_errors
-def plot(store: Path, out: Path | None, sources: tuple[str, ...], map_z: float | None) -> None:
-    """Write PNGs of a STORE: traveltime contours with rays, and receiver gathers."""
+def plot(
+    store: Path,
+    out: Path | None,
+    sources: tuple[str, ...],
+    map_z: float | None,
+    kind: str,
+    dpi: float | None,
+) -> None:
+    """Draw a survey STORE: for each chosen source (default: the first, middle and last
+    done) its traveltime contours over the model with its rays and receivers, and, once
+    every source is done, the receiver gathers. One file per picture, named after the
+    store, e.g. survey-source0.png and survey-gathers.png.
+
+    \b
+    Examples:
+      raygrid plot survey-2d-output/survey.zarr
+      raygrid plot survey.zarr --source 12 --source S40 --format pdf --dpi 300 --out figures
+      raygrid plot survey-3d.zarr --map-z 1500
+    """
     from .inspect import plot_directory
 
-    for path in plot_directory(store, out, list(sources), echo=click.echo, map_z=map_z):
+    written = plot_directory(
+        store, out, list(sources), echo=click.echo, map_z=map_z, kind=kind.lower().lstrip("."),
+        dpi=dpi,
+    )  # fmt: skip
+    for path in written:
         click.echo(f"wrote {path}")
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import warnings
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -306,17 +307,17 @@ def _number(names: list[str], choice: int | str, what: str, where: str) -> int:
 PICTURE_NAME = 64
 
 
-def picture_name(stem: str, source: int, name: str | None) -> str:
+def picture_name(stem: str, source: int, name: str | None, kind: str = "png") -> str:
     """The file name of source number ``source``'s picture of the store ``stem``.
 
     A named source's picture carries its name: "--source 0" on sources named 2, 0, 1 drew
     the one named "0" into "-source1.png", which read as another source. The name is made
     safe for any file system and cut to :data:`PICTURE_NAME` characters: a 300-character
     name failed "File name too long" after its figure was drawn (the number keeps cut
-    names apart).
+    names apart). ``kind``: the format's suffix, without its dot.
     """
     part = "" if name is None else "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-    return f"{stem}-source{source}{part[: PICTURE_NAME + 1]}.png"
+    return f"{stem}-source{source}{part[: PICTURE_NAME + 1]}.{kind}"
 
 
 def plot_directory(
@@ -325,15 +326,30 @@ def plot_directory(
     sources: list[int | str],
     echo=None,
     map_z: float | None = None,
+    kind: str = "png",
+    dpi: float | None = None,
 ) -> list[Path]:
-    """PNGs of a store: one field-and-rays picture per chosen source (by number, or by name
+    """Pictures of a store: one field-and-rays picture per chosen source (by number, or by name
     where the store names them; default: the first, middle and last of the sources done so
     far), and the receiver gathers once every source is done; written to ``out`` (default:
     beside the store). ``echo`` is told what an unfinished store's pictures lack (rays are
     assembled when the run completes), and which chosen sources are not done yet and so
     not drawn (without ``echo``, or when none is done, that is refused). ``map_z``: a 3D
-    store's map depth (:func:`~raygrid.pipeline.plot.plot_field`)."""
-    from .plot import plot_field, plot_gathers
+    store's map depth (:func:`~raygrid.pipeline.plot.plot_field`). ``kind``: the files'
+    format (``png``, ``pdf``, ``svg``: any matplotlib writes), ``dpi`` their resolution
+    (default :data:`~raygrid.pipeline.plot.DPI`)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from .plot import DPI, plot_field, plot_gathers
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if kind not in kinds:  # before the store is read
+        raise InputError(
+            f"matplotlib cannot write {kind!r} pictures; use one of {', '.join(sorted(kinds))}"
+        )
+    dpi = DPI if dpi is None else dpi
+    if not (isinstance(dpi, Real) and not isinstance(dpi, bool) and 10 <= dpi <= 2400):
+        raise InputError(f"dpi must be a number from 10 to 2400, got {dpi!r}")
 
     path = Path(path)
     dataset, state, damaged, lost = _read(path)  # lost: drawn as if nothing reached them
@@ -403,12 +419,12 @@ def plot_directory(
     names = point_names(dataset, "source")
 
     def picture(s: int) -> Path:
-        return out / picture_name(stem, s, None if names is None else names[s])
+        return out / picture_name(stem, s, None if names is None else names[s], kind)
 
     # Before anything is drawn: --out under a file, or a folder not writable.
     check_writable(picture(sources[0]), "picture")
-    written = [plot_field(dataset, picture(s), s, map_z=map_z) for s in sources]
+    written = [plot_field(dataset, picture(s), s, map_z=map_z, dpi=dpi) for s in sources]
     # Gathers plot time against source position: with one source there is nothing to draw.
     if "receiver_traveltime" in dataset and done.size == n and n > 1:
-        written.append(plot_gathers(dataset, out / f"{stem}-gathers.png"))
+        written.append(plot_gathers(dataset, out / f"{stem}-gathers.{kind}", dpi=dpi))
     return written

@@ -13,22 +13,26 @@ import matplotlib
 import matplotlib.colors
 import matplotlib.patheffects
 import matplotlib.ticker
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")  # files only: raygrid never opens a window
+# Figures made as objects, never through pyplot: raygrid only writes files, and leaves the
+# caller's backend and figures alone (it switched a notebook's backend to Agg on import).
+from matplotlib.figure import Figure
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from .errors import InputError  # noqa: E402
-from .inspect import point_number  # noqa: E402
-from .store import hidden_sibling, point_names, remove_left  # noqa: E402
+from .errors import InputError
+from .inspect import point_number
+from .store import hidden_sibling, point_names, remove_left
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.axis import Axis
 
-__all__ = ["plot_field", "plot_gathers", "plot_store"]
+__all__ = ["plot_field", "plot_gathers", "plot_store", "DPI"]
+
+#: Dots per inch of the pictures written (raster formats; in PDF and SVG, of the model's
+#: image, drawn as a raster inside them).
+DPI = 120
 
 #: The most stations labelled with their names (on the model, and on the gathers' table):
 #: more would be a smear of overlapping text.
@@ -73,7 +77,12 @@ def _rays_of(
 
 
 def plot_field(
-    dataset: xr.Dataset, path: str | Path, source: int | str = 0, *, map_z: float | None = None
+    dataset: xr.Dataset,
+    path: str | Path,
+    source: int | str = 0,
+    *,
+    map_z: float | None = None,
+    dpi: float = DPI,
 ) -> Path:
     """One source: traveltime contours over the velocity model, its rays and receivers.
 
@@ -88,8 +97,10 @@ def plot_field(
         (:func:`~raygrid.pipeline.inspect.point_number`, as ``raygrid plot --source``).
     map_z : float, optional
         3D models: the depth of the map (in the model's length unit), drawn on the node
-        plane nearest it. Default: the source's, which for sources at the surface shows
-        only the top layer.
+        plane nearest it. Default: the receivers' depth where they all lie within half a
+        node of one plane (a surface spread, an ocean-bottom array), else the source's.
+    dpi : float
+        Dots per inch (:data:`DPI` by default).
 
     Returns
     -------
@@ -111,37 +122,50 @@ def plot_field(
     the receivers and rays projected onto it and a dashed line where the section is.
     Receivers are named where the store names them and has at most :data:`MOST_NAMED`. A
     store written with ``outputs.fields: false`` has no traveltime field: the picture then
-    says so and shows the model, rays and receivers only.
+    says so and shows the model, rays and receivers only. The contours of the section and
+    the map are at the same times, their spacing in the title. The model is drawn as a
+    raster image in every format (in a PDF or SVG a vector cell each made files of 15 MB).
     """
     _check_store(dataset, "plot_field")
     source = point_number(dataset, source, "source")
     n_sources = dataset.sizes["source"]
     three_d = "y" in dataset["velocity"].dims
     _check_map_z(dataset, map_z, three_d)
+    map_at, map_why = (map_z, "asked") if map_z is not None else _map_depth(dataset, source)
     velocity = _cut(dataset, "velocity", source, "y")
-    plane = _cut(dataset, "velocity", source, "z", map_z) if three_d else None
+    plane = _cut(dataset, "velocity", source, "z", map_at) if three_d else None
     # "compressed", not "constrained": with an equal-aspect axes narrower than its slot,
     # constrained layout pushes it against the colorbar, off-centre; compressed centres the pair.
+    # Each panel's slot as wide as it is drawn at one height; the figure is sized to them
+    # once the title's lines are known (below).
+    fig = Figure(layout="compressed")
     if three_d:
-        # Each panel's slot as wide as it is drawn at one height; the figure is sized to
-        # them once the title's lines are known (below).
         boxes = [_box(velocity, "z"), _box(plane, "y")]
-        fig, (ax, plan) = plt.subplots(1, 2, layout="compressed", width_ratios=boxes)
+        ax, plan = fig.subplots(1, 2, width_ratios=boxes)
     else:
-        fig, ax = plt.subplots(figsize=(9, 5), layout="compressed")
+        boxes = [_box(velocity, "z")]
+        ax = fig.subplots()
     # One colour scale for the section and the map, so that one colorbar reads both.
     cuts = [velocity] if plane is None else [velocity, plane]
     norm = matplotlib.colors.Normalize(
         min(float(c.min()) for c in cuts), max(float(c.max()) for c in cuts)
     )
     image = ax.pcolormesh(
-        velocity["x"], velocity["z"], velocity, cmap="viridis", norm=norm, shading="auto"
-    )
+        velocity["x"], velocity["z"], velocity, cmap="viridis", norm=norm, shading="auto",
+        rasterized=True,
+    )  # fmt: skip
     fig.colorbar(
         image, ax=fig.axes[-1], shrink=0.8, label=f"velocity ({velocity.attrs.get('units', '')})"
     )
+    times = []
     if "traveltime" in dataset:
-        _contours(ax, _cut(dataset, "traveltime", source, "y"))
+        times = [_cut(dataset, "traveltime", source, "y").load()]
+        if three_d:
+            times.append(_cut(dataset, "traveltime", source, "z", map_at).load())
+    # One set of levels for the section and the map, so that a line means one time on both.
+    levels, decimals = _round_levels(max((_top(t) for t in times), default=0.0))
+    if times:
+        _contours(ax, times[0], levels, decimals)
     rays = _rays_of(dataset, source)
     _draw_rays(ax, rays)
     has_receivers = "receiver_x" in dataset
@@ -160,7 +184,11 @@ def plot_field(
     names = _shown_names(dataset, "source")
     which = f"source {source} of {n_sources}" + (f" ({names[source]})" if names else "")
     if "traveltime" in dataset:
-        lines = [f"raygrid: first-arrival traveltimes, {which}"]
+        every = (
+            f" (contours every {_seconds(levels[1] - levels[0], decimals)})"
+            if len(levels) > 1 else ""
+        )  # fmt: skip
+        lines = [f"raygrid: first-arrival traveltimes, {which}{every}"]
     else:
         drawn = ["velocity model", "rays" if rays else "", "receivers" if has_receivers else ""]
         lines = [
@@ -188,25 +216,27 @@ def plot_field(
     if stretched:
         lines.append(stretched)
     if plane is not None:
-        lines.extend(_plan(plan, dataset, source, plane, norm, float(velocity["y"]), map_z))
-    if plane is not None:
-        # As wide as the panels drawn side by side at one height, and as high as they and
-        # the title's lines: a fixed size left wide gaps beside square models. Panels lower
-        # than 3.9 in where that would make it wider than 18 in (a model a few nodes thick
-        # in y), rather than a wide figure mostly empty above and below.
-        high = min(3.9, (18.0 - 2.6) / sum(boxes))
-        width = max(high * sum(boxes) + 2.6, 9.0)
-        lines = _wrapped(lines, width)
-        fig.set_size_inches(width, high + 1.1 + 0.2 * len(lines))
-    else:
-        lines = _wrapped(lines, fig.get_size_inches()[0])
+        contours = (times[1], levels, decimals) if times else None
+        lines.extend(
+            _plan(plan, dataset, source, plane, norm, float(velocity["y"]), map_at, map_why,
+                  contours)
+        )  # fmt: skip
+    # As wide as the panels drawn side by side at one height, and as high as they and the
+    # title's lines: a fixed size left wide gaps beside square models and a long section a
+    # strip across a tall page. Panels lower where that would make the figure wider than
+    # its bound (a model a few nodes thick in y), rather than wide and mostly empty.
+    widest, tallest, least = (18.0, 3.9, 9.0) if plane is not None else (9.0, 5.0, 4.5)
+    high = min(tallest, (widest - 2.6) / sum(boxes))
+    width = max(high * sum(boxes) + 2.6, least)
+    lines = _wrapped(lines, width)
+    fig.set_size_inches(width, high + 1.1 + 0.2 * len(lines))
     # A figure title, not the axes': a model deeper than it is wide gives an axes narrower
     # than these lines, and an axes title centred on it would run off the figure.
     fig.suptitle("\n".join(lines), fontsize="medium")
     ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})")
     ax.invert_yaxis()  # z is positive down
     ax.set_aspect(aspect)
-    return _save(fig, path)
+    return _save(fig, path, dpi)
 
 
 #: Characters of the title's font (``medium``, 10 pt) to an inch of figure, with a margin:
@@ -239,8 +269,8 @@ def _check_store(dataset: object, function: str) -> None:
         f"{function} draws a survey store, as open_survey opens it (sources, the model and "
         f"the store's records), got {_kind(dataset)}: draw a traveltime() result's field "
         "(the result, or its 'traveltime' with predecessors=True) with xarray: "
-        "field.plot.contourf(yincrease=False) in 2D, of a section in 3D "
-        "(field.sel(y=..., method='nearest'))"
+        "field.plot.contourf(yincrease=False).axes.set_aspect('equal') in 2D (to scale), of "
+        "a section in 3D (field.sel(y=..., method='nearest'))"
     )
 
 
@@ -266,33 +296,40 @@ def _plan(
     plane: xr.DataArray,
     norm: matplotlib.colors.Normalize,
     section: float,
-    map_z: float | None = None,
+    map_z: float | None,
+    why: str,
+    contours: tuple[xr.DataArray, np.ndarray, int] | None,
 ) -> list[str]:
-    """Draw a 3D survey's map beside its section: the model and traveltimes on the ``z``
-    plane ``plane`` (through the source, or nearest ``map_z``), all sources, the receivers
-    and this source's rays projected onto it, and a dashed line along the section. Returns
-    the title's lines it needs."""
+    """Draw a 3D survey's map beside its section: the model and traveltimes
+    (``contours``: the cut, its levels and their decimals) on the ``z`` plane ``plane``
+    (through the source, or nearest ``map_z``, chosen as ``why`` says: ``"asked"``,
+    ``"receivers"``), all sources, the receivers and this source's rays projected onto it,
+    and a dashed line along the section. Returns the title's lines it needs."""
     # The section alone stacks every ray and receiver of a 3D survey onto one plane, a
     # tangle for many receivers; seen from above they fan out to where they are.
-    plan.pcolormesh(plane["x"], plane["y"], plane, cmap="viridis", norm=norm, shading="auto")
-    if "traveltime" in dataset:
-        _contours(plan, _cut(dataset, "traveltime", source, "z", map_z))
+    plan.pcolormesh(
+        plane["x"], plane["y"], plane, cmap="viridis", norm=norm, shading="auto", rasterized=True
+    )
+    if contours is not None:
+        _contours(plan, *contours)
     rays = _rays_of(dataset, source, ("x", "y"))
     _draw_rays(plan, rays)
     plan.axhline(section, color="white", ls="--", lw=1)
     has_receivers = "receiver_x" in dataset
     depth = float(plane["z"])
     off_map = np.zeros(dataset.sizes.get("receiver", 0), dtype=bool)
+    others = np.arange(dataset.sizes["source"]) != source
+    if others.any():
+        # Under the receivers' triangles, larger: a source at a receiver's place shows
+        # round it (they are often laid out at the same stations).
+        plan.plot(
+            dataset["source_x"].values[others], dataset["source_y"].values[others], "*",
+            color="0.75", markeredgecolor="black", mew=0.5, ms=11, ls="none", clip_on=False,
+            zorder=2.9,
+        )  # fmt: skip
     if has_receivers:  # on a map every receiver is named; hollow where off its plane
         off_map = np.abs(dataset["receiver_z"].values - depth) > _half_node(dataset, "z", np.inf)
         _receivers(plan, dataset, "y", off_map, named=np.ones(off_map.size, bool))
-    others = np.arange(dataset.sizes["source"]) != source
-    if others.any():
-        plan.plot(
-            dataset["source_x"].values[others], dataset["source_y"].values[others], "*",
-            color="0.75", markeredgecolor="black", mew=0.5, ms=8, ls="none", clip_on=False,
-            zorder=3,
-        )  # fmt: skip
     _source(plan, float(dataset["source_x"][source]), float(dataset["source_y"][source]))
     unit = _unit(dataset)
     source_z = float(dataset["source_z"][source])
@@ -301,11 +338,13 @@ def _plan(
     aspect, stretched = _aspect(plane, "y")
     plan.set_aspect(aspect)
     projected = [name for name, shown in (("rays", rays), ("receivers", has_receivers)) if shown]
-    if map_z is None:
-        where = _through(dataset, "z", depth, source_z)
-    else:  # the depth asked for: say where the source is, and the plane drawn if not exact
+    if why == "asked":  # the depth asked for: say where the source is, and the plane drawn
         asked = "as asked" if depth == map_z else f"the node plane nearest {map_z:.10g} {unit}"
         where = f"({asked}; the source at z = {source_z:.10g} {unit})"
+    elif why == "receivers":
+        where = f"(the receivers' depth; the source at z = {source_z:.10g} {unit})"
+    else:
+        where = _through(dataset, "z", depth, source_z)
     lines = [
         f"map z = {depth:.10g} {unit} {where}"
         + ("; other sources grey" if others.any() else "")
@@ -313,6 +352,22 @@ def _plan(
         + ("; hollow: receivers off the map" if off_map.any() else "")
     ]
     return lines + ([stretched] if stretched else [])
+
+
+def _map_depth(dataset: xr.Dataset, source: int) -> tuple[float | None, str]:
+    """A 3D map's depth when none is asked for, and why: the receivers' where they all lie
+    within half a node of one node plane and it is not the source's (a map through
+    surface sources over buried receivers showed only the top layer and every receiver
+    hollow), else the source's (``None``)."""
+    if "receiver_z" not in dataset or not dataset.sizes.get("receiver", 0):
+        return None, "source"
+    depths = dataset["receiver_z"].values
+    plane = float(dataset["z"].sel(z=float(np.median(depths)), method="nearest"))
+    half = _half_node(dataset, "z", np.inf)
+    source_plane = float(dataset["z"].sel(z=float(dataset["source_z"][source]), method="nearest"))
+    if np.all(np.abs(depths - plane) <= half) and plane != source_plane:
+        return plane, "receivers"
+    return None, "source"
 
 
 def _check_map_z(dataset: xr.Dataset, map_z: float | None, three_d: bool) -> None:
@@ -353,18 +408,27 @@ def _through(dataset: xr.Dataset, dim: str, plane: float, at: float) -> str:
     return f"nearest the source (at {dim} = {at:.10g} {_unit(dataset)})"
 
 
-def _contours(ax: Axes, field: xr.DataArray) -> None:
-    """White traveltime contours at round times, every other one labelled."""
-    field = field.load()
+def _top(field: xr.DataArray) -> float:
+    """The latest finite time of a cut (0 if none)."""
+    finite = np.isfinite(field.values)
+    return float(field.values[finite].max()) if finite.any() else 0.0
+
+
+def _seconds(value: float, decimals: int) -> str:
+    """``0.6 s``: a contour's time, without the zeros its level's decimals leave."""
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".") + " s"
+
+
+def _contours(ax: Axes, field: xr.DataArray, levels: np.ndarray, decimals: int) -> None:
+    """White traveltime contours of a loaded cut at ``levels``, every other one labelled."""
     down = field.dims[0]
-    top = float(np.nanmax(field.values)) if np.isfinite(field.values).any() else 0.0
-    if top > 0:
-        levels, decimals = _round_levels(top)
+    shown = levels[levels <= _top(field)]
+    if shown.size:
         contours = ax.contour(
-            field["x"], field[down], field, levels=levels, colors="white", linewidths=0.8
+            field["x"], field[down], field, levels=shown, colors="white", linewidths=0.8
         )
         # Every other level labelled: neighbours' labels ran into each other.
-        ax.clabel(contours, levels[1::2], fmt=f"%.{decimals}f s", fontsize=7)
+        ax.clabel(contours, shown[1::2], fmt=lambda t: _seconds(t, decimals), fontsize=7)
 
 
 #: Rays drawn opaque at full width in a picture; more are drawn thinner and see-through.
@@ -389,6 +453,11 @@ def _receivers(
     """The receivers at their ``x`` and ``down`` coordinates: black triangles, hollow where
     ``hollow``; those ``named`` named, where the store names a few (:data:`MOST_NAMED`)."""
     x, y = dataset["receiver_x"].values, dataset[f"receiver_{down}"].values
+    # Smaller beyond MOST_NAMED: 150 triangles on a line merged into a black band and 400
+    # covered the section.
+    crowd = min(1.0, MOST_NAMED / max(x.size, 1))
+    size = max(3.0, 7.0 * np.sqrt(crowd))
+    halo = [matplotlib.patheffects.withStroke(linewidth=2.5 * size / 7.0, foreground="white")]
     for off, face in ((False, "black"), (True, "none")):
         chosen = hollow == off
         if chosen.any():
@@ -396,8 +465,8 @@ def _receivers(
             # the axes' frame. The halo keeps black and hollow triangles visible on the
             # darkest colours of the model.
             ax.plot(
-                x[chosen], y[chosen], "v", color="black", markerfacecolor=face, ms=7,
-                ls="none", clip_on=False, zorder=3, path_effects=HALO,
+                x[chosen], y[chosen], "v", color="black", markerfacecolor=face, ms=size,
+                ls="none", clip_on=False, zorder=3, path_effects=halo,
             )  # fmt: skip
     names = _shown_names(dataset, "receiver")
     if names and len(names) <= MOST_NAMED:
@@ -449,7 +518,9 @@ def _box(values: xr.DataArray, down: str) -> float:
 
 def _round_levels(top: float) -> tuple[np.ndarray, int]:
     """Contour levels at round times (0.05, 0.1, 0.15 s ...) up to ``top``, about 15 of
-    them, and the decimals that print them exactly."""
+    them, and the decimals that print them exactly (none for ``top`` 0)."""
+    if not top > 0:
+        return np.empty(0), 0
     ticks = matplotlib.ticker.MaxNLocator(nbins=15, steps=[1, 2, 2.5, 5, 10]).tick_values(0, top)
     levels = ticks[(ticks > 0) & (ticks <= top)]
     step = float(ticks[1] - ticks[0])
@@ -460,7 +531,11 @@ def _round_levels(top: float) -> tuple[np.ndarray, int]:
 
 
 def plot_gathers(
-    dataset: xr.Dataset, path: str | Path, receivers: Sequence[int | str] = ()
+    dataset: xr.Dataset,
+    path: str | Path,
+    receivers: Sequence[int | str] = (),
+    *,
+    dpi: float = DPI,
 ) -> Path:
     """Receiver gathers at a few receivers, and the whole ``receiver_traveltime`` table.
 
@@ -473,6 +548,8 @@ def plot_gathers(
     receivers : sequence of int or str
         The receivers whose gathers are drawn, by number or name (default: up to 5, spread
         over the table).
+    dpi : float
+        Dots per inch (:data:`DPI` by default).
 
     Returns
     -------
@@ -483,9 +560,9 @@ def plot_gathers(
     -----
     Sources whose horizontal position varies along one coordinate only (``x`` in 2D, ``x``
     or ``y`` in 3D; ``z`` for sources down a borehole) are plotted against it, joined in
-    order where no two share a position. Sources spread over the horizontal plane (a
-    ``y``-``x`` grid, or a diagonal line in 3D) are plotted against their horizontal
-    offset from the receiver, as unjoined points.
+    order where no two share a position nor lie at different depths. Sources spread over
+    the horizontal plane (a ``y``-``x`` grid, or a diagonal line in 3D) are plotted against
+    their horizontal offset from the receiver, as unjoined points.
     """
     _check_store(dataset, "plot_gathers")
     if "receiver_traveltime" not in dataset:
@@ -501,7 +578,11 @@ def plot_gathers(
         receivers = sorted(set(np.linspace(0, n_receivers - 1, min(5, n_receivers)).astype(int)))
     unit = _unit(dataset)
     along = _source_line(dataset)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
+    # Sources along x at several depths (shots and a borehole's): one line through them
+    # would read as one moveout curve.
+    depths = np.unique(dataset["source_z"].values).size if along not in (None, "z") else 1
+    fig = Figure(figsize=(12, 5), layout="constrained")
+    left, right = fig.subplots(1, 2)
     names = _shown_names(dataset, "receiver")
     for r in receivers:
         # A station's name where the store has them, else its number.
@@ -512,7 +593,8 @@ def plot_gathers(
             order = np.argsort(position, kind="stable")
             # Joined only if no two sources share a position: a segment standing up between
             # two of them (up a slope, say) would look like a jump in time.
-            style = ".-" if np.unique(position).size == position.size else "."
+            joined = np.unique(position).size == position.size and depths == 1
+            style = ".-" if joined else "."
             left.plot(position[order], times[order], style, ms=3, label=label)
         else:
             # Offset, not source number: numbers follow the grid row by row, a sawtooth that
@@ -521,6 +603,8 @@ def plot_gathers(
             # each other in offset need not be next to each other on the ground.
             left.plot(_offsets(dataset, r), times, "o", ms=3, ls="none", label=label)
     xlabel = f"source {along} ({unit})" if along else f"horizontal source-receiver offset ({unit})"
+    if depths > 1:
+        xlabel += f"; sources at {depths} depths, not joined"
     left.set(xlabel=xlabel, ylabel="traveltime (s)", title="receiver gathers")
     left.invert_yaxis()  # seismic convention: time grows downwards
     # What the labels leave out: how many are drawn, and the coordinates all receivers share
@@ -532,10 +616,12 @@ def plot_gathers(
     left.legend(fontsize=7, title=title, title_fontsize=7)
     image = right.imshow(table.values, aspect="auto", cmap="magma_r", interpolation="nearest")
     fig.colorbar(image, ax=right, label="traveltime (s)")
-    right.set(xlabel="receiver", ylabel="source", title="receiver_traveltime(source, receiver)")
+    right.set(
+        xlabel="receiver", ylabel="source", title="traveltime of every source at every receiver"
+    )
     _name_ticks(right.xaxis, _shown_names(dataset, "receiver"))
     _name_ticks(right.yaxis, _shown_names(dataset, "source"))
-    return _save(fig, path)
+    return _save(fig, path, dpi)
 
 
 def _name_ticks(axis: Axis, names: list[str] | None) -> None:
@@ -549,18 +635,20 @@ def _name_ticks(axis: Axis, names: list[str] | None) -> None:
     axis.set_ticks(range(len(names)), names, fontsize=7, rotation=90 if crowded else 0)
 
 
-def plot_store(dataset: xr.Dataset, path: str | Path, source: int | str = 0) -> list[Path]:
+def plot_store(
+    dataset: xr.Dataset, path: str | Path, source: int | str = 0, *, dpi: float = DPI
+) -> list[Path]:
     """The workflow's plots: ``path`` (one source's field and rays) and, for a survey with a
     receiver table and several sources, ``<path stem>-gathers<path suffix>``."""
     path = Path(path)
-    written = [plot_field(dataset, path, source)]
+    written = [plot_field(dataset, path, source, dpi=dpi)]
     if "receiver_traveltime" in dataset and dataset.sizes["source"] > 1:
         gathers = path.with_name(f"{path.stem}-gathers{path.suffix}")  # as the field's kind
-        written.append(plot_gathers(dataset, gathers))
+        written.append(plot_gathers(dataset, gathers, dpi=dpi))
     return written
 
 
-def _save(fig, path: str | Path) -> Path:
+def _save(fig: Figure, path: str | Path, dpi: float = DPI) -> Path:
     """Write ``fig`` to ``path`` whole or not at all: drawn beside it under a hidden name
     (:func:`~raygrid.pipeline.store.hidden_sibling`, as stores are made) and renamed, so
     that a full disk or an interrupt never leaves a picture cut short under its name, nor
@@ -571,10 +659,10 @@ def _save(fig, path: str | Path) -> Path:
     drawing = hidden_sibling(path, "drawing")
     try:
         # The format named, so that matplotlib appends no suffix to a name without one.
-        fig.savefig(drawing, dpi=120, format=path.suffix[1:] or plt.rcParams["savefig.format"])
+        suffix = path.suffix[1:] or matplotlib.rcParams["savefig.format"]
+        fig.savefig(drawing, dpi=dpi, format=suffix)
         os.replace(drawing, path)
     finally:
-        plt.close(fig)
         drawing.unlink(missing_ok=True)
     return path
 

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import xarray as xr
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.transforms import Bbox
 
 from raygrid.pipeline import InputError, plot
@@ -54,15 +55,13 @@ def figures(monkeypatch):
     """The figures the plot functions draw, kept open (and drawn) instead of saved."""
     kept = []
 
-    def keep(fig, path):
-        fig.canvas.draw()
+    def keep(fig, path, dpi=plot.DPI):
+        FigureCanvasAgg(fig).draw()  # (raygrid's figures have no pyplot canvas)
         kept.append(fig)
         return Path(path)
 
     monkeypatch.setattr(plot, "_save", keep)
-    yield kept
-    for fig in kept:
-        plt.close(fig)
+    return kept
 
 
 def title(fig) -> str:
@@ -189,7 +188,12 @@ def test_3d_receivers_off_the_section_are_hollow(tmp_path, figures):
     plot.plot_field(store(GRID_3D, receivers[:1], SHAPE_3D), tmp_path / "near.png", source=4)
     said = " ".join(t.get_text() for t in figures[1].findobj(plt.Text))
     assert "off the section" not in said
-    assert "hollow: receivers off the map" in said  # 1500 m below the map through the source
+    # The map at the lone receiver's depth (through the surface source it showed only the
+    # top layer, the receiver hollow 1500 m below it); asked through the source, hollow.
+    assert "map z = 1500 m (the receivers' depth; the source at z = 0 m)" in said
+    assert "hollow: receivers off the map" not in said
+    plot.plot_field(store(GRID_3D, receivers[:1], SHAPE_3D), tmp_path / "top.png", 4, map_z=0.0)
+    assert "hollow: receivers off the map" in title(figures[2])
 
 
 def test_3d_section_title_names_the_source_between_node_planes(tmp_path, figures):
@@ -541,3 +545,106 @@ def test_many_rays_are_drawn_thin_and_see_through():
             assert (line.get_linewidth() == 1.2) == (count == CLEAR_RAYS)
         finally:
             plt.close(fig)
+
+
+def test_plotting_leaves_the_callers_backend_and_figures_alone(tmp_path):
+    # Importing the plot module switched matplotlib to Agg: a notebook's later plt.show()
+    # showed nothing. Figures are made as objects now, never through pyplot.
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import matplotlib
+matplotlib.use("pdf")  # standing in for a notebook's inline backend
+import matplotlib.pyplot as plt
+mine = plt.figure()
+from test_plot import store
+from raygrid.pipeline import plot
+dataset = store([{{"z": 0.0, "x": 0.0}}, {{"z": 0.0, "x": 500.0}}], [{{"z": 900.0, "x": 300.0}}],
+                {{"z": 11, "x": 13}})
+plot.plot_store(dataset, {str(tmp_path / "s.png")!r})
+assert matplotlib.get_backend() == "pdf", matplotlib.get_backend()
+assert plt.get_fignums() == [mine.number], plt.get_fignums()
+"""
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s-gathers.png", "s.png"]
+
+
+def test_vector_pictures_hold_the_model_as_one_image(tmp_path, figures):
+    # A 201 x 401 store's SVG was 15 MB, a path per cell (80,679), and took 12 s to write.
+    dataset = store([{"z": 0.0, "x": 0.0}], [], {"z": 61, "x": 81})
+    plot.plot_field(dataset, tmp_path / "a.png")
+    assert figures[0].axes[0].collections[0].get_rasterized()
+    figures.clear()
+    dataset = store(GRID_3D, [], SHAPE_3D)
+    plot.plot_field(dataset, tmp_path / "a.png", source=4)
+    section, plan = figures[0].axes[:2]
+    assert section.collections[0].get_rasterized() and plan.collections[0].get_rasterized()
+
+
+def test_an_svg_is_small_and_keeps_its_lines_as_vectors(tmp_path):
+    path = plot.plot_field(
+        store([{"z": 0.0, "x": 0.0}], [], {"z": 61, "x": 81}), tmp_path / "a.svg"
+    )
+    text = path.read_text()
+    assert path.stat().st_size < 300_000 and text.count("<image") == 2  # and the colorbar
+    assert "<path" in text  # contours, axes and text stay vectors
+    pdf = plot.plot_field(store([{"z": 0.0, "x": 0.0}], [], {"z": 11, "x": 13}), tmp_path / "a.pdf")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def _contour_sets(ax):
+    return [c for c in ax.collections if hasattr(c, "levels")]
+
+
+def test_a_3d_figure_has_one_contour_spacing_said_in_its_title(tmp_path, figures):
+    # The section was contoured every 0.1 s and the map every 0.2 s, neither said.
+    receivers = [{"z": 1000.0, "y": 700.0, "x": 100.0}]
+    plot.plot_field(store(GRID_3D, receivers, SHAPE_3D), tmp_path / "f.png", source=4)
+    fig = figures[0]
+    (section,), (plan,) = (_contour_sets(ax) for ax in fig.axes[:2])
+    steps = {float(np.round(np.diff(c.levels).mean(), 9)) for c in (section, plan)}
+    assert len(steps) == 1
+    (step,) = steps
+    assert set(plan.levels) <= set(section.levels)  # the same times, where each reaches
+    assert f"(contours every {plot._seconds(step, 3)})" in title(fig)
+    labels = [t.get_text() for t in fig.axes[0].texts + fig.axes[1].texts]
+    assert labels and not any(label.split()[0].endswith("0") for label in labels if "." in label)
+
+
+def test_many_receivers_are_drawn_smaller(tmp_path, figures):
+    # 150 triangles on a line merged into a black band; 400 covered the section.
+    few = [{"z": 0.0, "x": float(x)} for x in range(0, 1201, 100)]
+    many = [{"z": 0.0, "x": float(x)} for x in np.linspace(0.0, 1200.0, 400)]
+    for receivers in (few, many):
+        plot.plot_field(store(LINE_2D, receivers, {"z": 11, "x": 13}), tmp_path / "f.png")
+    sizes = [_markers(fig.axes[0], "v")[0].get_markersize() for fig in figures]
+    assert sizes[0] == 7 and 3 <= sizes[1] < 4
+
+
+@pytest.mark.parametrize(
+    ("shape", "high"), [({"z": 11, "x": 81}, (1.0, 2.5)), ({"z": 21, "x": 21}, (4.5, 6.0))]
+)
+def test_a_2d_figure_is_shaped_as_its_section(tmp_path, figures, shape, high):
+    # Always 9 x 5 in: a long section used a third of the height, its colorbar tiny.
+    plot.plot_field(store(LINE_2D, [], shape), tmp_path / "f.png")
+    fig = figures[0]
+    box = fig.axes[0].get_position()
+    drawn = box.height * fig.get_figheight()
+    assert high[0] <= drawn <= high[1]
+    assert fig.get_figwidth() <= 9.0 and box.width * fig.get_figwidth() <= 7.2
+
+
+def test_sources_along_x_at_several_depths_are_not_joined(tmp_path, figures):
+    # Shots at the surface and in a borehole were joined as one moveout line.
+    sources = [{"z": 0.0, "x": x} for x in (0.0, 400.0, 800.0)]
+    sources += [{"z": 800.0, "x": 200.0}, {"z": 800.0, "x": 600.0}]
+    plot.plot_gathers(store(sources, [{"z": 0.0, "x": 100.0}], {"z": 11, "x": 13}), tmp_path / "g")
+    left = figures[0].axes[0]
+    (line,) = left.get_lines()
+    assert line.get_linestyle() == "None"
+    assert left.get_xlabel() == "source x (m); sources at 2 depths, not joined"
