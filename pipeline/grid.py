@@ -1300,6 +1300,13 @@ def _dims_hint(velocity: xr.DataArray) -> str:
     # An elevation axis was left out of the renames (its rename alone would turn the model
     # upside down): negated into depth, then named z.
     up = [d for d in velocity.dims if d.lower() in ELEVATION_NAMES and "z" not in velocity.dims]
+    if set(velocity.dims) == {"y", "x"}:
+        # A map (a surface-wave group-velocity map): shortest paths in a plane do not care
+        # which plane, but raygrid's 2D models are (z, x) sections.
+        hints.append(
+            "a 2D map (y, x) is solved as a section: velocity.rename({'y': 'z'}), sources "
+            "and receivers given z for their y (depth checks then read y as depth)"
+        )
     if up:
         hints.append(
             f"{up[0]!r} measures up where raygrid's {Z_IS_DEPTH}: make it z with "
@@ -1432,6 +1439,13 @@ def grid_from_velocity(
             likely = [n for n in names if n.lower() in ("velocity", "vp", "vs", "v")]
             pick = f": pick its velocity, e.g. dataset[{(likely or names)[0]!r}]" if names else ""
             pick += f" (it holds {names})" if len(names) > 1 else ""
+        if isinstance(velocity, np.ndarray) and velocity.ndim in (2, 3):
+            # What a user of scikit-fmm, pykonal or fteikpy has: an array and a spacing.
+            pick = (
+                ": give a NumPy array its grid with raygrid.pipeline.load_velocity(array, "
+                "spacing=10.0, length_unit='m', units='m/s') (axes (z, x) or (z, y, x); "
+                "origin= and dims= for others)"
+            )
         raise InputError(
             f"velocity must be an xarray.DataArray, got {type(velocity).__name__}{pick}"
         )

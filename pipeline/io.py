@@ -243,8 +243,59 @@ def _given_units(
     return velocity
 
 
+def _gridded(
+    values,
+    path: Path | str,
+    spacing: float | Mapping[str, float] | None,
+    origin: float | Mapping[str, float] | None,
+    length_unit: str | None,
+    dims: tuple[str, ...] | None,
+) -> xr.DataArray:
+    """An array without coordinates (a ``.npy`` file's, or one in memory) given its grid:
+    ``spacing`` and ``origin`` in ``length_unit``, axes named by ``dims``; ``path`` names it
+    in refusals."""
+    if values.ndim not in (2, 3):
+        raise InputError(f"{path}: a velocity array must be 2D or 3D, got {values.ndim}D")
+    if spacing is None:
+        raise InputError(
+            f"{path}: a .npy model or array has no coordinates: give its spacing (spacing= in "
+            "Python, model.spacing in a workflow) and its units"
+        )
+    _check_unit(length_unit, "length_unit", LENGTH_UNITS)  # (feet: said as the option)
+    if length_unit is None:
+        # Taken as metres, a spacing meant in km gave every time 1000 times too small,
+        # silently (a 60 m model at 3.5-8 km/s passes every check).
+        raise InputError(
+            f"{path}: a .npy model's or array's spacing has no unit: give it (length_unit= in "
+            "Python, model.length_unit in a workflow), m or km"
+        )
+    if isinstance(dims, str):  # "xz" was read as ("x", "z"); a workflow refuses it
+        raise InputError(f"{path}: dims must be a list of dim names, e.g. ['x', 'z'], got "
+                         f"{dims!r}")  # fmt: skip
+    dims = tuple(dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x")))
+    if len(dims) != values.ndim or len(set(dims)) != len(dims):
+        raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")
+    step = per_dim(spacing, dims, f"{path}: spacing")
+    start = per_dim({} if origin is None else origin, dims, f"{path}: origin", default=0.0)
+    for d in dims:
+        real_number(step[d], f"{path}: spacing {d}", positive=True)
+        real_number(start[d], f"{path}: origin {d}")
+    coords = {
+        d: xr.DataArray(
+            float(start[d]) + float(step[d]) * np.arange(n),
+            dims=d,
+            attrs={"units": length_unit},
+        )
+        for d, n in zip(dims, values.shape)
+    }
+    if isinstance(values, np.ndarray):
+        return xr.DataArray(values, dims=dims, coords=coords, name="velocity")
+    lazy = xr.Variable(dims, indexing.LazilyIndexedArray(values))
+    return xr.DataArray(lazy, coords=coords, name="velocity")
+
+
 def load_velocity(
-    path: str | Path,
+    path: str | Path | np.ndarray,
     variable: str | None = None,
     *,
     units: str | None = None,
@@ -259,9 +310,11 @@ def load_velocity(
 
     Parameters
     ----------
-    path : str or Path
+    path : str, Path or numpy.ndarray
         A Zarr store (directory ending ``.zarr``), a NetCDF file (``.nc``, ``.nc4``,
-        ``.netcdf``) or a NumPy ``.npy`` array.
+        ``.netcdf``) or a NumPy ``.npy`` array; or a 2D or 3D NumPy array in memory, given
+        its grid as a ``.npy`` file's (what scikit-fmm, pykonal and fteikpy take: mind
+        their axis orders, given here by ``dims``).
     variable : str, optional
         Name of the velocity variable in a Zarr/NetCDF dataset holding several.
     units : str, optional
@@ -269,11 +322,13 @@ def load_velocity(
         does not read; refused where the file's are another size of unit (it is not a
         conversion: km/s for a file in m/s).
     spacing, origin, dims
-        Grid of a ``.npy`` array, which has no coordinates: node spacing and first
-        coordinate (default 0), each one for all dims or per dim, and dim names in the
-        array's axis order (default ``("z", "x")`` or ``("z", "y", "x")`` by rank).
+        Grid of a ``.npy`` or in-memory array, which has no coordinates: node spacing and
+        first coordinate (default 0), each one number for all dims or a mapping per dim,
+        and dim names in the array's axis order (default ``("z", "x")`` or ``("z", "y",
+        "x")`` by rank). Nodes are where the velocities are: a cell-centred model's first
+        node lies half a cell in.
     length_unit : {"m", "km"}, optional
-        Unit of a ``.npy`` array's spacing and origin (needed), or of a Zarr or NetCDF
+        Unit of an array's spacing and origin (needed), or of a Zarr or NetCDF
         model's coordinates that have no ``units`` attribute (or one raygrid does not read);
         refused where a coordinate's unit is another size.
     rename : mapping, optional
@@ -288,7 +343,8 @@ def load_velocity(
     -------
     xarray.DataArray
         The model, lazily backed by the file: for Zarr by dask in the store's chunks, for
-        NetCDF and ``.npy`` (through a memory map, :class:`NpyArray`) lazily indexed;
+        NetCDF and ``.npy`` (through a memory map, :class:`NpyArray`) lazily indexed (an
+        in-memory array: a copy of it);
         checked by the same rules as
         :func:`raygrid.pipeline.traveltime`; the values are checked chunk by chunk, never
         loaded whole.
@@ -298,6 +354,18 @@ def load_velocity(
     InputError
         If the file is missing or of an unknown kind, or the model fails validation.
     """
+    if isinstance(path, np.ndarray):
+        if rename is not None or group is not None or variable is not None:
+            raise InputError(
+                "a velocity array's axes are named by dims; rename, group and variable are "
+                "for Zarr and NetCDF files"
+            )
+        velocity = _gridded(
+            np.array(path), "the velocity array", spacing, origin, length_unit, dims
+        )
+        velocity = _given_units(velocity, "the velocity array", units, None)
+        grid_from_velocity(velocity, load=False)  # refusals name what to change
+        return velocity
     path = as_path(path, "the velocity model")
     if not path.exists():
         raise missing_file(path, "velocity model")
@@ -356,42 +424,7 @@ def load_velocity(
             values = NpyArray(path)
         except (OSError, ValueError, EOFError) as error:  # EOFError: an empty file
             raise InputError(f"{path}: cannot read it as a NumPy array ({error})") from None
-        if values.ndim not in (2, 3):
-            raise InputError(f"{path}: a velocity array must be 2D or 3D, got {values.ndim}D")
-        if spacing is None:
-            raise InputError(
-                f"{path}: a .npy model has no coordinates: give its spacing (spacing= in "
-                "Python, model.spacing in a workflow) and its units"
-            )
-        _check_unit(length_unit, "length_unit", LENGTH_UNITS)  # (feet: said as the option)
-        if length_unit is None:
-            # Taken as metres, a spacing meant in km gave every time 1000 times too small,
-            # silently (a 60 m model at 3.5-8 km/s passes every check).
-            raise InputError(
-                f"{path}: a .npy model's spacing has no unit: give it (length_unit= in "
-                "Python, model.length_unit in a workflow), m or km"
-            )
-        if isinstance(dims, str):  # "xz" was read as ("x", "z"); a workflow refuses it
-            raise InputError(f"{path}: dims must be a list of dim names, e.g. ['x', 'z'], got "
-                             f"{dims!r}")  # fmt: skip
-        dims = tuple(dims or (("z", "x") if values.ndim == 2 else ("z", "y", "x")))
-        if len(dims) != values.ndim or len(set(dims)) != len(dims):
-            raise InputError(f"{path}: dims {dims} for a {values.ndim}D array")
-        step = per_dim(spacing, dims, f"{path}: spacing")
-        start = per_dim({} if origin is None else origin, dims, f"{path}: origin", default=0.0)
-        for d in dims:
-            real_number(step[d], f"{path}: spacing {d}", positive=True)
-            real_number(start[d], f"{path}: origin {d}")
-        coords = {
-            d: xr.DataArray(
-                float(start[d]) + float(step[d]) * np.arange(n),
-                dims=d,
-                attrs={"units": length_unit},
-            )
-            for d, n in zip(dims, values.shape)
-        }
-        lazy = xr.Variable(dims, indexing.LazilyIndexedArray(values))
-        velocity = xr.DataArray(lazy, coords=coords, name="velocity")
+        velocity = _gridded(values, path, spacing, origin, length_unit, dims)
     else:
         raise InputError(f"{path}: unknown model format {suffix!r} (use .zarr, .nc or .npy)")
     if rename:

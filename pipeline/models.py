@@ -28,6 +28,14 @@ def per_dim(
     A mapping must name only ``dims``, and every one of them unless a ``default`` fills in
     the rest: a spacing given for ``z`` alone is a mistake, not a grid to guess.
     """
+    if isinstance(value, (list, tuple, np.ndarray)):
+        # Other tools' per-axis tuples (fteikpy's gridsize, pykonal's node_intervals) come
+        # in their own axis orders: by name, nothing is guessed.
+        example = ", ".join(f"{d!r}: ..." for d in dims)
+        raise InputError(
+            f"{what} must be one number for every dim or a mapping by dim name, e.g. "
+            f"{{{example}}}, got {type(value).__name__} {value!r}"
+        )
     if not isinstance(value, Mapping):
         return {d: value for d in dims}
     unknown = sorted(set(value) - set(dims))

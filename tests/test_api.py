@@ -359,7 +359,7 @@ def test_load_velocity_errors(tmp_path, model):
     # Taken as metres, a spacing meant in km made every time 1000 times too small, silently.
     with pytest.raises(
         rg.InputError,
-        match=r"m.npy: a .npy model's spacing has no unit: give "
+        match=r"m.npy: a .npy model's or array's spacing has no unit: give "
         r"it \(length_unit= in Python, model.length_unit in a workflow\), m or km",
     ):
         rg.load_velocity(tmp_path / "m.npy", spacing=1.0, units="km/s")
@@ -492,3 +492,50 @@ def test_every_public_name_is_its_modules_and_found_lazily():
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert heavy.stdout.strip() == "[]", heavy.stdout
+
+
+def test_a_numpy_array_in_memory_is_given_its_grid_as_a_npy_file_is(tmp_path, model):
+    # What scikit-fmm, pykonal and fteikpy take: an array and a spacing. It was refused
+    # ("must be a path"), and traveltime(array) said only that it is no DataArray.
+    with pytest.raises(rg.InputError, match=r"got ndarray: give a NumPy array its grid with "
+                       r"raygrid.pipeline.load_velocity\(array, spacing=10.0"):  # fmt: skip
+        rg.traveltime(model.values, {"z": 0.0, "x": 0.0})
+    np.save(tmp_path / "m.npy", model.values)
+    settings = {"spacing": 10.0, "length_unit": "m", "units": "m/s"}
+    from_file = rg.load_velocity(tmp_path / "m.npy", **settings)
+    values = model.values.copy()
+    in_memory = rg.load_velocity(values, **settings)
+    xr.testing.assert_identical(in_memory, from_file.load())
+    values[0, 0] = 1.0  # a copy: later edits of the array do not reach the model
+    assert in_memory.values[0, 0] == model.values[0, 0]
+    source = {"z": 0.0, "x": 150.0}
+    np.testing.assert_array_equal(
+        rg.traveltime(in_memory, source, radius=2), rg.traveltime(model, source, radius=2)
+    )
+    # Its axes in another order (fteikpy's (z, x, y), pykonal's (x, y, z)) named by dims.
+    swapped = rg.load_velocity(model.values.T, dims=("x", "z"), **settings)
+    xr.testing.assert_identical(swapped.transpose("z", "x"), in_memory)
+    with pytest.raises(rg.InputError, match=r"the velocity array: velocity has no 'units'"):
+        rg.load_velocity(model.values, spacing=10.0, length_unit="m")
+    with pytest.raises(rg.InputError, match=r"the velocity array: .*has no coordinates"):
+        rg.load_velocity(model.values, units="m/s", length_unit="m")
+    with pytest.raises(rg.InputError, match=r"velocity must be finite and positive"):
+        rg.load_velocity(np.zeros((5, 6)), **settings)
+    with pytest.raises(rg.InputError, match=r"axes are named by dims; rename, group and"):
+        rg.load_velocity(model.values, rename={"a": "z"}, **settings)
+    # A tuple per axis is refused by name, not read as one spacing ("spacing z must be a
+    # finite positive number, got (5.0, 10.0)"), nor taken in some axis order.
+    with pytest.raises(rg.InputError, match=r"spacing must be one number for every dim or a "
+                       r"mapping by dim name, e.g. \{'z': ..., 'x': ...\}, got tuple "
+                       r"\(5.0, 10.0\)"):  # fmt: skip
+        rg.load_velocity(model.values, spacing=(5.0, 10.0), length_unit="m", units="m/s")
+
+
+def test_a_map_view_model_is_told_how_to_solve_it():
+    # A surface-wave group-velocity map (y, x) was refused without a word on what to do.
+    velocity = rg.gradient_model({"z": 5, "x": 6}, 10.0, 1000.0, 2000.0).rename({"z": "y"})
+    with pytest.raises(rg.InputError, match=r"a 2D map \(y, x\) is solved as a section: "
+                       r"velocity.rename\(\{'y': 'z'\}\)"):  # fmt: skip
+        rg.traveltime(velocity, {"y": 0.0, "x": 0.0})
+    renamed = velocity.rename({"y": "z"})
+    assert float(rg.traveltime(renamed, {"z": 0.0, "x": 0.0}, radius=2).max()) > 0

@@ -642,7 +642,7 @@ def test_npy_model_with_its_grid(tmp_path):
     assert prepared.grid.shape == (21, 31) and tuple(prepared.grid.spacing3) == (10.0, 1.0, 12.5)
     np.testing.assert_array_equal(prepared.velocity.values, values)
     no_grid = text.replace("\n  spacing: {z: 10.0, x: 12.5}", "")
-    with pytest.raises(InputError, match="a .npy model has no coordinates: give its spacing"):
+    with pytest.raises(InputError, match="model or array has no coordinates: give its spacing"):
         prepare_workflow(read_workflow(write(tmp_path, no_grid)))
     import raygrid.pipeline as rg
 
