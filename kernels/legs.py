@@ -144,7 +144,8 @@ def _box_leg(slowness, spacing, pz, py, px, z, y, x):
 
 # Serial: it runs inside Dask worker threads (a survey's receivers), and Numba's
 # workqueue threading layer aborts the process on parallel launches from two threads.
-@numba.njit(cache=True)
+# Without the GIL: a lookup spreads its sources over threads, each running this.
+@numba.njit(cache=True, nogil=True)
 def _best_last_legs(slowness, spacing, times, points, radius, node, value, leg):
     nz, ny, nx = slowness.shape
     hz, hy, hx = spacing[0], spacing[1], spacing[2]

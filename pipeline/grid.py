@@ -431,35 +431,55 @@ class Grid:
         source3: np.ndarray | None,
         exact: bool = True,
     ) -> list[tuple[np.ndarray | None, Any, float]]:
-        """:meth:`last_legs` with times and model in memory: the boxes searched in
-        compiled code (:func:`~raygrid.kernels.legs.best_last_legs`, the same choice and
-        floats as :meth:`last_leg`: 7 us a point at 3D radius 3 rather than 0.3 ms), and
-        only the points joined to the source compared with the straight leg from it."""
+        """:meth:`last_legs` with times and model in memory (:meth:`last_leg_arrays`, as
+        tuples)."""
+        arrays = self.last_leg_arrays(times, points3, radius3, slowness, source3, exact)
+        kind = times.values.dtype.type  # the field's floats, as times.value gives them
+        return [
+            (None if node[0] < 0 else node, kind(value), leg)  # (leg: numpy's float64)
+            for node, value, leg in zip(*arrays)
+        ]
+
+    def last_leg_arrays(
+        self,
+        times: NodeValues,
+        points3: np.ndarray,
+        radius3: tuple[int, int, int],
+        slowness: NodeValues,
+        source3: np.ndarray | None,
+        exact: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`last_legs` with times and model in memory, as arrays: each point's node
+        (``-1`` where the straight leg from the source wins), its time (0 there; float64
+        holding the field's floats) and the leg (float64).
+
+        The boxes are searched in compiled code (:func:`~raygrid.kernels.legs.best_last_legs`,
+        the same choice and floats as :meth:`last_leg`: 7 us a point at 3D radius 3 rather
+        than 0.3 ms), and only the points joined to the source compared with the straight
+        leg from it. Whole arrays, not a tuple a point: a lookup of 5000 points spent more
+        on building those than on the search.
+        """
         points3 = np.asarray(points3, dtype=np.float64).reshape(-1, 3)
         on = self.on_nodes(points3)
         between = np.flatnonzero(~on)
-        nodes, values, legs = best_last_legs(
+        nodes = np.empty((len(points3), 3), dtype=np.int64)
+        values = np.empty(len(points3), dtype=np.float64)
+        legs = np.zeros(len(points3), dtype=np.float64)
+        node = points3[on].astype(np.int64)
+        nodes[on] = node
+        values[on] = times.values[node[:, 0], node[:, 1], node[:, 2]]
+        nodes[between], values[between], legs[between] = best_last_legs(
             slowness.values, self.spacing3, times.values, points3[between], radius3
         )
-        joined = (
-            np.zeros(len(points3), dtype=bool)
-            if source3 is None
-            else self.joined_points(source3, points3, radius3, exact)
-        )
-        direct = np.full(len(points3), np.inf)
-        if joined.any():
-            direct[joined] = self._direct_legs(source3, points3[joined], slowness)
-        out: list[tuple[np.ndarray | None, Any, float]] = []
-        found = dict(zip(between.tolist(), range(len(between))))
-        for k, point3 in enumerate(points3):
-            if on[k]:
-                node = point3.astype(np.int64)
-                best = (node, times.value(node), 0.0)
-            else:
-                j = found[k]
-                best = (nodes[j], values[j], legs[j])
-            out.append(_straight_or(best, float(direct[k])) if joined[k] else best)
-        return out
+        if source3 is not None:
+            joined = np.flatnonzero(self.joined_points(source3, points3, radius3, exact))
+            if joined.size:
+                direct = self._direct_legs(source3, points3[joined], slowness)
+                # As _straight_or: the straight leg where it is faster than the node's path.
+                wins = direct < values[joined] + legs[joined]
+                faster = joined[wins]
+                nodes[faster], values[faster], legs[faster] = -1, 0.0, direct[wins]
+        return nodes, values, legs
 
     def _direct_legs(
         self, source3: np.ndarray, points3: np.ndarray, slowness: NodeValues

@@ -679,11 +679,15 @@ def test_a_grid_search_reads_a_stores_fields_whole_with_the_same_floats(
         traveltime_at(store, {"z": 55.5, "x": 1999.9}, velocity=slower)
     rng = np.random.default_rng(3)
     points = {"z": rng.uniform(0, 1500, 400), "x": rng.uniform(0, 2000, 400)}
-    searched = []
-    best = lookup.Grid.last_legs
+    searched = []  # whether each source's times were read lazily (else: arrays)
+    best, arrays = lookup.Grid.last_legs, lookup.Grid.last_leg_arrays
     monkeypatch.setattr(
         lookup.Grid, "last_legs",
         lambda grid, times, *a, **k: searched.append(times.lazy) or best(grid, times, *a, **k),
+    )  # fmt: skip
+    monkeypatch.setattr(
+        lookup.Grid, "last_leg_arrays",
+        lambda grid, times, *a, **k: searched.append(times.lazy) or arrays(grid, times, *a, **k),
     )  # fmt: skip
     whole = traveltime_at(store, points)
     assert searched == [False, False]  # one source at a time, each in memory
@@ -837,3 +841,50 @@ def test_a_table_of_a_store_that_fits_in_memory_reads_it_once(tmp_path, monkeypa
     # Its 'traveltime' alone records its radius (and model check) as a result's does.
     alone = rg.TraveltimeTable(store["traveltime"], velocity=store["velocity"])
     assert alone.at(receivers).identical(found)
+
+
+@pytest.mark.parametrize("positions", [True, False])
+def test_many_sources_are_looked_up_on_threads_with_the_same_floats(model, monkeypatch, positions):
+    # A survey designer's 5000 points in 3000 fields took 27-48 s on one thread. Sources are
+    # spread over threads (the compiled box search runs without the GIL), and each
+    # point's time is built from arrays, not a tuple a point: the same floats as one thread.
+    from raygrid.pipeline import lookup
+
+    sources = [{"z": 0.0, "y": 300.0 + 700.0 * k, "x": 400.0 + 500.0 * k} for k in range(4)]
+    fields = rg.traveltimes(model, sources, radius=3)
+    if not positions:  # said once, at the caller's line, not from a thread
+        fields = fields.drop_vars([f"source_{d}" for d in ("z", "y", "x")])
+    rng = np.random.default_rng(5)
+    points = {d: rng.uniform(0.0, 100.0 * (n - 1), 300) for d, n in model.sizes.items()}
+    points["z"][:4] = 0.0  # on the sources' plane: some joined to a source, straight
+    points["y"][:4], points["x"][:4] = 310.0, 405.0
+    table = rg.TraveltimeTable(fields, velocity=model)
+
+    chosen = []
+    threads = lookup._lookup_threads
+    monkeypatch.setattr(lookup, "_lookup_threads", lambda *a: chosen.append(threads(*a)) or 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = table.at(points)
+    monkeypatch.setattr(lookup, "_lookup_threads", lambda *a: chosen.append(threads(*a)) or 3)
+    monkeypatch.setattr(lookup, "THREADED_LOOKUP", 1)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        several = table.at(points)
+    xr.testing.assert_identical(several, one)
+    assert chosen[0] == 1 and chosen[1] == min(4, lookup._cpus())
+    # Each point its own rule, point by point (the tuples rays are made of).
+    grid = table.grid
+    for s, source in enumerate(sources):
+        times = lookup.NodeValues(fields.isel(source=s).transpose(*grid.dims).values)
+        index = np.array([grid.to_index(p, "point") for p in _rows(points)])
+        legs = grid.last_legs(times, index, (3, 3, 3), grid.slowness_values(),
+                              grid.to_index(source, "source") if positions else None)  # fmt: skip
+        expected = np.array([t for _, t, _ in legs]) + np.array([g for _, _, g in legs])
+        np.testing.assert_array_equal(one.isel(source=s).values, expected)
+    told = [w for w in said if "records no source position" in str(w.message)]
+    assert [w.filename for w in told] == ([] if positions else [__file__])
+
+
+def _rows(columns: dict) -> list[dict]:
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
