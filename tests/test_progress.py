@@ -274,3 +274,41 @@ def test_traveltimes_counts_its_sources_on_stderr_when_asked(capsys):
     lines = capsys.readouterr().err.splitlines()  # not a terminal: a line at start and end
     assert "0/3 sources" in lines[0] and "3/3 sources" in lines[-1]
     assert shown.identical(quiet)
+
+
+def test_the_rate_leaves_out_the_wait_before_the_first_source(monkeypatch):
+    # Workers start and load the kernels before a first batch ends: a rate counted from the
+    # start took that wait for the pace (ETA 204 s at first for a 60 s run).
+    from raygrid.pipeline import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: clock[0])
+
+    def last(stream: Terminal) -> str:
+        return stream.getvalue().split("\r")[-1]
+
+    stream = Terminal()
+    bar = Progress(total=100, done=0, enabled=True, stream=stream, tick=60.0)
+    with bar.ticking():
+        clock[0] = 20.0  # the first batch of 8 after 20 s, then 8 every 2 s
+        bar.update(8)
+        for _ in range(5):
+            clock[0] += 2.0
+            bar.update(8)  # 10 s after the first: too soon to trust the pace alone
+        assert "48/100 sources" in last(stream) and "1.60 sources/s" in last(stream)
+        for _ in range(5):
+            clock[0] += 2.0
+            bar.update(8)
+        assert "88/100 sources" in last(stream)
+        assert "4.00 sources/s  ETA     3 s" in last(stream)
+    # A resumed run's rate counts only this run's sources, from its first.
+    stream = Terminal()
+    bar = Progress(total=100, done=90, enabled=True, stream=stream, tick=60.0)
+    clock[0] = 0.0
+    with bar.ticking():
+        clock[0] = 4.0
+        bar.update(2)
+        clock[0] = 8.0
+        bar.update(2)
+        assert "94/100 sources" in last(stream)
+        assert "0.50 sources/s  ETA    12 s" in last(stream)
