@@ -77,7 +77,7 @@ from .memory import (
 )
 from .nodevalues import NodeValues
 from .progress import Progress
-from .rays import ray_field, traced_points
+from .rays import RayField, ray_field, solved_ray_field, traced_points
 from .solve import (
     Options,
     compile_cpu_solver,
@@ -85,7 +85,6 @@ from .solve import (
     solve_seeds,
     solver_attrs,
     source_seeds,
-    with_predecessors,
 )
 from .store import (
     SourceResult,
@@ -178,16 +177,12 @@ def _rays(task: SurveyTask, index: int, times: np.ndarray, predecessor: np.ndarr
     """Raypaths from source ``index`` to every receiver: points (time, *dims) and counts."""
     grid = task.grid
     source = task.sources[index]  # not from its node index: that rounds (2.8 -> 2.8000...03)
-    field = xr.DataArray(
-        times.reshape(grid.shape),
-        dims=grid.dims,
-        coords={d: grid.velocity.coords[d] for d in grid.dims},
-        attrs=task.attrs | {f"source_{d}": float(source[d]) for d in grid.dims},
-    )
-    result = with_predecessors(
-        field, predecessor.reshape(grid.shape), task.star, grid.velocity, grid
-    )
-    return _ray_table(result, task.receivers, task.receiver_index, grid)
+    field = solved_ray_field(
+        grid, task.attrs, {d: float(source[d]) for d in grid.dims},
+        NodeValues(times.reshape(grid.shape)), NodeValues(predecessor.reshape(grid.shape)),
+        task.star.offsets,
+    )  # fmt: skip
+    return _ray_points(field, task.receivers, task.receiver_index, grid)
 
 
 def _ray_table(
@@ -202,6 +197,13 @@ def _ray_table(
     """Every receiver's raypath in one ragged table: points (time, *dims) and counts;
     ``receivers3``: their positions in node units."""
     field = ray_field(result, grid, slowness, client, times)
+    return _ray_points(field, receivers, receivers3, grid)
+
+
+def _ray_points(
+    field: RayField, receivers: list[dict[str, float]], receivers3: np.ndarray, grid: Grid
+):
+    """:func:`_ray_table` of a :class:`~raygrid.pipeline.rays.RayField`."""
     pieces, counts = [], []
     for coords, along in traced_points(field, receivers, grid, receivers3):
         columns = [along.astype(np.float64), *(coords[d].astype(np.float64) for d in grid.dims)]
