@@ -81,7 +81,12 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # The public names and the submodules (rg.workflow, rg.plot): not this module's own
+    # imports (Any, importlib), which tab completion offered.
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+    return sorted(set(__all__) | modules)
 
 
 if TYPE_CHECKING:  # what type checkers and editors read

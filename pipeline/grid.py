@@ -1302,6 +1302,13 @@ def _first_bad(bad: Any) -> tuple[int, ...]:
 def _dims_hint(velocity: xr.DataArray) -> str:
     """How to make a model's dims raygrid's: a one-node axis dropped, an axis renamed."""
     hints = []
+    if "source" in velocity.dims:
+        # Results stacked with xr.concat(..., coords="all") stack their model too.
+        hints.append(
+            "a model stacked along source (xr.concat of predecessors=True results stacks "
+            "every variable: give it data_vars=['traveltime', 'predecessor']), or pick one "
+            "with velocity.isel(source=0)"
+        )
     single = [d for d in velocity.dims if velocity.sizes[d] == 1]
     if single:
         names = ", ".join(repr(d) for d in single)

@@ -360,6 +360,13 @@ class TraveltimeTable:
                 "reading times off a field (traveltime_at, TraveltimeTable) needs the model: "
                 "pass velocity=, or a Dataset holding 'velocity'"
             )
+        units = field.attrs.get("units")
+        if units is not None and str(units).strip().lower() not in ("s", "second", "seconds"):
+            # Said so, not as a source check failing on times 1000 times too large.
+            raise InputError(
+                f"the field's times are in {units!r}: lookups read the solve's own times, in "
+                "seconds (s); read them off that field, then convert what they give"
+            )
         lazy = field.chunks is not None or velocity.chunks is not None
         if load is not None:
             check_flag("load", load)  # "no" read as true: a store loaded whole

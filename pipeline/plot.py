@@ -78,20 +78,21 @@ def _rays_of(
 
 def plot_field(
     dataset: xr.Dataset,
-    path: str | Path,
+    path: str | Path | None = None,
     source: int | str = 0,
     *,
     map_z: float | None = None,
     dpi: float = DPI,
-) -> Path:
+) -> Path | Figure:
     """One source: traveltime contours over the velocity model, its rays and receivers.
 
     Parameters
     ----------
     dataset : xarray.Dataset
         A survey store, as opened by ``raygrid.pipeline.open_survey``.
-    path : str or Path
-        The picture to write (its suffix picks the format).
+    path : str or Path, optional
+        The picture to write (its suffix picks the format). Without it the figure is
+        returned, to show (a notebook displays it) or change and save.
     source : int or str
         Which source to draw: its number, or its name where the store names its sources
         (:func:`~raygrid.pipeline.inspect.point_number`, as ``raygrid plot --source``).
@@ -104,8 +105,8 @@ def plot_field(
 
     Returns
     -------
-    Path
-        ``path``.
+    Path or matplotlib.figure.Figure
+        ``path``, or the figure where no path is given.
 
     Raises
     ------
@@ -236,7 +237,7 @@ def plot_field(
     ax.set(xlabel=f"x ({unit})", ylabel=f"z ({unit})")
     ax.invert_yaxis()  # z is positive down
     ax.set_aspect(aspect)
-    return _save(fig, path, dpi)
+    return fig if path is None else _save(fig, path, dpi)
 
 
 #: Characters of the title's font (``medium``, 10 pt) to an inch of figure, with a margin:
@@ -532,19 +533,19 @@ def _round_levels(top: float) -> tuple[np.ndarray, int]:
 
 def plot_gathers(
     dataset: xr.Dataset,
-    path: str | Path,
+    path: str | Path | None = None,
     receivers: Sequence[int | str] = (),
     *,
     dpi: float = DPI,
-) -> Path:
+) -> Path | Figure:
     """Receiver gathers at a few receivers, and the whole ``receiver_traveltime`` table.
 
     Parameters
     ----------
     dataset : xarray.Dataset
         A finished survey store with a ``receiver_traveltime`` table.
-    path : str or Path
-        The picture to write.
+    path : str or Path, optional
+        The picture to write; without it the figure is returned.
     receivers : sequence of int or str
         The receivers whose gathers are drawn, by number or name (default: up to 5, spread
         over the table).
@@ -553,8 +554,8 @@ def plot_gathers(
 
     Returns
     -------
-    Path
-        ``path``.
+    Path or matplotlib.figure.Figure
+        ``path``, or the figure where no path is given.
 
     Notes
     -----
@@ -621,7 +622,7 @@ def plot_gathers(
     )
     _name_ticks(right.xaxis, _shown_names(dataset, "receiver"))
     _name_ticks(right.yaxis, _shown_names(dataset, "source"))
-    return _save(fig, path, dpi)
+    return fig if path is None else _save(fig, path, dpi)
 
 
 def _name_ticks(axis: Axis, names: list[str] | None) -> None:

@@ -477,6 +477,9 @@ def test_every_public_name_is_its_modules_and_found_lazily():
         assert getattr(rg, name) is getattr(module, name), name
     assert set(rg.__all__) == set(rg._SOURCES)
     assert set(rg.__all__) <= set(dir(rg))
+    # Tab completion offers the API and the submodules, not the package's own imports.
+    assert {"workflow", "plot", "survey"} <= set(dir(rg))
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib"} & set(dir(rg))
     assert (
         rg.workflow.read_workflow
         is importlib.import_module("raygrid.pipeline.workflow").read_workflow

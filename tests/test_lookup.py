@@ -888,3 +888,37 @@ def test_many_sources_are_looked_up_on_threads_with_the_same_floats(model, monke
 
 def _rows(columns: dict) -> list[dict]:
     return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def test_stacked_datasets_are_told_not_to_stack_their_model():
+    # xr.concat(..., coords="all") of predecessors=True results stacked the model along
+    # source too, and the lookup said only "velocity dims must be ('z', 'x')".
+    v = rg.gradient_model({"z": 21, "x": 31}, 10.0, 1000.0, 3000.0)
+    results = [
+        rg.traveltime(v, {"z": 0.0, "x": x}, radius=2, predecessors=True) for x in (50.0, 250.0)
+    ]
+    stacked = xr.concat(results, dim="source", coords="all")
+    with pytest.raises(InputError, match=r"got \('source', 'z', 'x'\): a model stacked along "
+                       r"source .*data_vars=\['traveltime', 'predecessor'\]"):  # fmt: skip
+        traveltime_at(stacked, {"z": 100.0, "x": 100.0})
+    kept = xr.concat(results, dim="source", coords="all", data_vars=["traveltime", "predecessor"])
+    point = {"z": 100.0, "x": 100.0}
+    expected = [float(traveltime_at(r, point)) for r in results]
+    np.testing.assert_array_equal(traveltime_at(kept, point).values, expected)
+    xr.testing.assert_identical(
+        rg.raypath(kept, point, source=1).drop_attrs(), rg.raypath(results[1], point).drop_attrs()
+    )
+
+
+def test_a_field_in_other_units_than_seconds_is_refused_as_such(model, tables):
+    # Times in ms (units set) were refused by the source check, in 493 characters about
+    # the source's position.
+    field = tables["traveltime"]
+    in_ms = (field * 1000).assign_attrs(units="ms")
+    with pytest.raises(InputError, match=r"the field's times are in 'ms': lookups read"):
+        traveltime_at(in_ms, HYPOCENTRES, velocity=model)
+    seconds = field.assign_attrs(units="seconds")
+    np.testing.assert_array_equal(
+        traveltime_at(seconds, HYPOCENTRES, velocity=model).values,
+        traveltime_at(field, HYPOCENTRES, velocity=model).values,
+    )

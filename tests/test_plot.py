@@ -648,3 +648,17 @@ def test_sources_along_x_at_several_depths_are_not_joined(tmp_path, figures):
     (line,) = left.get_lines()
     assert line.get_linestyle() == "None"
     assert left.get_xlabel() == "source x (m); sources at 2 depths, not joined"
+
+
+def test_without_a_file_a_figure_is_returned_to_show_or_change(tmp_path):
+    # A notebook wants the figure itself, to show inline or edit before saving.
+    from matplotlib.figure import Figure
+
+    dataset = store(LINE_2D, [{"z": 900.0, "x": 300.0}], {"z": 11, "x": 13})
+    fig = plot.plot_field(dataset, source=1)
+    assert isinstance(fig, Figure) and "source 1 of 4" in title(fig)
+    fig.axes[0].set_title("mine")
+    fig.savefig(tmp_path / "mine.png")
+    assert (tmp_path / "mine.png").read_bytes()[:4] == b"\x89PNG"
+    assert isinstance(plot.plot_gathers(dataset), Figure)
+    assert not list(tmp_path.glob("*.png"))[1:]  # nothing written but what was saved
