@@ -317,17 +317,20 @@ def _no_gpu_here() -> str | None:
 @click.option(
     "--cluster",
     type=click.Path(path_type=Path),
-    required=True,
-    help="A slurm or pbs cluster file (configs/slurm-gpu.yaml, configs/pbs-gpu.yaml).",
+    default=None,
+    help="A slurm or pbs cluster file (configs/slurm-gpu.yaml, configs/pbs-gpu.yaml). "
+    "Default: the workflow's compute.cluster.",
 )
 @click.option("--dry-run", is_flag=True, help="Write the batch script, do not submit it.")
 @click.option("--overwrite", is_flag=True, help="The job replaces an existing store.")
 @_input_errors
-def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> None:
+def submit(workflow: Path, cluster: Path | None, dry_run: bool, overwrite: bool) -> None:
     """Write a batch script that runs WORKFLOW on an allocation, and submit it.
 
     The job starts a Dask scheduler, one worker per batch task (one GPU each on GPU nodes)
-    and `raygrid run` on the allocation; the store is resumable like any run.
+    and `raygrid run` on the allocation; the store is resumable like any run. Exit status
+    3: submitted, but SLURM says the job may never start as asked (it stays queued: scancel
+    it, or wait if nodes are down).
     """
     from .submit import submit_workflow
 
@@ -343,6 +346,8 @@ def submit(workflow: Path, cluster: Path, dry_run: bool, overwrite: bool) -> Non
         click.echo(f"dry run: submit it with `{job.submit_command}`")
     else:
         click.echo(f"submitted job {job.job_id} ({job.submit_command}); logs in {job.directory}")
+        if job.stuck:  # (said as a warning above): a script sees it too
+            sys.exit(3)
 
 
 @main.command()

@@ -119,6 +119,25 @@ def _worker_memory(value: str) -> str:
 _FIRST_TASK_BYTES = 2**27
 
 
+#: What batch commands say when they cannot reach their controller or server at all.
+UNREACHABLE = (
+    "configuration source", "unable to contact slurm controller", "connection refused",
+    "connect failure", "cannot connect to server", "no route to host",
+)  # fmt: skip
+
+
+def refusal_hint(said: str) -> str:
+    """What to check after the batch system refused a job, from what it said: its
+    controller unreachable (not this cluster's login node, or the batch system down) or
+    the job's own settings."""
+    if any(words in said.lower() for words in UNREACHABLE):
+        return (
+            "the batch system's controller cannot be reached from here: run this on a login "
+            "node of the cluster, or ask whether the batch system is up"
+        )
+    return "check its queue, account, walltime and memory"
+
+
 def _memory_limit(value: str) -> str:
     return value if value == "auto" else _worker_memory(value)
 
@@ -186,6 +205,33 @@ class LocalCUDAConfig(_OnThisMachine):
     rmm_pool_size: Size | None = None  # e.g. "24GB": an RMM memory pool per GPU
 
 
+def _own(keys: dict[tuple[str, ...], str]) -> dict[str, str]:
+    return {option: key for options, key in keys.items() for option in options}
+
+
+#: Job directives raygrid writes itself (its job script's header, and dask-jobqueue's for
+#: worker jobs), by batch system, with the cluster file's keys they come from.
+OWN_DIRECTIVES = {
+    "slurm": _own({
+        ("--output", "-o", "--error", "-e", "--open-mode"): "log_directory (the job's logs)",
+        ("--job-name", "-J"): "job_name",
+        ("--partition", "-p"): "queue",
+        ("--account", "-A"): "account",
+        ("--time", "-t"): "walltime",
+        ("--mem",): "memory_per_worker",
+        ("--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node"): "workers and workers_per_node",
+        ("--cpus-per-task", "-c"): "cores_per_worker",
+        ("--gpus-per-task",): "gpus_per_worker",
+    }),
+    "pbs": _own({
+        ("-o", "-e", "-j"): "log_directory (the job's logs)",
+        ("-N",): "job_name",
+        ("-q",): "queue",
+        ("-A",): "account",
+    }),
+}  # fmt: skip
+
+
 class JobQueueConfig(Strict):
     """A batch system (SLURM or PBS): Dask workers run as, or inside, batch jobs.
 
@@ -208,7 +254,8 @@ class JobQueueConfig(Strict):
     gpus_per_worker: Annotated[int, Field(ge=0)] = 0
     queue: str | None = None  # SLURM partition / PBS queue
     account: str | None = None
-    # (YAML reads an unquoted 01:00:00 as a number of seconds: quote it.)
+    # (YAML reads an unquoted 1:30:00 as a number of seconds, 5400; 01:30:00, with its
+    # leading zero, as text: quoted, either is text.)
     walltime: Annotated[
         str,
         BeforeValidator(_text("the walltime", '"01:00:00" (quoted)')),
@@ -265,6 +312,22 @@ class JobQueueConfig(Strict):
                     f"{directive!r}: give the option alone ({option!r}): raygrid writes the "
                     "#SBATCH or #PBS before it (a line written twice is ignored by the batch "
                     "system)",
+                )
+        return directives
+
+    @field_validator("job_directives")
+    @classmethod
+    def _not_raygrids_own(cls, directives: list[str], info: ValidationInfo) -> list[str]:
+        # raygrid writes these itself: a user's --output won over raygrid's, the job's log
+        # went elsewhere and the run still named its own folder as the log's.
+        own = OWN_DIRECTIVES.get(info.data.get("cluster"), {})
+        for directive in directives:
+            option = re.split(r"[=\s]", directive.strip(), maxsplit=1)[0]
+            if option in own:
+                raise schema_error(
+                    "own_directive",
+                    f"{directive!r}: raygrid writes {option} itself from {own[option]}: set "
+                    "that instead",
                 )
         return directives
 
@@ -704,7 +767,7 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
         some = f"{len(jobs.refused)} of the {config.nodes}" if jobs.submitted else "the"
         said = f"{command} refused {some} worker job(s) of the cluster file: {jobs.refused[0]}"
         if not jobs.submitted:
-            raise InputError(f"{said} (check its queue, account, walltime and memory)")
+            raise InputError(f"{said} ({refusal_hint(jobs.refused[0])})")
         echo(said)
     # In the order submitted (job ids count up), not the order the answers came in.
     ids = ", ".join(sorted(jobs.submitted, key=lambda job: (len(job), job)))

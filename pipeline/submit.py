@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ from .cluster import (
     cannot_start,
     cluster_notes,
     memory_mb,
-    read_cluster,
+    refusal_hint,
     worker_threads,
 )
 from .errors import RESUME_ENV, InputError, warn_input
@@ -47,7 +48,7 @@ from .lock import store_lock
 from .memory import footprint
 from .store import check_store, empty_folder, store_path, tidy_siblings
 from .survey import OVERWRITTEN_ENV, check_job_memory, store_spec
-from .workflow import PreparedWorkflow, prepare_workflow, read_workflow
+from .workflow import PreparedWorkflow, prepare_workflow, read_workflow, workflow_cluster
 
 __all__ = ["Job", "DRIVER_BYTES", "batch_script", "driver_bytes", "submit_workflow"]
 
@@ -66,6 +67,7 @@ class Job:
     directory: Path
     submit_command: str
     job_id: str | None
+    stuck: str | None = None  # why SLURM may never start it (its pending reason), if so
 
 
 def _python(config: JobQueueConfig) -> str:
@@ -411,7 +413,7 @@ def batch_script(
 
 def submit_workflow(
     workflow: str | Path,
-    cluster: str | Path,
+    cluster: str | Path | None = None,
     *,
     dry_run: bool = False,
     overwrite: bool = False,
@@ -419,6 +421,8 @@ def submit_workflow(
 ) -> Job | None:
     """Write the job's files and, unless ``dry_run``, submit it (``sbatch`` or ``qsub``);
     ``None``, with nothing written or submitted, when the store is complete already.
+    ``cluster``: the cluster file, by default the workflow's ``compute.cluster`` (a
+    workflow written for a batch cluster names it there).
 
     Everything the job's ``raygrid run`` would refuse is refused here, before a job waits
     in the queue for it: the workflow checked against its model as ``raygrid validate``
@@ -434,16 +438,26 @@ def submit_workflow(
     """
     workflow = Path(workflow)
     spec = read_workflow(workflow)
-    config = read_cluster(cluster)
+    if cluster is None and spec.compute.cluster is None:
+        raise InputError(
+            f"{workflow}: raygrid submit needs a slurm or pbs cluster file: give --cluster, "
+            "or name it in the workflow's compute.cluster"
+        )
+    config = workflow_cluster(spec, cluster)
+    cluster = Path(cluster if cluster is not None else spec.compute.cluster)
     if not isinstance(config, JobQueueConfig):
         raise InputError(
             f"{cluster}: raygrid submit needs a slurm or pbs cluster file, got "
             f"cluster: {config.cluster} (use raygrid run for that)"
         )
+    if config.cluster == "slurm" and "job_name" not in config.model_fields_set:
+        # Named after the workflow in squeue, not every survey's "raygrid".
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", workflow.stem).strip("_") or "job"
+        config = config.model_copy(update={"job_name": f"raygrid-{name}"})
     workdir = Path(workdir or Path.cwd()).resolve()
     # A job whose store a running job (or any run) is writing would be refused as it starts,
     # after its queue wait: said now. (A job still queued holds no lock yet.)
-    _refuse_if_queued(config, workdir, workdir / spec.outputs.store, dry_run=dry_run)
+    refuse_if_queued(config, workdir, workdir / spec.outputs.store, dry_run=dry_run)
     with store_lock(workdir / spec.outputs.store):
         # An old store a killed run moved aside.
         tidy_siblings(store_path(workdir / spec.outputs.store))
@@ -512,12 +526,14 @@ def submit_workflow(
         return Job(script, directory, shown, None)
     done = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
     if done.returncode != 0:
+        said = done.stderr.strip()
+        hint = refusal_hint(said)
         raise InputError(
-            f"{shown} failed ({done.returncode}): {done.stderr.strip()} (the job's files are "
-            f"in {directory})"
+            f"{shown} failed ({done.returncode}): {said} ({hint}; the job's files are in "
+            f"{directory})"
         )
     job_id = done.stdout.strip().split(";")[0].strip()
-    # What a later submit of the same store checks (_refuse_if_queued): in the job's folder,
+    # What a later submit of the same store checks (refuse_if_queued): in the job's folder,
     # and beside the store, where a submit with another log_directory (or from another
     # folder) finds it too.
     record = json.dumps(
@@ -528,9 +544,8 @@ def submit_workflow(
     beside = _store_record(workdir / spec.outputs.store)
     beside.parent.mkdir(parents=True, exist_ok=True)
     beside.write_text(record)
-    if tool == "sbatch" and job_id:
-        _warn_if_stuck(config, job_id)
-    return Job(script, directory, shown, job_id)
+    stuck = _warn_if_stuck(config, job_id) if tool == "sbatch" and job_id else None
+    return Job(script, directory, shown, job_id, stuck)
 
 
 #: The file in a submitted job's folder naming its job id and store.
@@ -543,7 +558,7 @@ def _store_record(store: Path) -> Path:
     return store.parent / f".{store.name}.{SUBMITTED}"
 
 
-def _refuse_if_queued(
+def refuse_if_queued(
     config: JobQueueConfig, workdir: Path, store: Path, *, dry_run: bool = False
 ) -> None:
     """Refuse a second job for ``store`` while an earlier one (recorded in the cluster
@@ -589,11 +604,13 @@ def _refuse_if_queued(
             raise InputError(said)
 
 
-def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> None:
+def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> str | None:
     """Warn if SLURM holds the job just submitted for a reason that will not pass (more
     nodes or CPUs than its partition has: :func:`~raygrid.pipeline.cluster.cannot_start`),
     asked for ``wait`` seconds at most: the controller gives a pending job its reason at its
-    next scheduling pass. Such a job sat in the queue without a word until cancelled."""
+    next scheduling pass. Such a job sat in the queue without a word until cancelled.
+    Returns the warning, if any (``raygrid submit`` then exits 3: the job is queued, and
+    left there, since nodes that are down come back)."""
     import time
 
     from .cluster import job_states
@@ -603,13 +620,14 @@ def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> No
         try:
             state = job_states(config, [job_id]).get(job_id, "")
         except (OSError, subprocess.TimeoutExpired):
-            return
+            return None
         said = cannot_start(job_id, state)
         if said:
             warn_input(said)
-            return
+            return said
         if not state.startswith("PENDING"):  # running, or gone: nothing to say
-            return
+            return None
         if state.split(" ")[-1] not in ("None", ""):  # a reason that passes (Priority)
-            return
+            return None
         time.sleep(0.5)
+    return None

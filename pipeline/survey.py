@@ -361,6 +361,12 @@ def run_survey(
     config = workflow_cluster(workflow, cluster)
     if client is None and isinstance(config, LocalConfig) and config.processes:
         _check_local_workers(workflow, config)  # from the model's shape, before it is built
+    if client is None and isinstance(config, JobQueueConfig):
+        # A job `raygrid submit` queued for this store holds no lock while it waits: worker
+        # jobs queued behind it waited their whole wait_timeout (submit refuses as this).
+        from .submit import refuse_if_queued
+
+        refuse_if_queued(config, Path.cwd(), Path(workflow.outputs.store))
     prepared = prepare_workflow(workflow, workers_gpu=_workers_gpu(config, workflow, client))
     compute = workflow.compute
     backend = prepared.options.backend

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -619,7 +620,20 @@ def test_a_job_its_partition_cannot_start_is_warned_about_and_holds_its_store(tm
     workflow, cluster = setup(tmp_path, cores_per_worker=512)
     with pytest.warns(rg.InputWarning, match=r"is pending for PartitionConfig: it asks for "):
         job = submit_workflow(workflow, cluster, workdir=tmp_path)
+    assert job.stuck and f"job {job.job_id} is pending for PartitionConfig" in job.stuck
     try:
+        # `raygrid run --cluster` of the same store queued worker jobs behind it and waited
+        # its whole wait_timeout for them: refused as a second submit is.
+        from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+        here = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            with pytest.raises(InputError, match=f"job {job.job_id} .* is pending for the same"):
+                run_workflow(read_workflow(workflow), cluster=cluster)
+        finally:
+            os.chdir(here)
+        assert not (tmp_path / "out" / "survey.zarr").exists()
         # A second job for the store while the first is queued (it holds no lock yet) was
         # queued too, and took an allocation to find the store taken or finished.
         with pytest.raises(InputError) as refused:
@@ -1041,3 +1055,65 @@ def test_a_local_directory_variable_is_expanded_on_the_node(tmp_path, kind):
     workflow, cluster = setup(tmp_path, kind, local_directory='$TMPDIR/"dask"')
     with pytest.raises(InputError, match="cannot hold with a quote, backslash or backtick"):
         submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path / "other")
+
+
+def test_submit_takes_the_workflows_own_cluster_file_and_names_the_job_after_it(tmp_path):
+    # survey-3d.yaml names configs/slurm-gpu.yaml in compute.cluster "for raygrid submit",
+    # which then refused to run without --cluster; every job was named "raygrid" in squeue.
+    workflow, cluster = setup(tmp_path)
+    text = yaml.safe_load(workflow.read_text())
+    text["compute"]["cluster"] = str(cluster)
+    (tmp_path / "my survey.yaml").write_text(yaml.safe_dump(text))
+    job = submit_workflow(tmp_path / "my survey.yaml", dry_run=True, workdir=tmp_path)
+    script = job.script.read_text()
+    assert "#SBATCH --job-name=raygrid-my_survey" in script
+    assert f"--cluster {cluster}" in script  # what the job's messages say resumes it
+    named = yaml.safe_load(cluster.read_text()) | {"job_name": "vp-table"}
+    (tmp_path / "named.yaml").write_text(yaml.safe_dump(named))
+    job = submit_workflow(workflow, tmp_path / "named.yaml", dry_run=True, workdir=tmp_path)
+    assert "#SBATCH --job-name=vp-table" in job.script.read_text()
+    with pytest.raises(InputError, match=r"survey.yaml: raygrid submit needs a slurm or pbs "
+                       "cluster file: give --cluster, or name it in the workflow's"):  # fmt: skip
+        submit_workflow(workflow, dry_run=True, workdir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "directive", "key"),
+    [("slurm", "--output=elsewhere-%j.log", "log_directory"), ("slurm", "-o x.log", "log_dir"),
+     ("slurm", "--time=2:00:00", "walltime"), ("slurm", "-J name", "job_name"),
+     ("pbs", "-o /tmp/x.log", "log_directory"), ("pbs", "-N name", "job_name")],
+)  # fmt: skip
+def test_directives_raygrid_writes_are_refused_naming_the_key(tmp_path, kind, directive, key):
+    # A user's --output won over raygrid's: the job's log went elsewhere, and the run still
+    # named its own folder for it.
+    _, cluster = setup(tmp_path, kind=kind, job_directives=[directive])
+    with pytest.raises(InputError, match=f"raygrid writes {directive.split()[0].split('=')[0]} "
+                       f"itself from {key}"):  # fmt: skip
+        rg.cluster.read_cluster(cluster)
+    _, cluster = setup(tmp_path, kind=kind, job_directives=["--constraint=h100"])
+    assert rg.cluster.read_cluster(cluster).job_directives == ["--constraint=h100"]
+
+
+def test_a_batch_system_out_of_reach_is_said_so_not_blamed_on_the_job(tmp_path):
+    from raygrid.pipeline.cluster import refusal_hint
+
+    down = "sbatch: error: Could not establish a configuration source"
+    assert "controller cannot be reached from here" in refusal_hint(down)
+    assert refusal_hint("sbatch: error: invalid partition specified: gpu") == (
+        "check its queue, account, walltime and memory"
+    )
+
+
+def test_submit_exits_3_for_a_job_that_may_never_start(tmp_path, monkeypatch):
+    # It exited 0, the job left pending: a script submitting surveys could not tell.
+    from click.testing import CliRunner
+
+    from raygrid.pipeline import submit
+    from raygrid.pipeline.cli import main
+
+    stuck = submit.Job(tmp_path / "job.sh", tmp_path, "sbatch job.sh", "14", "job 14 is pending")
+    monkeypatch.setattr(submit, "submit_workflow", lambda *a, **k: stuck)
+    result = CliRunner().invoke(main, ["submit", "survey.yaml", "--cluster", "c.yaml"])
+    assert result.exit_code == 3 and "submitted job 14" in result.output
+    monkeypatch.setattr(submit, "submit_workflow", lambda *a, **k: replace(stuck, stuck=None))
+    assert CliRunner().invoke(main, ["submit", "survey.yaml"]).exit_code == 0
