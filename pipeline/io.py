@@ -360,6 +360,11 @@ def load_velocity(
                 "a velocity array's axes are named by dims; rename, group and variable are "
                 "for Zarr and NetCDF files"
             )
+        if np.ma.is_masked(path):  # np.array keeps the data under the mask, silently
+            raise InputError(
+                "the velocity array is masked: give every node a velocity (e.g. "
+                "array.filled(...)) or cut the masked part off"
+            )
         velocity = _gridded(
             np.array(path), "the velocity array", spacing, origin, length_unit, dims
         )

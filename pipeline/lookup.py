@@ -361,7 +361,7 @@ class TraveltimeTable:
                 "pass velocity=, or a Dataset holding 'velocity'"
             )
         units = field.attrs.get("units")
-        if units is not None and str(units).strip().lower() not in ("s", "second", "seconds"):
+        if units is not None and str(units).strip().lower() not in SECONDS:
             # Said so, not as a source check failing on times 1000 times too large.
             raise InputError(
                 f"the field's times are in {units!r}: lookups read the solve's own times, in "
@@ -554,7 +554,9 @@ class TraveltimeTable:
             # compiled search runs without the GIL.
             jobs = list(enumerate(self._sources))
             in_memory = (whole or field.chunks is None) and not slowness.lazy
-            threads = _lookup_threads(len(jobs), len(index), in_memory)
+            # A lazy field read whole is read by each thread: as many held at once.
+            held = field.nbytes // max(field.sizes["source"], 1) if field.chunks else 0
+            threads = _lookup_threads(len(jobs), len(index), in_memory, held)
             if threads == 1:
                 times = np.stack([read(s, self._values[s], src) for s, src in jobs])
             else:
@@ -597,18 +599,27 @@ class TraveltimeTable:
         return result.isel(point=0) if single else result
 
 
+#: Spellings of a field's ``units`` read as seconds.
+SECONDS = ("s", "sec", "secs", "second", "seconds")
+
+
 #: Points times sources below which a lookup runs on one thread (threads cost more than
 #: they share out: a single event against a dozen stations takes ~1.6 ms).
 THREADED_LOOKUP = 20_000
 
 
-def _lookup_threads(sources: int, points: int, shareable: bool) -> int:
+def _lookup_threads(sources: int, points: int, shareable: bool, field_bytes: int = 0) -> int:
     """Threads for a lookup of ``points`` in ``sources`` fields: this process's CPUs (as
-    its affinity allows), one per source at most; one where ``not shareable`` or the
-    lookup is small."""
+    its affinity allows), one per source at most, and no more than :data:`LOAD_BYTES` of
+    fields each thread reads whole (``field_bytes`` each) at once; one where ``not
+    shareable``, the lookup is small, or it is called from another thread than the main
+    one (a Dask worker's task, a caller's own pool: their threads are the parallelism)."""
     if not shareable or sources * points < THREADED_LOOKUP:
         return 1
-    return max(1, min(_cpus(), sources))
+    if threading.current_thread() is not threading.main_thread():
+        return 1
+    fit = LOAD_BYTES // field_bytes if field_bytes else sources
+    return max(1, min(_cpus(), sources, fit))
 
 
 def _cpus() -> int:

@@ -28,6 +28,8 @@ def per_dim(
     A mapping must name only ``dims``, and every one of them unless a ``default`` fills in
     the rest: a spacing given for ``z`` alone is a mistake, not a grid to guess.
     """
+    if isinstance(value, np.ndarray) and not value.ndim:
+        value = value.item()  # a 0-d array (np.float64 arithmetic on arrays) is a number
     if isinstance(value, (list, tuple, np.ndarray)):
         # Other tools' per-axis tuples (fteikpy's gridsize, pykonal's node_intervals) come
         # in their own axis orders: by name, nothing is guessed.

@@ -92,7 +92,8 @@ def plot_field(
         A survey store, as opened by ``raygrid.pipeline.open_survey``.
     path : str or Path, optional
         The picture to write (its suffix picks the format). Without it the figure is
-        returned, to show (a notebook displays it) or change and save.
+        returned, to change and save, or show: a notebook shows it as a cell's value once
+        pyplot is imported (or ``%matplotlib inline`` run), as for any matplotlib figure.
     source : int or str
         Which source to draw: its number, or its name where the store names its sources
         (:func:`~raygrid.pipeline.inspect.point_number`, as ``raygrid plot --source``).
@@ -579,9 +580,10 @@ def plot_gathers(
         receivers = sorted(set(np.linspace(0, n_receivers - 1, min(5, n_receivers)).astype(int)))
     unit = _unit(dataset)
     along = _source_line(dataset)
-    # Sources along x at several depths (shots and a borehole's): one line through them
-    # would read as one moveout curve.
-    depths = np.unique(dataset["source_z"].values).size if along not in (None, "z") else 1
+    # Sources along x at several depths (shots at the surface and in a borehole): one line
+    # through them would read as one moveout curve. A line that slopes or follows the
+    # topography stays joined: only depths jumping by more than the step along x part it.
+    depths = _depth_jumps(dataset, along)
     fig = Figure(figsize=(12, 5), layout="constrained")
     left, right = fig.subplots(1, 2)
     names = _shown_names(dataset, "receiver")
@@ -594,7 +596,7 @@ def plot_gathers(
             order = np.argsort(position, kind="stable")
             # Joined only if no two sources share a position: a segment standing up between
             # two of them (up a slope, say) would look like a jump in time.
-            joined = np.unique(position).size == position.size and depths == 1
+            joined = np.unique(position).size == position.size and not depths
             style = ".-" if joined else "."
             left.plot(position[order], times[order], style, ms=3, label=label)
         else:
@@ -604,7 +606,7 @@ def plot_gathers(
             # each other in offset need not be next to each other on the ground.
             left.plot(_offsets(dataset, r), times, "o", ms=3, ls="none", label=label)
     xlabel = f"source {along} ({unit})" if along else f"horizontal source-receiver offset ({unit})"
-    if depths > 1:
+    if depths:
         xlabel += f"; sources at {depths} depths, not joined"
     left.set(xlabel=xlabel, ylabel="traveltime (s)", title="receiver gathers")
     left.invert_yaxis()  # seismic convention: time grows downwards
@@ -623,6 +625,18 @@ def plot_gathers(
     _name_ticks(right.xaxis, _shown_names(dataset, "receiver"))
     _name_ticks(right.yaxis, _shown_names(dataset, "source"))
     return fig if path is None else _save(fig, path, dpi)
+
+
+def _depth_jumps(dataset: xr.Dataset, along: str | None) -> int:
+    """The sources' depths (how many) where they lie along a horizontal coordinate and
+    their depth jumps between neighbours along it by more than their distance along it
+    (two lines of sources interleaved); 0 for one line, however it slopes."""
+    if along in (None, "z"):
+        return 0
+    position, depth = dataset[f"source_{along}"].values, dataset["source_z"].values
+    order = np.argsort(position, kind="stable")
+    steep = np.abs(np.diff(depth[order])) > np.abs(np.diff(position[order]))
+    return int(np.unique(depth).size) if steep.any() else 0
 
 
 def _name_ticks(axis: Axis, names: list[str] | None) -> None:
@@ -661,7 +675,10 @@ def _save(fig: Figure, path: str | Path, dpi: float = DPI) -> Path:
     try:
         # The format named, so that matplotlib appends no suffix to a name without one.
         suffix = path.suffix[1:] or matplotlib.rcParams["savefig.format"]
-        fig.savefig(drawing, dpi=dpi, format=suffix)
+        try:
+            fig.savefig(drawing, dpi=dpi, format=suffix)
+        except RuntimeError as error:  # a format whose tool is missing (pgf: xelatex)
+            raise InputError(f"matplotlib could not write {path}: {error}") from None
         os.replace(drawing, path)
     finally:
         drawing.unlink(missing_ok=True)

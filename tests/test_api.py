@@ -532,6 +532,14 @@ def test_a_numpy_array_in_memory_is_given_its_grid_as_a_npy_file_is(tmp_path, mo
                        r"mapping by dim name, e.g. \{'z': ..., 'x': ...\}, got tuple "
                        r"\(5.0, 10.0\)"):  # fmt: skip
         rg.load_velocity(model.values, spacing=(5.0, 10.0), length_unit="m", units="m/s")
+    zero_d = rg.load_velocity(model.values, spacing=np.array(10.0), length_unit="m", units="m/s")
+    xr.testing.assert_identical(zero_d, in_memory)  # a 0-d array is one number
+    # A masked array's data under the mask was taken as velocities, silently.
+    masked = np.ma.masked_greater(model.values, 2900.0)
+    with pytest.raises(rg.InputError, match=r"the velocity array is masked: give every node"):
+        rg.load_velocity(masked, **settings)
+    xr.testing.assert_identical(rg.load_velocity(np.ma.masked_array(values), **settings),
+                                rg.load_velocity(values, **settings))  # fmt: skip
 
 
 def test_a_map_view_model_is_told_how_to_solve_it():

@@ -917,8 +917,31 @@ def test_a_field_in_other_units_than_seconds_is_refused_as_such(model, tables):
     in_ms = (field * 1000).assign_attrs(units="ms")
     with pytest.raises(InputError, match=r"the field's times are in 'ms': lookups read"):
         traveltime_at(in_ms, HYPOCENTRES, velocity=model)
-    seconds = field.assign_attrs(units="seconds")
+    seconds = field.assign_attrs(units="sec")
     np.testing.assert_array_equal(
         traveltime_at(seconds, HYPOCENTRES, velocity=model).values,
         traveltime_at(field, HYPOCENTRES, velocity=model).values,
     )
+
+
+def test_lookup_threads_stay_within_memory_and_off_other_threads(monkeypatch):
+    # A lazy store read whole is read by each thread: as many fields held at once (13 GB
+    # on 64 cores for 200 MiB fields). A Dask task's (or a caller's pool's) lookup spread
+    # over every CPU again, oversubscribing its workers.
+    import threading
+
+    from raygrid.pipeline import lookup
+
+    monkeypatch.setattr(lookup, "_cpus", lambda: 64)
+    big = 100 * 2**20
+    assert lookup._lookup_threads(500, 5000, True) == 64
+    assert lookup._lookup_threads(500, 5000, True, big) == lookup.LOAD_BYTES // big == 2
+    assert lookup._lookup_threads(500, 5000, True, 10 * lookup.LOAD_BYTES) == 1
+    assert lookup._lookup_threads(500, 5000, False) == 1
+    assert lookup._lookup_threads(5, 5000, True) == 5  # no more threads than sources
+    assert lookup._lookup_threads(3, 10, True) == 1  # small: one thread
+    found = []
+    thread = threading.Thread(target=lambda: found.append(lookup._lookup_threads(500, 5000, True)))
+    thread.start()
+    thread.join()
+    assert found == [1]

@@ -648,6 +648,27 @@ def test_sources_along_x_at_several_depths_are_not_joined(tmp_path, figures):
     (line,) = left.get_lines()
     assert line.get_linestyle() == "None"
     assert left.get_xlabel() == "source x (m); sources at 2 depths, not joined"
+    # A line that slopes, or follows the topography, is one line: joined.
+    for depths in ((50.0, 40.0, 30.0, 20.0, 10.0), (0.0, 30.0, 10.0, 60.0, 20.0)):
+        sloping = [{"z": z, "x": 200.0 * k} for k, z in enumerate(depths)]
+        figures.clear()
+        plot.plot_gathers(store(sloping, [{"z": 0.0, "x": 100.0}], {"z": 11, "x": 13}), "g")
+        left = figures[0].axes[0]
+        assert left.get_lines()[0].get_linestyle() == "-"
+        assert left.get_xlabel() == "source x (m)"
+
+
+def test_a_format_matplotlib_cannot_write_here_is_said_plainly(tmp_path, monkeypatch):
+    # pgf is listed by matplotlib but needs xelatex: a RuntimeError traceback after drawing.
+    from matplotlib.figure import Figure
+
+    def no_tool(self, *args, **kwargs):
+        raise RuntimeError("'xelatex' not found")
+
+    monkeypatch.setattr(Figure, "savefig", no_tool)
+    with pytest.raises(InputError, match=r"matplotlib could not write .*f.pgf: 'xelatex' not"):
+        plot.plot_field(store(LINE_2D, [], {"z": 11, "x": 13}), tmp_path / "f.pgf")
+    assert not list(tmp_path.iterdir())
 
 
 def test_without_a_file_a_figure_is_returned_to_show_or_change(tmp_path):
