@@ -381,8 +381,13 @@ class Grid:
         lazy = times.lazy or (slowness is not None and slowness.lazy)
         if not lazy:
             model = slowness if slowness is not None else self.slowness_values()
-            if not model.lazy:
-                return self._last_legs_in_memory(times, points3, radius3, model, source3, exact)
+            if not model.lazy:  # the arrays' rows as tuples
+                arrays = self.last_leg_arrays(times, points3, radius3, model, source3, exact)
+                kind = times.values.dtype.type  # the field's floats, as times.value gives them
+                return [
+                    (None if node[0] < 0 else node, kind(value), leg)  # (leg: numpy's float64)
+                    for node, value, leg in zip(*arrays)
+                ]
         boxes = [[self.reach_box(p, radius3, source3, exact)] for p in points3] if lazy else []
         # The points whose legs read the model: between nodes, or joined to the source.
         legged = ~self.on_nodes(points3)
@@ -421,24 +426,6 @@ class Grid:
         if source3 is None:
             return best
         return _straight_or(best, self.direct_leg(source3, point3, radius3, slowness, exact))
-
-    def _last_legs_in_memory(
-        self,
-        times: NodeValues,
-        points3: np.ndarray,
-        radius3: tuple[int, int, int],
-        slowness: NodeValues,
-        source3: np.ndarray | None,
-        exact: bool = True,
-    ) -> list[tuple[np.ndarray | None, Any, float]]:
-        """:meth:`last_legs` with times and model in memory (:meth:`last_leg_arrays`, as
-        tuples)."""
-        arrays = self.last_leg_arrays(times, points3, radius3, slowness, source3, exact)
-        kind = times.values.dtype.type  # the field's floats, as times.value gives them
-        return [
-            (None if node[0] < 0 else node, kind(value), leg)  # (leg: numpy's float64)
-            for node, value, leg in zip(*arrays)
-        ]
 
     def last_leg_arrays(
         self,
