@@ -576,6 +576,7 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
                 quiet_client_interrupts(client)  # Ctrl-C while the jobs are awaited
                 _wait_for_jobs(client, config, cluster.job_cls, echo)
                 _GONE[client] = _jobs_ended(config, cluster.job_cls.submitted)
+                _LOST[client] = _jobs_lost(config, cluster.job_cls.submitted)
         from .interrupts import quiet_client_interrupts
 
         quiet_client_interrupts(client)
@@ -649,6 +650,19 @@ SCHEDULER_ENDED_ENV, SCHEDULER_LOG_ENV = "RAYGRID_SCHEDULER_ENDED", "RAYGRID_SCH
 #: For the clients of worker jobs (``raygrid run --cluster`` with dask-jobqueue): what says
 #: the jobs have ended (:func:`_jobs_ended`), for :func:`workers_gone`.
 _GONE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+#: For the same clients: what says a worker job ended while others run (:func:`_jobs_lost`),
+#: for :func:`workers_lost`.
+_LOST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def workers_lost(client: Any) -> str | None:
+    """A note, once, when some of ``client``'s worker jobs have ended and others run (the
+    run goes on with fewer workers, and said nothing: a cancelled job or a lost node went
+    unnoticed); ``None`` otherwise, and for clusters without worker jobs."""
+    lost = _LOST.get(client)
+    return lost() if lost is not None else None
 
 
 def workers_gone(client: Any) -> str | None:
@@ -892,9 +906,7 @@ def _jobs_ended(
             if stuck and echo and job not in said:
                 said.add(job)
                 echo(f"warning: worker {stuck}")
-        ends = _SLURM_ENDED | {"C", "F", "finished"}
-        over = {job for job, state in states.items() if state.split(" ")[0] in ends}
-        over |= seen - set(states)  # named before, forgotten since
+        over = _ended(states, seen)
         if not ids or over != set(ids):
             return None
         first = ids[0]
@@ -911,6 +923,47 @@ def _jobs_ended(
         return f"the worker {jobs} ended{state}{where}"
 
     return ended
+
+
+def _ended(states: dict[str, str], seen: set[str]) -> set[str]:
+    """The jobs of ``states`` (squeue's or qstat's) that have ended, and those named
+    before (``seen``) that it no longer names."""
+    ends = _SLURM_ENDED | {"C", "F", "finished"}
+    over = {job for job, state in states.items() if state.split(" ")[0] in ends}
+    return over | (seen - set(states))
+
+
+def _jobs_lost(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | None]:
+    """What to say when some worker jobs in ``ids`` have ended, the others still running
+    (asked at most every 30 s), each ended job said once; ``None`` otherwise, and once
+    all have ended (:func:`_jobs_ended` says that)."""
+    import subprocess
+    import time
+
+    asked, seen, said = [time.monotonic()], set(), set()
+
+    def lost() -> str | None:
+        if time.monotonic() - asked[0] < 30.0:
+            return None
+        asked[0] = time.monotonic()
+        try:
+            states = job_states(config, ids)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        seen.update(states)
+        over = _ended(states, seen)
+        new = sorted(over - said, key=lambda job: (len(job), job))
+        if not new or over >= set(ids):
+            return None
+        said.update(new)
+        named = ", ".join(f"{job} ({states.get(job, 'gone').split(' ')[0]})" for job in new)
+        return (
+            f"worker job{'s' * (len(new) > 1)} {named} ended: {len(ids) - len(over)} of the "
+            f"{len(ids)} worker jobs left; the run goes on with fewer workers (the tasks "
+            "they held run again elsewhere)"
+        )
+
+    return lost
 
 
 def _submission_said(error: BaseException, command: str, kind: str) -> str:

@@ -55,11 +55,15 @@ class Progress:
         finished and then none has for a while (:data:`STALL_S`, :data:`STALL_FACTOR`), a
         note says so, with what this returns (where the tasks in flight are); again each
         time the wait doubles.
+    noted : callable, optional
+        Asked by the ticking thread every tick: a note to say (a worker job ended), or
+        ``None``.
     """
 
     def __init__(
         self, total: int, done: int, enabled: bool, stream: TextIO | None = None,
         every: float = 5.0, tick: float = 1.0, stalled: Callable[[], str] | None = None,
+        noted: Callable[[], str | None] | None = None,
     ) -> None:  # fmt: skip
         self.total, self.done, self.enabled = total, done, enabled
         self.stream = stream or sys.stderr
@@ -70,7 +74,7 @@ class Progress:
         self.last = -np.inf
         self.shown = -1  # the count last drawn
         self._lock = threading.Lock()  # the ticking thread and update() both draw
-        self.stalled = stalled
+        self.stalled, self.noted = stalled, noted
         self.finished_at: float | None = None  # when a source last finished (this run)
         self.first_finished: tuple[float, int] | None = None  # when and how many, first
         self.longest = 0.0  # the longest wait between two (from the start, the first)
@@ -93,9 +97,17 @@ class Progress:
                     if self.done < self.total and (self.tty or self._due()):
                         self._draw()
                 self._watch()
+                said = None
+                if self.noted is not None:
+                    try:
+                        said = self.noted()
+                    except Exception:  # (a note never ends the run: it is only news)
+                        said = None
+                if said:
+                    self.note(said)
 
         thread = threading.Thread(target=tick, name="raygrid-progress", daemon=True)
-        if self.enabled or self.stalled is not None:  # (nothing to draw or watch else)
+        if self.enabled or self.stalled is not None or self.noted is not None:
             thread.start()
         try:
             yield self

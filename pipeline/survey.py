@@ -48,6 +48,7 @@ from .cluster import (
     worker_info,
     workers_back_s,
     workers_gone,
+    workers_lost,
 )
 from .errors import (
     InputError,
@@ -816,8 +817,9 @@ def _solve_pending(
     # file's workers started elsewhere): a relative path would write their chunks there.
     spec = replace(spec, path=spec.path.resolve())
     bar = Progress(
-        spec.n_sources, spec.n_sources - len(pending), progress, stalled=partial(_in_flight, client)
-    )
+        spec.n_sources, spec.n_sources - len(pending), progress,
+        stalled=partial(_in_flight, client), noted=partial(workers_lost, client),
+    )  # fmt: skip
     if compute.tiles is not None:
         with bar.ticking():
             _solve_tiled(client, prepared, spec, pending, bar)

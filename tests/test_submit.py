@@ -1117,3 +1117,53 @@ def test_submit_exits_3_for_a_job_that_may_never_start(tmp_path, monkeypatch):
     assert result.exit_code == 3 and "submitted job 14" in result.output
     monkeypatch.setattr(submit, "submit_workflow", lambda *a, **k: replace(stuck, stuck=None))
     assert CliRunner().invoke(main, ["submit", "survey.yaml"]).exit_code == 0
+
+
+def test_a_worker_job_ending_while_others_run_is_said_once(monkeypatch):
+    # `scancel` of one of two worker jobs (or a lost node) mid-run: the run went on with
+    # one worker and said nothing. Losing them all is said by _jobs_ended (the run stops).
+    from raygrid.pipeline import cluster as clusters
+
+    config = clusters.JobQueueConfig(cluster="slurm", workers=3)
+    answers = iter([
+        {"25": "RUNNING", "26": "RUNNING", "27": "RUNNING"},
+        {"25": "CANCELLED by 0", "26": "RUNNING", "27": "RUNNING"},
+        {"25": "CANCELLED by 0", "26": "RUNNING", "27": "RUNNING"},
+        {"26": "RUNNING"},  # 25 forgotten, 27 gone unnamed (a lost node)
+        {"26": "COMPLETED"},
+    ])  # fmt: skip
+    monkeypatch.setattr(clusters, "job_states", lambda config, ids: next(answers))
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    lost = clusters._jobs_lost(config, ["25", "26", "27"])
+    said = [lost()]  # (not yet asked: every 30 s at most)
+    for _ in range(5):
+        clock[0] += 30.0
+        said.append(lost())
+    assert said == [
+        None, None,
+        "worker job 25 (CANCELLED) ended: 2 of the 3 worker jobs left; the run goes on with "
+        "fewer workers (the tasks they held run again elsewhere)",
+        None,
+        "worker job 27 (gone) ended: 1 of the 3 worker jobs left; the run goes on with fewer "
+        "workers (the tasks they held run again elsewhere)",
+        None,  # all ended: said by _jobs_ended, as the run stops
+    ]  # fmt: skip
+
+
+def test_a_runs_progress_says_what_its_watch_notes():
+    import io
+
+    from raygrid.pipeline.progress import Progress
+
+    notes = iter(["worker job 25 (CANCELLED) ended: ..."])
+    stream = io.StringIO()
+    bar = Progress(3, 0, True, stream, tick=0.01, noted=lambda: next(notes, None))
+    with bar.ticking():
+        time.sleep(0.2)
+        bar.update(3)
+    assert stream.getvalue().count("worker job 25 (CANCELLED) ended: ...\n") == 1
+    failing = Progress(3, 0, False, io.StringIO(), tick=0.01, noted=lambda: 1 / 0)
+    with failing.ticking():  # a failing watch says nothing and stops nothing
+        time.sleep(0.05)
+        failing.update(3)
