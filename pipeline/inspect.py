@@ -171,7 +171,10 @@ def _describe(path: Path, workflow: bool, verify: bool = False) -> str:
         f"radius: {radius} ({attrs.get('star_offsets', '?')} star offsets), weights "
         f"{attrs.get('weights', '?')}, {attrs.get('precision', '?')}, backend "
         f"{attrs.get('backend', '?')}{_tiles(state.workflow, velocity.dims)}",
-        f"raygrid version: {state.version}",
+        # What made it (stores before 2026-12-05 name raygrid's version alone).
+        f"made with: {attrs['software']}"
+        if "software" in attrs
+        else (f"raygrid version: {state.version}"),
         # Not the file's sha256 (sha256sum gives another): a digest of what the run reads
         # of it, its model's values included, which a resume must match.
         f"workflow fingerprint: {state.fingerprint}",

@@ -60,7 +60,7 @@ from .integrity import (
     unreadable_arrays,
 )
 from .storenames import RAY_PARTS, ray_part
-from .version import __version__
+from .version import __version__, software
 
 __all__ = [
     "DamagedStore",
@@ -302,13 +302,16 @@ def create_store(
     coords = {d: velocity.coords[d] for d in dims}
     template = xr.Dataset(coords=coords, attrs=attrs)
     template["velocity"] = velocity.drop_vars([c for c in velocity.coords if c not in dims])
+    for d in dims:  # (after the model: its coordinates come with it)
+        template[d].attrs = {**AXES.get(d, {}), **template[d].attrs}
     for d in dims:
         unit = {"units": coords[d].attrs["units"]} if "units" in coords[d].attrs else {}
         positions = np.array([p[d] for p in sources], dtype=np.float64)
-        template[f"source_{d}"] = ("source", positions, unit)
+        template[f"source_{d}"] = ("source", positions, unit | {"long_name": f"source {d}"})
         if m:
             positions = np.array([p[d] for p in receivers], dtype=np.float64)
-            template[f"receiver_{d}"] = ("receiver", positions, unit)
+            described = unit | {"long_name": f"receiver {d}"}
+            template[f"receiver_{d}"] = ("receiver", positions, described)
     for what, labels in (names or {}).items():
         template.coords[what] = (what, np.array(labels, dtype=object))
     template = template.set_coords([name for name in template.data_vars if name != "velocity"])
@@ -358,6 +361,9 @@ def create_store(
     # chunk file cut short (a copy interrupted) is found (integrity._cut_short).
     for name in template.variables:
         encoding.setdefault(name, {})["compressors"] = field_compressors()
+    for name in template.coords:
+        if template[name].dtype.kind == "f":  # no fill value for positions (CF: none)
+            encoding[name]["_FillValue"] = None
     # What it is made with, so that an array lost whole later is named (integrity). One
     # string, not a list: NetCDF-3 (to_netcdf(engine="scipy")) holds no list of strings.
     template.attrs["store_arrays"] = " ".join(sorted(str(name) for name in template.variables))
@@ -389,6 +395,16 @@ def create_store(
         # leaves is removed by the next run (tidy_siblings). An error here would
         # hide the KeyboardInterrupt.
         shutil.rmtree(partial, ignore_errors=True)
+
+
+#: CF's description of the model's axes, given to a store's coordinates where the model's
+#: own attributes do not say (they are kept): readable without raygrid's docs. (raygrid's
+#: z is depth, positive down: a model whose z is not is refused as it is read.)
+AXES = {
+    "z": {"axis": "Z", "positive": "down", "long_name": "depth"},
+    "y": {"axis": "Y", "long_name": "y (horizontal)"},
+    "x": {"axis": "X", "long_name": "x (horizontal)"},
+}
 
 
 @dataclass(frozen=True)
@@ -991,5 +1007,6 @@ def _assemble_rays(spec: StoreSpec, group: zarr.Group) -> None:
 
 
 def version_attrs() -> dict:
-    """Attributes every store carries."""
-    return {"raygrid_version": __version__}
+    """Attributes every store carries: raygrid's version, and what made it
+    (:func:`~raygrid.pipeline.version.software`: the git commit, Python and libraries)."""
+    return {"raygrid_version": __version__, "software": software()}

@@ -8,3 +8,35 @@ try:
     __version__ = version("raygrid")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
+
+
+def software() -> str:
+    """What made a store, in one line: raygrid's version (with its git commit where it
+    runs from a checkout: every development build is 0.1.0), Python and the libraries its
+    numbers depend on. No date or host: a store made twice is the same bytes."""
+    import platform
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1]
+    made = f"raygrid {__version__}"
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=5,
+        )  # fmt: skip
+        changed = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        )  # fmt: skip
+        if commit.returncode == 0 and commit.stdout.strip():
+            made += f" (git {commit.stdout.strip()}{', changed' if changed.stdout.strip() else ''})"
+    except (OSError, subprocess.TimeoutExpired):  # no git, or not a checkout: the version
+        pass
+    parts = [made, f"Python {platform.python_version()}"]
+    for name in ("numpy", "numba", "numba-cuda", "dask", "distributed", "xarray", "zarr"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return "; ".join(parts)

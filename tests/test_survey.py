@@ -104,6 +104,27 @@ def test_survey_end_to_end_matches_the_api_exactly(tmp_path, client):
     result, rays = expected(SPEC)
     assert dataset.attrs["complete"] == 1
     assert dataset.attrs["raygrid_version"] == rg.__version__
+    # What made it (every development build is 0.1.0): the commit where it runs from a
+    # checkout, Python and the libraries; shown by raygrid info.
+    import numpy
+    import zarr
+
+    software = dataset.attrs["software"]
+    assert software.startswith(f"raygrid {rg.__version__}")
+    assert f"numpy {numpy.__version__}" in software and f"zarr {zarr.__version__}" in software
+    assert f"made with: {software}" in rg.inspect.describe(tmp_path / "survey.zarr")
+    # Readable without raygrid's docs: the axes described as CF describes them, positions
+    # named, and no fill value on coordinates (CF allows none there).
+    assert dataset["z"].attrs | {"units": "m"} == {
+        "axis": "Z", "positive": "down", "long_name": "depth", "units": "m"
+    }  # fmt: skip
+    assert dataset["x"].attrs["axis"] == "X"
+    assert dataset["receiver_x"].attrs["long_name"] == "receiver x"
+    import json
+
+    for name in ("z", "x", "source_x", "receiver_z"):
+        stored = json.loads((tmp_path / "survey.zarr" / name / "zarr.json").read_text())
+        assert "_FillValue" not in stored.get("attributes", {}), name
     # The store exports to NetCDF as it is: its attributes hold no dict (the fingerprint's
     # parts were one) and no boolean (complete, rays_assembled), which NetCDF refuses.
     dataset.to_netcdf(tmp_path / "whole.nc")
