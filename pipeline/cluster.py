@@ -210,10 +210,12 @@ def _own(keys: dict[tuple[str, ...], str]) -> dict[str, str]:
 
 
 #: Job directives raygrid writes itself (its job script's header, and dask-jobqueue's for
-#: worker jobs), by batch system, with the cluster file's keys they come from.
+#: worker jobs), by batch system, with the cluster file's keys they come from. PBS ``-l``
+#: resources are keyed ``-l <resource>``.
 OWN_DIRECTIVES = {
     "slurm": _own({
-        ("--output", "-o", "--error", "-e", "--open-mode"): "log_directory (the job's logs)",
+        ("--output", "-o", "--error", "-e"): "log_directory (the job's logs)",
+        ("--open-mode",): "nothing: raygrid appends (a requeued job keeps its first log)",
         ("--job-name", "-J"): "job_name",
         ("--partition", "-p"): "queue",
         ("--account", "-A"): "account",
@@ -228,8 +230,42 @@ OWN_DIRECTIVES = {
         ("-N",): "job_name",
         ("-q",): "queue",
         ("-A",): "account",
+        ("-l walltime",): "walltime",
+        ("-l select", "-l nodes", "-l ncpus", "-l mem", "-l ngpus"):
+            "workers, workers_per_node, cores_per_worker, memory_per_worker, gpus_per_worker",
     }),
 }  # fmt: skip
+
+
+#: sbatch's own options that begin as one of raygrid's does: whole options, not
+#: abbreviations (--gpus is not --gpus-per-task).
+WHOLE_OPTIONS = {"--gpus", "--mem-bind", "--time-min", "--nodelist", "--nodefile"}
+
+
+def own_directive(directive: str, cluster: str | None) -> str | None:
+    """The option of ``directive`` that raygrid writes itself for ``cluster``, as
+    :data:`OWN_DIRECTIVES` names it, or ``None``: written ``--output=x`` or ``--output x``,
+    a short option with its value attached (``-t48:00:00``, ``-Jname``), a long one
+    abbreviated as sbatch takes it (``--out``), a PBS resource in ``-l a=1,b=2``."""
+    own = OWN_DIRECTIVES.get(cluster or "", {})
+    text = directive.strip()
+    separator = "=" if re.match(r"--[^\s=]+=", text) else " "
+    option, _, value = text.partition(separator)
+    value = value.strip()
+    if cluster == "pbs" and option == "-l":
+        for resource in re.split(r"[,:]", value):
+            name = f"-l {resource.split('=')[0].strip()}"
+            if name in own:
+                return name
+        return None
+    if option in own:
+        return option
+    if option.startswith("--") and len(option) > 3 and option not in WHOLE_OPTIONS:
+        # An abbreviation, as getopt_long takes one (--out for --output).
+        return next((o for o in own if o.startswith(option) and o.startswith("--")), None)
+    if re.fullmatch(r"-[A-Za-z].+", option):  # a short option with its value attached
+        return option[:2] if option[:2] in own else None
+    return None
 
 
 class JobQueueConfig(Strict):
@@ -320,14 +356,15 @@ class JobQueueConfig(Strict):
     def _not_raygrids_own(cls, directives: list[str], info: ValidationInfo) -> list[str]:
         # raygrid writes these itself: a user's --output won over raygrid's, the job's log
         # went elsewhere and the run still named its own folder as the log's.
-        own = OWN_DIRECTIVES.get(info.data.get("cluster"), {})
+        cluster = info.data.get("cluster")
         for directive in directives:
-            option = re.split(r"[=\s]", directive.strip(), maxsplit=1)[0]
-            if option in own:
+            option = own_directive(directive, cluster)
+            if option is not None:
+                source = OWN_DIRECTIVES[cluster][option]
+                then = "leave it out" if source.startswith("nothing") else "set that instead"
                 raise schema_error(
                     "own_directive",
-                    f"{directive!r}: raygrid writes {option} itself from {own[option]}: set "
-                    "that instead",
+                    f"{directive!r}: raygrid writes {option} itself from {source}: {then}",
                 )
         return directives
 

@@ -559,12 +559,19 @@ def _store_record(store: Path) -> Path:
 
 
 def refuse_if_queued(
-    config: JobQueueConfig, workdir: Path, store: Path, *, dry_run: bool = False
+    config: JobQueueConfig,
+    workdir: Path,
+    store: Path,
+    *,
+    dry_run: bool = False,
+    again: str = "submit again",
 ) -> None:
     """Refuse a second job for ``store`` while an earlier one (recorded in the cluster
     file's ``log_directory``, or beside the store) is still queued or running: a job still
     queued holds no lock yet, and the second took a whole allocation to find the store
     taken or finished. ``dry_run`` (which submits nothing): said as a warning instead.
+    ``again``: what to do once it has finished, if it did not (``raygrid run`` says "run
+    again").
 
     A submit with another ``log_directory`` (or from another folder, the store's path
     absolute) found no earlier job: both ran, the second failing on the store's lock.
@@ -595,7 +602,7 @@ def refuse_if_queued(
             shown = name.lower() if len(name) > 1 else f"in state {name}"  # PBS: one letter
             said = (
                 f"job {job} ({earlier[job]}) is {shown} for the same store, {store}: wait "
-                f"for it to finish (then submit again, if it did not), or cancel it first "
+                f"for it to finish (then {again}, if it did not), or cancel it first "
                 f"({cancel} {job})"
             )
             if dry_run:

@@ -367,7 +367,7 @@ def run_survey(
         # jobs queued behind it waited their whole wait_timeout (submit refuses as this).
         from .submit import refuse_if_queued
 
-        refuse_if_queued(config, Path.cwd(), Path(workflow.outputs.store))
+        refuse_if_queued(config, Path.cwd(), Path(workflow.outputs.store), again="run again")
     prepared = prepare_workflow(workflow, workers_gpu=_workers_gpu(config, workflow, client))
     compute = workflow.compute
     backend = prepared.options.backend

@@ -21,17 +21,24 @@ def software() -> str:
     here = Path(__file__).resolve().parents[1]
     made = f"raygrid {__version__}"
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+        # Only where raygrid's own folder is the checkout's top (an editable install of a
+        # clone): a wheel installed in a project's .venv would find the project's commit.
+        found = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
             capture_output=True, text=True, timeout=5,
         )  # fmt: skip
-        changed = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
-        )  # fmt: skip
-        if commit.returncode == 0 and commit.stdout.strip():
-            made += f" (git {commit.stdout.strip()}{', changed' if changed.stdout.strip() else ''})"
-    except (OSError, subprocess.TimeoutExpired):  # no git, or not a checkout: the version
+        top, _, commit = found.stdout.strip().partition("\n")
+        if found.returncode == 0 and commit and Path(top).resolve() == here:
+            made += f" (git {commit.strip()}"
+            try:
+                changed = subprocess.run(
+                    ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                    capture_output=True, text=True, timeout=5,
+                ).stdout.strip()  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired):  # the commit stands alone
+                changed = ""
+            made += ", changed)" if changed else ")"
+    except (OSError, subprocess.TimeoutExpired):  # no git: the version alone
         pass
     parts = [made, f"Python {platform.python_version()}"]
     for name in ("numpy", "numba", "numba-cuda", "dask", "distributed", "xarray", "zarr"):

@@ -1078,20 +1078,56 @@ def test_submit_takes_the_workflows_own_cluster_file_and_names_the_job_after_it(
 
 
 @pytest.mark.parametrize(
-    ("kind", "directive", "key"),
-    [("slurm", "--output=elsewhere-%j.log", "log_directory"), ("slurm", "-o x.log", "log_dir"),
-     ("slurm", "--time=2:00:00", "walltime"), ("slurm", "-J name", "job_name"),
-     ("pbs", "-o /tmp/x.log", "log_directory"), ("pbs", "-N name", "job_name")],
+    ("kind", "directive", "option", "key"),
+    [("slurm", "--output=elsewhere-%j.log", "--output", "log_directory"),
+     ("slurm", "-o x.log", "-o", "log_dir"), ("slurm", "--time=2:00:00", "--time", "walltime"),
+     ("slurm", "-J name", "-J", "job_name"), ("slurm", "-t48:00:00", "-t", "walltime"),
+     ("slurm", "-Jother", "-J", "job_name"), ("slurm", "--out=/tmp/x", "--output", "log_dir"),
+     ("slurm", "--part gpu", "--partition", "queue"),
+     ("slurm", "--open-mode=truncate", "--open-mode", "nothing: raygrid appends"),
+     ("pbs", "-o /tmp/x.log", "-o", "log_directory"), ("pbs", "-N name", "-N", "job_name"),
+     ("pbs", "-l walltime=48:00:00", "-l walltime", "walltime"),
+     ("pbs", "-l select=2:ncpus=4", "-l select", "workers")],
 )  # fmt: skip
-def test_directives_raygrid_writes_are_refused_naming_the_key(tmp_path, kind, directive, key):
+def test_directives_raygrid_writes_are_refused_naming_the_key(
+    tmp_path, kind, directive, option, key
+):
     # A user's --output won over raygrid's: the job's log went elsewhere, and the run still
-    # named its own folder for it.
+    # named its own folder for it; short options with their values attached and sbatch's
+    # abbreviations of long ones went through, as did PBS's -l walltime.
     _, cluster = setup(tmp_path, kind=kind, job_directives=[directive])
-    with pytest.raises(InputError, match=f"raygrid writes {directive.split()[0].split('=')[0]} "
-                       f"itself from {key}"):  # fmt: skip
+    with pytest.raises(InputError, match=f"raygrid writes {option} itself from {key}"):
         rg.cluster.read_cluster(cluster)
-    _, cluster = setup(tmp_path, kind=kind, job_directives=["--constraint=h100"])
-    assert rg.cluster.read_cluster(cluster).job_directives == ["--constraint=h100"]
+    fine = {
+        "slurm": ["--constraint=h100", "--gpus=1", "-C h100", "--exclusive", "-q normal",
+                  "--mem-per-cpu=2G", "--time-min=30", "--gres=gpu:1"],
+        "pbs": ["-l place=scatter", "-W group_list=geo", "-V", "-m abe", "-P proj"],
+    }[kind]  # fmt: skip
+    _, cluster = setup(tmp_path, kind=kind, job_directives=fine)
+    assert rg.cluster.read_cluster(cluster).job_directives == fine
+
+
+def test_the_software_record_names_raygrids_own_checkout_only(tmp_path, monkeypatch):
+    # A wheel installed in a project's .venv asked git from inside the project: the
+    # project's commit (and its edits) was recorded as raygrid's.
+    from raygrid.pipeline import version
+
+    project = tmp_path / "project"
+    installed = project / ".venv" / "lib" / "site-packages" / "raygrid"
+    (installed / "pipeline").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(project)]
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "a.txt").write_text("a")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "theirs"], check=True)
+    monkeypatch.setattr(version, "__file__", str(installed / "pipeline" / "version.py"))
+    made = version.software()
+    assert made.startswith(f"raygrid {rg.__version__};") and "(git" not in made
+    # raygrid's own checkout (the repo root is the package) names its commit.
+    monkeypatch.setattr(version, "__file__", str(project / "pipeline" / "version.py"))
+    commit = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()  # fmt: skip
+    assert version.software().startswith(f"raygrid {rg.__version__} (git {commit});")
 
 
 def test_a_batch_system_out_of_reach_is_said_so_not_blamed_on_the_job(tmp_path):
