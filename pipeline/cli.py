@@ -423,19 +423,29 @@ def plot(
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--workflow", "show_workflow", is_flag=True, help="Print the stored workflow.")
 @click.option(
+    "--workflow-file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write the stored workflow to FILE as YAML, a workflow `raygrid run` takes (it "
+    "resumes or remakes this store).",
+)
+@click.option(
     "--verify",
     is_flag=True,
     help="Read every chunk, to find those changed on disk since they were written (their "
     "checksums): as long as reading the whole store.",
 )
 @_input_errors
-def info(store: Path, show_workflow: bool, verify: bool) -> None:
+def info(store: Path, show_workflow: bool, workflow_file: Path | None, verify: bool) -> None:
     """Summarise a STORE: its status, sources done, model and sizes (--workflow prints the
     stored workflow). Exit status 1 for a damaged store (its status says how), 0 for a
     sound one, finished or not; 2 for what is not a store."""
-    from .inspect import describe
+    from .inspect import describe, write_workflow
     from .store import DamagedStore
 
+    if workflow_file is not None:
+        click.echo(f"wrote {write_workflow(store, workflow_file)}")
     try:
         said = describe(store, workflow=show_workflow, verify=verify)
     except DamagedStore as error:  # metadata that does not read: damaged as the others

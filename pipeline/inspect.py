@@ -27,7 +27,9 @@ from .lock import is_locked
 from .store import DamagedStore, StoreState, check_writable, holds, open_store, point_names
 from .storenames import RAY_PARTS
 
-__all__ = ["describe", "numbered", "open_survey", "plot_directory", "point_number"]
+__all__ = [
+    "describe", "numbered", "open_survey", "plot_directory", "point_number", "write_workflow",
+]  # fmt: skip
 
 
 def open_survey(path: str | Path) -> xr.Dataset:
@@ -118,6 +120,50 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
                     "look again once it has finished"
                 ) from None
             read += 1
+
+
+def write_workflow(store: str | Path, path: str | Path) -> Path:
+    """Write the workflow a store was made with (as its first run read it: sources and
+    receivers listed, defaults filled in) to ``path`` as YAML, a file ``raygrid run`` takes:
+    rerun as it is, it resumes that store (or remakes it, moved or deleted, with the same
+    fingerprint); its model and CSV files are named, not copied.
+
+    Keys left empty are left out (``plot_source`` with them where there is no ``plot``: it
+    was warned about as a choice of nothing).
+
+    Raises
+    ------
+    InputError
+        If ``store`` is not a survey store, has no stored workflow, or ``path`` exists.
+    """
+    import yaml
+
+    state = open_store(store)
+    if not state.workflow:
+        raise InputError(f"{store} stores no workflow (a store made before raygrid kept one)")
+    path = as_path(path, "the workflow file")
+    if path.exists():
+        raise InputError(f"{path} exists: choose another name (nothing is written over)")
+    workflow = _without_empty(json.loads(state.workflow))
+    if "plot" not in workflow.get("outputs", {}):
+        workflow.get("outputs", {}).pop("plot_source", None)
+    header = (
+        f"# The workflow {Path(store).name} was made with, written by raygrid info "
+        "--workflow-file.\n# `raygrid run` of this file resumes the store at outputs.store "
+        "(compute may be changed freely: it is not part of the store's fingerprint).\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + yaml.safe_dump(workflow, sort_keys=False))
+    return path
+
+
+def _without_empty(value: object) -> object:
+    """``value`` with mapping keys whose value is ``None`` left out, at every level."""
+    if isinstance(value, dict):
+        return {k: _without_empty(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_empty(v) for v in value]
+    return value
 
 
 def _describe(path: Path, workflow: bool, verify: bool = False) -> str:

@@ -1926,3 +1926,34 @@ def test_what_a_killed_writer_left_is_swept_before_the_rays_are_assembled(
         dataset = run_workflow(read_workflow(path), client=client)
     assert not list(store.rglob("*.partial"))
     assert dataset.attrs["complete"] == 1 and "ray_start" in dataset
+
+
+def test_a_stores_workflow_written_out_resumes_or_remakes_it(tmp_path, client):
+    # A reviewer could extract the stored workflow only from `raygrid info --workflow`'s
+    # mixed output, and its normalised form warned of plot_source without a plot.
+    path = workflow_file(tmp_path)
+    made = run_workflow(read_workflow(path), client=client)
+    store = tmp_path / "survey.zarr"
+    written = rg.inspect.write_workflow(store, tmp_path / "again" / "workflow.yaml")
+    text = written.read_text()
+    assert text.startswith("# The workflow survey.zarr was made with") and "null" not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no plot_source warning)
+        as_is = read_workflow(written)
+    # As it is: the store's own workflow, so it resumes (nothing left to do).
+    assert rg.workflow.prepare_workflow(as_is).fingerprint == made.attrs["workflow_sha256"]
+    # Elsewhere: the same study again, the same floats and fingerprint.
+    spec = yaml.safe_load(text)
+    spec["outputs"]["store"] = str(tmp_path / "remade.zarr")
+    (tmp_path / "remade.yaml").write_text(yaml.safe_dump(spec))
+    remade = run_workflow(read_workflow(tmp_path / "remade.yaml"), client=client)
+    assert remade.attrs["workflow_sha256"] == made.attrs["workflow_sha256"]
+    for name in ("traveltime", "receiver_traveltime", "ray_x", "ray_z", "ray_time"):
+        np.testing.assert_array_equal(remade[name].values, made[name].values)
+    with pytest.raises(InputError, match="workflow.yaml exists: choose another name"):
+        rg.inspect.write_workflow(store, written)
+    from test_cli import raygrid_here
+
+    shown = raygrid_here("info", store, "--workflow-file", "cli.yaml", cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stdout.startswith("wrote cli.yaml\nstore: ")
+    assert (tmp_path / "cli.yaml").read_text() == text
