@@ -924,19 +924,13 @@ def _jobs_ended(
     plain ``squeue``/``qstat``. A job its partition cannot start as asked
     (:func:`cannot_start`) is said through ``echo``, once.
     """
-    import subprocess
-    import time
-
-    asked, seen, said = [0.0], set(), set()
+    polled = _states_every(config, ids, 5.0)
+    seen, said = set(), set()
 
     def ended() -> str | None:
-        if time.monotonic() - asked[0] < 5.0:
+        states = polled()
+        if states is None:  # not yet asked again, or cannot tell: the timeout ends the wait
             return None
-        asked[0] = time.monotonic()
-        try:
-            states = job_states(config, ids)
-        except (OSError, subprocess.TimeoutExpired):
-            return None  # cannot tell: the timeout still ends the wait
         seen.update(states)
         for job, state in states.items():
             stuck = cannot_start(job, state) if config.cluster == "slurm" else None
@@ -962,6 +956,28 @@ def _jobs_ended(
     return ended
 
 
+def _states_every(
+    config: JobQueueConfig, ids: list[str], every: float, first: float = 0.0
+) -> Callable[[], dict[str, str] | None]:
+    """:func:`job_states` of ``ids``, asked at most every ``every`` seconds (counted from
+    ``first``); ``None`` between, or when the batch system does not answer."""
+    import subprocess
+    import time
+
+    asked = [first]
+
+    def states() -> dict[str, str] | None:
+        if time.monotonic() - asked[0] < every:
+            return None
+        asked[0] = time.monotonic()
+        try:
+            return job_states(config, ids)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    return states
+
+
 def _ended(states: dict[str, str], seen: set[str]) -> set[str]:
     """The jobs of ``states`` (squeue's or qstat's) that have ended, and those named
     before (``seen``) that it no longer names."""
@@ -974,18 +990,14 @@ def _jobs_lost(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | Non
     """What to say when some worker jobs in ``ids`` have ended, the others still running
     (asked at most every 30 s), each ended job said once; ``None`` otherwise, and once
     all have ended (:func:`_jobs_ended` says that)."""
-    import subprocess
     import time
 
-    asked, seen, said = [time.monotonic()], set(), set()
+    polled = _states_every(config, ids, 30.0, first=time.monotonic())
+    seen, said = set(), set()
 
     def lost() -> str | None:
-        if time.monotonic() - asked[0] < 30.0:
-            return None
-        asked[0] = time.monotonic()
-        try:
-            states = job_states(config, ids)
-        except (OSError, subprocess.TimeoutExpired):
+        states = polled()
+        if states is None:
             return None
         seen.update(states)
         over = _ended(states, seen)
