@@ -1311,9 +1311,6 @@ def _dims_hint(velocity: xr.DataArray) -> str:
             f"rename axes with velocity.rename({{{pairs}}}) (load_velocity(..., rename=...), "
             "model.rename in a workflow)"
         )
-    # An elevation axis was left out of the renames (its rename alone would turn the model
-    # upside down): negated into depth, then named z.
-    up = [d for d in velocity.dims if d.lower() in ELEVATION_NAMES and "z" not in velocity.dims]
     if set(velocity.dims) == {"y", "x"}:
         # A map (a surface-wave group-velocity map): shortest paths in a plane do not care
         # which plane, but raygrid's 2D models are (z, x) sections.
@@ -1321,6 +1318,9 @@ def _dims_hint(velocity: xr.DataArray) -> str:
             "a 2D map (y, x) is solved as a section: velocity.rename({'y': 'z'}), sources "
             "and receivers given z for their y (depth checks then read y as depth)"
         )
+    # An elevation axis was left out of the renames (its rename alone would turn the model
+    # upside down): negated into depth, then named z.
+    up = [d for d in velocity.dims if d.lower() in ELEVATION_NAMES and "z" not in velocity.dims]
     if up:
         hints.append(
             f"{up[0]!r} measures up where raygrid's {Z_IS_DEPTH}: make it z with "

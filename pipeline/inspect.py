@@ -387,15 +387,10 @@ def plot_directory(
     store's map depth (:func:`~raygrid.pipeline.plot.plot_field`). ``kind``: the files'
     format (``png``, ``pdf``, ``svg``: any matplotlib writes), ``dpi`` their resolution
     (default :data:`~raygrid.pipeline.plot.DPI`)."""
-    from matplotlib.backend_bases import FigureCanvasBase
+    from .plot import DPI, plot_field, plot_gathers, unwritable
 
-    from .plot import DPI, plot_field, plot_gathers
-
-    kinds = FigureCanvasBase.get_supported_filetypes()
-    if kind not in kinds:  # before the store is read
-        raise InputError(
-            f"matplotlib cannot write {kind!r} pictures; use one of {', '.join(sorted(kinds))}"
-        )
+    if said := unwritable(kind):  # before the store is read
+        raise InputError(said)
     dpi = DPI if dpi is None else dpi
     if not (isinstance(dpi, Real) and not isinstance(dpi, bool) and 10 <= dpi <= 2400):
         raise InputError(f"dpi must be a number from 10 to 2400, got {dpi!r}")

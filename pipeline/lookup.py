@@ -11,7 +11,6 @@ same floats as a survey's receiver table and a raypath's last leg.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +25,15 @@ from .grid import MODEL_CHECK_RTOL, Grid, recorded_radius, recorded_source, solv
 from .integrity import listed_sources
 from .labelled import labelled_points
 from .nodevalues import NodeValues
-from .solve import as_table, check_flag, given_path, locate_points, one_point, source_list
+from .solve import (
+    as_table,
+    check_flag,
+    given_path,
+    locate_points,
+    one_point,
+    solving_threads,
+    source_list,
+)
 
 __all__ = ["TraveltimeTable", "traveltime_at", "receiver_times"]
 
@@ -609,8 +616,8 @@ THREADED_LOOKUP = 20_000
 
 
 def _lookup_threads(sources: int, points: int, shareable: bool, field_bytes: int = 0) -> int:
-    """Threads for a lookup of ``points`` in ``sources`` fields: this process's CPUs (as
-    its affinity allows), one per source at most, and no more than :data:`LOAD_BYTES` of
+    """Threads for a lookup of ``points`` in ``sources`` fields: as many as a solve of them
+    takes (:func:`~.solve.solving_threads`), and no more than :data:`LOAD_BYTES` of
     fields each thread reads whole (``field_bytes`` each) at once; one where ``not
     shareable``, the lookup is small, or it is called from another thread than the main
     one (a Dask worker's task, a caller's own pool: their threads are the parallelism)."""
@@ -619,12 +626,4 @@ def _lookup_threads(sources: int, points: int, shareable: bool, field_bytes: int
     if threading.current_thread() is not threading.main_thread():
         return 1
     fit = LOAD_BYTES // field_bytes if field_bytes else sources
-    return max(1, min(_cpus(), sources, fit))
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on (its affinity, where the platform says)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return max(1, min(solving_threads(sources, None), fit))

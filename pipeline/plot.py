@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.axis import Axis
 
-__all__ = ["plot_field", "plot_gathers", "plot_store", "DPI"]
+__all__ = ["plot_field", "plot_gathers", "plot_store", "unwritable", "DPI"]
 
 #: Dots per inch of the pictures written (raster formats; in PDF and SVG, of the model's
 #: image, drawn as a raster inside them).
@@ -74,6 +74,21 @@ def _rays_of(
     across, down = (dataset[f"ray_{d}"][first:end].values for d in dims)
     return [(across[s - first : s - first + c], down[s - first : s - first + c])
             for s, c in zip(starts, counts)]  # fmt: skip
+
+
+def unwritable(kind: str, shown: str | None = None) -> str | None:
+    """Why matplotlib cannot write pictures of format ``kind`` (a suffix without its dot,
+    any case), naming it as ``shown`` (default ``kind``); ``None`` if it can. Checked
+    before anything is solved or drawn (a workflow's ``outputs.plot``, ``raygrid plot
+    --format``)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if kind.lower() in kinds:
+        return None
+    return f"matplotlib cannot write {shown or kind!r} pictures; use one of " + ", ".join(
+        sorted(kinds)
+    )
 
 
 def plot_field(

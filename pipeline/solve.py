@@ -442,8 +442,18 @@ def solve_seeds(
 
 
 def solving_threads(n_sources: int, threads: int | None) -> int:
-    """CPU threads :func:`solve_seeds` solves ``n_sources`` on (``None``: one per core)."""
-    return max(min(n_sources, threads or os.cpu_count() or 1), 1)
+    """CPU threads :func:`solve_seeds` solves ``n_sources`` on (``None``: one per core this
+    process may run on), and a lookup reads that many sources' fields on."""
+    return max(min(n_sources, threads or usable_cpus()), 1)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity where the platform says (a batch
+    job's share of a node), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def compile_cpu_solver(dims: tuple[str, ...], star: Star, options: Options) -> float:

@@ -282,15 +282,11 @@ class Outputs(Strict):
             return plot.with_name(plot.name + ".png")
         if not plot.suffix:  # an existing folder: out.png and out-gathers.png went beside it
             return plot
-        from matplotlib.backend_bases import FigureCanvasBase
+        from .plot import unwritable
 
-        kinds = FigureCanvasBase.get_supported_filetypes()
-        if plot.suffix[1:].lower() not in kinds:
-            raise schema_error(
-                "picture_type",
-                f"matplotlib cannot write {plot.suffix!r} pictures; use one of "
-                + ", ".join(sorted(kinds)),
-            )
+        said = unwritable(plot.suffix[1:], shown=plot.suffix)
+        if said:
+            raise schema_error("picture_type", said)
         return plot
 
 

@@ -872,7 +872,7 @@ def test_many_sources_are_looked_up_on_threads_with_the_same_floats(model, monke
         warnings.simplefilter("always")
         several = table.at(points)
     xr.testing.assert_identical(several, one)
-    assert chosen[0] == 1 and chosen[1] == min(4, lookup._cpus())
+    assert chosen[0] == 1 and chosen[1] == min(4, rg.solve.usable_cpus())
     # Each point its own rule, point by point (the tuples rays are made of).
     grid = table.grid
     for s, source in enumerate(sources):
@@ -932,7 +932,7 @@ def test_lookup_threads_stay_within_memory_and_off_other_threads(monkeypatch):
 
     from raygrid.pipeline import lookup
 
-    monkeypatch.setattr(lookup, "_cpus", lambda: 64)
+    monkeypatch.setattr(rg.solve, "usable_cpus", lambda: 64)
     big = 100 * 2**20
     assert lookup._lookup_threads(500, 5000, True) == 64
     assert lookup._lookup_threads(500, 5000, True, big) == lookup.LOAD_BYTES // big == 2
