@@ -848,6 +848,7 @@ def traveltimes(
     precompute: bool = False,
     threads: int | None = None,
     progress: bool = False,
+    client: Any = None,
 ) -> xr.DataArray | xr.Dataset:
     """First-arrival traveltimes of many sources on one model, along a ``source`` dim.
 
@@ -873,11 +874,21 @@ def traveltimes(
         star, on the grid padded by the radius) and reuse it for all sources, instead of
         computing weights on the fly.
     threads : int, optional
-        CPU: sources solved at once (default: one per core).
+        CPU: sources solved at once (default: one per core); with ``client``, by each task
+        (default 1: the workers' threads run tasks side by side).
     progress : bool, default False
         Show a progress bar on stderr, counted in sources (its clock runs on a terminal;
         elsewhere a line at the start and as sources finish, every few seconds). A single
         source has no progress to show, only its elapsed time.
+    client : distributed.Client, optional
+        Solve the sources on this Dask cluster's workers (a ``LocalCluster``, a
+        ``SLURMCluster``, a scheduler's): the model and the CPU solver's prepared graph are
+        sent once to every worker, the sources go out in shares of about two per worker
+        thread, and their fields come back here, bitwise those of a call without it. The
+        result is held in this process, as without a client: for more sources than fit
+        here, ``raygrid run`` writes each to a Zarr store as it is done. ``backend="auto"``
+        looks at the workers' GPUs, not this machine's. By default the sources are solved
+        in this process (a current client is not used).
 
     Returns
     -------
@@ -902,7 +913,11 @@ def traveltimes(
     raygrid.kernels.dijkstra, raygrid.kernels.cuda.pull_solver.solve_pull,
     raygrid.kernels.cuda.nearfar.solve_near_far : the solvers behind the backends.
     """
-    options = check_options(weights, backend, precision, algorithm, batch, precompute)
+    check_client(client)
+    options = check_options(
+        weights, backend, precision, algorithm, batch, precompute,
+        **({} if client is None else worker_hardware(client, backend)),
+    )  # fmt: skip
     check_flag("predecessors", predecessors)
     check_flag("progress", progress)
     counted = isinstance(threads, Integral) and not isinstance(threads, bool)
@@ -913,6 +928,8 @@ def traveltimes(
     unused = unused_settings(options, backend, batch, threads)
     if unused:
         warn_input(unused)
+    if client is not None and threads is None:
+        threads = 1  # each task's: the workers' threads run tasks side by side
     # The model's dims and coordinates first, its values not yet read: a solve too big
     # for this machine is refused before the model is copied to float64 slowness (4 GB,
     # seconds, for 10001 x 50001 nodes), as the sources and options are.
@@ -946,9 +963,16 @@ def traveltimes(
         seeds.append((grid.flat(nodes), times))
     bar = Progress(len(seeds), 0, progress)
     with bar.ticking():
-        times, predecessor = solve_seeds(
-            grid, star, options, seeds, threads, predecessors=predecessors, solved=bar.update
-        )
+        if client is None:
+            times, predecessor = solve_seeds(
+                grid, star, options, seeds, threads, predecessors=predecessors, solved=bar.update
+            )
+        else:
+            from .fanout import SolveTask, solve_on_client
+
+            graph = cpu_graph(grid, star, options) if options.backend == "cpu" else None
+            task = SolveTask(grid, star, options, graph, threads, predecessors)
+            times, predecessor = solve_on_client(client, task, seeds, bar.update)
     attrs = solver_attrs(grid, star, options)
     coords = model_coords(velocity, grid)
     coords.update(source_coords(grid, points))
@@ -967,6 +991,34 @@ def traveltimes(
     predecessor = predecessor.reshape(field.shape)
     model = velocity if read else held_model(velocity)  # (read here: no one else's)
     return with_predecessors(field, predecessor, star, model, grid)
+
+
+def check_client(client: Any) -> None:
+    """Refuse a ``client=`` that is not a Dask ``distributed.Client`` (a cluster object, an
+    address), naming what to pass instead."""
+    if client is None:
+        return
+    from distributed import Client
+
+    if not isinstance(client, Client):
+        raise InputError(
+            f"client must be a distributed.Client, got {type(client).__name__}: pass "
+            "Client(cluster) or Client(address), not the cluster or its address"
+        )
+
+
+def worker_hardware(client: Any, backend: str) -> dict:
+    """:func:`check_options`' arguments for solves on ``client``'s workers: ``cuda`` checked
+    on them (refused, naming a worker that cannot), ``auto`` resolved by their GPUs, never
+    this machine's."""
+    if backend == "cpu":
+        return {}
+    from .fanout import check_workers_gpu, workers_gpu
+
+    if backend == "cuda":
+        check_workers_gpu(client)
+        return {"here": False, "gpu": True}
+    return {"here": False, "gpu": workers_gpu(client)}
 
 
 def held_model(velocity: xr.DataArray) -> xr.DataArray:

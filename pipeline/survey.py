@@ -59,6 +59,7 @@ from .errors import (
     run_again,
     warn_input,
 )
+from .fanout import check_workers_gpu
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity, in_memory
 from .integrity import listed_sources
@@ -504,33 +505,6 @@ def _workers_gpu(config: Any, workflow: Any, client: Any) -> bool | None:
     if isinstance(config, SchedulerConfig) and workflow.compute.backend == "cuda":
         return True
     return None
-
-
-def _unusable_reason() -> str | None:
-    """Why this worker cannot run CUDA kernels, or ``None`` (the simulator runs them)."""
-    from ..kernels import cuda  # numba.cuda only where it is asked for
-
-    return None if cuda.simulating() else cuda.unusable_reason()
-
-
-def check_workers_gpu(client: Any) -> None:
-    """Refuse a CUDA survey on workers (those joined so far) that cannot run CUDA kernels,
-    naming the first and why, before the store is touched: their tasks would each fail.
-
-    Raises
-    ------
-    InputError
-        Naming the worker and its reason (no GPU, no CUDA compiler).
-    """
-    reasons = client.run(_unusable_reason)
-    unusable = {worker: reason for worker, reason in reasons.items() if reason}
-    if unusable:
-        worker, reason = next(iter(unusable.items()))
-        raise InputError(
-            f"backend cuda, but {len(unusable)} of the {len(reasons)} Dask workers cannot "
-            f"run CUDA kernels: worker {worker}: {reason}; start the workers on GPU nodes, "
-            "or use backend cpu"
-        )
 
 
 def _footprint(prepared: PreparedWorkflow, spec: StoreSpec) -> Any:

@@ -1,0 +1,168 @@
+"""Many sources' fields solved on a Dask cluster's workers: :func:`traveltimes` with ``client=``.
+
+A survey (:mod:`raygrid.pipeline.survey`) writes each source to a Zarr store as it is done;
+here the fields come back to the caller, as :func:`~raygrid.pipeline.traveltimes` returns
+them without a client, and are bitwise the same (the same solver, on the same prepared
+graph, built once on the client and sent once to every worker).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from concurrent.futures import CancelledError
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..kernels import MoserGraph, Star
+from .errors import InputError, RunFailed
+from .grid import Grid
+from .interrupts import check_interrupts
+
+__all__ = [
+    "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
+    "check_workers_gpu", "workers_gpu", "unusable_reason", "gpu_usable",
+]  # fmt: skip
+
+#: The most bytes of fields (and predecessors) one task returns: a worker holds them until
+#: the client has read them, and a task of thousands of fields would hold gigabytes.
+TASK_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class SolveTask:
+    """What every worker needs, sent once per worker: the model, star, options, and the CPU
+    solver's prepared graph (``None`` on CUDA, whose solver keeps its own device arrays)."""
+
+    grid: Grid
+    star: Star
+    options: Any  # solve.Options (imported there: solve imports this module lazily)
+    graph: MoserGraph | None
+    threads: int
+    predecessors: bool
+
+
+def unusable_reason() -> str | None:
+    """Why this worker cannot run CUDA kernels, or ``None`` (the simulator runs them)."""
+    from ..kernels import cuda  # numba.cuda only where it is asked for
+
+    return None if cuda.simulating() else cuda.unusable_reason()
+
+
+def gpu_usable() -> bool:
+    """Whether this worker has a GPU it can run CUDA kernels on (never the simulator)."""
+    from ..kernels import cuda
+
+    return cuda.cuda_usable()
+
+
+def workers_gpu(client: Any) -> bool:
+    """Whether the Dask workers joined so far all have a usable GPU: ``backend="auto"``
+    on them, which, as on this machine, never picks the simulator."""
+    usable = client.run(gpu_usable).values()
+    return bool(usable) and all(usable)
+
+
+def check_workers_gpu(client: Any) -> None:
+    """Refuse CUDA solves on workers (those joined so far) that cannot run CUDA kernels,
+    naming the first and why, before anything is sent: their tasks would each fail.
+
+    Raises
+    ------
+    InputError
+        Naming the worker and its reason (no GPU, no CUDA compiler).
+    """
+    reasons = client.run(unusable_reason)
+    unusable = {worker: reason for worker, reason in reasons.items() if reason}
+    if unusable:
+        worker, reason = next(iter(unusable.items()))
+        raise InputError(
+            f"backend cuda, but {len(unusable)} of the {len(reasons)} Dask workers cannot "
+            f"run CUDA kernels: worker {worker}: {reason}; start the workers on GPU nodes, "
+            "or use backend cpu"
+        )
+
+
+def solve_chunk(task: SolveTask, seeds: list) -> tuple[np.ndarray, np.ndarray | None]:
+    """Solve a share of the sources (a Dask task): times and predecessors, each
+    ``(len(seeds), n_nodes)``, as :func:`~raygrid.pipeline.solve.solve_seeds` gives."""
+    from .solve import solve_seeds
+
+    return solve_seeds(
+        task.grid, task.star, task.options, seeds, task.threads, graph=task.graph,
+        predecessors=task.predecessors,
+    )  # fmt: skip
+
+
+def chunk_size(n_sources: int, worker_threads: int, node_bytes: int, batch: int) -> int:
+    """Sources a task solves: about two tasks per worker thread (a slow worker then holds
+    back less of the end), at most :data:`TASK_BYTES` of results, and a whole number of
+    GPU batches (``batch`` sources relaxed together)."""
+    size = math.ceil(n_sources / max(2 * worker_threads, 1))
+    size = max(min(size, TASK_BYTES // max(node_bytes, 1)), 1)
+    return min(math.ceil(size / batch) * batch, n_sources)
+
+
+def solve_on_client(
+    client: Any,
+    task: SolveTask,
+    seeds: list[tuple[np.ndarray, np.ndarray]],
+    solved: Callable[[int], None],
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Solve ``seeds`` (one ``(nodes, times)`` pair a source) on ``client``'s workers.
+
+    The task (model, graph) is scattered to every worker once; the sources go out in
+    chunks (:func:`chunk_size`) and their fields are copied into the result as each chunk
+    finishes, ``solved(n)`` counting them. A task that fails stops the call with its error
+    (the others are cancelled); the workers that held the model all dying stops it with
+    :class:`RunFailed` (nothing is kept: unlike a survey's store, the result is this call's).
+    """
+    from distributed import as_completed
+
+    options = task.options
+    n_nodes = math.prod(task.grid.shape3)
+    times = np.empty((len(seeds), n_nodes), dtype=options.dtype)
+    predecessor = (
+        np.empty((len(seeds), n_nodes), dtype=task.star.predecessor_dtype)
+        if task.predecessors
+        else None
+    )
+    node_bytes = n_nodes * (times.itemsize + (predecessor.itemsize if task.predecessors else 0))
+    worker_threads = sum(client.nthreads().values())
+    if not worker_threads:
+        raise RunFailed("the Dask client given has no workers: start some, or leave client out")
+    size = chunk_size(len(seeds), worker_threads, node_bytes, options.batch)
+    shared = client.scatter(task, broadcast=True, hash=False)
+    run = uuid.uuid4().hex[:8]
+    futures = {}
+    for start in range(0, len(seeds), size):
+        chunk = seeds[start : start + size]
+        key = f"raygrid-traveltimes-{start}-{start + len(chunk) - 1}-{run}"
+        futures[key] = (client.submit(solve_chunk, shared, chunk, key=key, pure=False), start)
+    running = as_completed([future for future, _ in futures.values()], loop=client.loop)
+    try:
+        for future in running:
+            check_interrupts()
+            _, start = futures.pop(future.key)
+            try:
+                chunk_times, chunk_predecessor = future.result()
+            except CancelledError:
+                raise RunFailed(
+                    "the Dask workers holding the model died (or the scheduler went away) "
+                    "before every source was solved; nothing was kept: call again once the "
+                    "cluster has workers"
+                ) from None
+            stop = start + len(chunk_times)
+            times[start:stop] = chunk_times
+            if predecessor is not None:
+                predecessor[start:stop] = chunk_predecessor
+            future.release()  # the worker's copy goes now, not at the end
+            solved(stop - start)
+    finally:
+        client.cancel([future for future, _ in futures.values() if not future.done()])
+        futures.clear()
+        client.cancel([shared])
+    return times, predecessor
