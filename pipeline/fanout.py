@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,8 @@ from .interrupts import check_interrupts
 
 __all__ = [
     "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
-    "check_workers_gpu", "workers_gpu", "unusable_reason", "gpu_usable",
+    "check_workers_gpu", "workers_gpu", "unusable_reason", "gpu_usable", "submit_shares",
+    "finished_in_turn",
 ]  # fmt: skip
 
 #: The most bytes of fields (and predecessors) one task returns: a worker holds them until
@@ -86,10 +88,13 @@ def check_workers_gpu(client: Any) -> None:
         )
 
 
-def solve_chunk(task: SolveTask, seeds: list) -> tuple[np.ndarray, np.ndarray | None]:
-    """Solve a share of the sources (a Dask task): times and predecessors, each
-    ``(len(seeds), n_nodes)``, as :func:`~raygrid.pipeline.solve.solve_seeds` gives."""
+def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Solve a share of the sources (a Dask task), ``(first source's number, seeds)``:
+    times and predecessors, each ``(len(seeds), n_nodes)``, as
+    :func:`~raygrid.pipeline.solve.solve_seeds` gives."""
     from .solve import solve_seeds
+
+    _, seeds = share
 
     return solve_seeds(
         task.grid, task.star, task.options, seeds, task.threads, graph=task.graph,
@@ -106,6 +111,48 @@ def chunk_size(n_sources: int, worker_threads: int, node_bytes: int, batch: int)
     return min(math.ceil(size / batch) * batch, n_sources)
 
 
+def submit_shares(
+    client: Any, shared: Any, function: Callable, shares: list[tuple[Any, Any]], name: str
+) -> dict[str, tuple[Any, Any]]:
+    """Send ``shared`` (the model and what goes with it: the large inputs) to every worker
+    once, then submit ``function(shared, share)`` for each ``(share, (first, last))``:
+    ``{key: (future, share)}``, keys ``raygrid-<name>-<first>-<last>-<run>``.
+
+    Scattered data is not recomputable: a worker started since (a nanny's restart, a batch
+    system's new job) fetches it from one that holds it, so when every holder has died the
+    tasks left are cancelled (:func:`finished_in_turn`'s caller decides what then).
+    """
+    scattered = client.scatter(shared, broadcast=True, hash=False)
+    run = uuid.uuid4().hex[:8]
+    tasks = {}
+    for share, (first, last) in shares:
+        key = f"raygrid-{name}-{first}-{last}-{run}"
+        tasks[key] = (client.submit(function, scattered, share, key=key, pure=False), share)
+    return tasks
+
+
+def finished_in_turn(client: Any, tasks: dict[str, tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+    """``(future, share)`` of :func:`submit_shares`' tasks as each finishes (or fails),
+    taken out of ``tasks`` as they come; whatever is left when the caller stops (an error,
+    Ctrl-C) is cancelled, and ``tasks`` emptied, once the generator is closed (the callers
+    hold it in ``contextlib.closing``: not left to the garbage collector).
+
+    A future the client still holds is one the scheduler recomputes when the worker holding
+    its result dies: taken out as read, a finished task is not run again.
+    """
+    from distributed import as_completed
+
+    running = as_completed([future for future, _ in tasks.values()], loop=client.loop)
+    try:
+        for future in running:
+            check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
+            _, share = tasks.pop(future.key)
+            yield future, share
+    finally:
+        client.cancel([future for future, _ in tasks.values() if not future.done()])
+        tasks.clear()
+
+
 def solve_on_client(
     client: Any,
     task: SolveTask,
@@ -120,8 +167,6 @@ def solve_on_client(
     (the others are cancelled); the workers that held the model all dying stops it with
     :class:`RunFailed` (nothing is kept: unlike a survey's store, the result is this call's).
     """
-    from distributed import as_completed
-
     options = task.options
     n_nodes = math.prod(task.grid.shape3)
     times = np.empty((len(seeds), n_nodes), dtype=options.dtype)
@@ -135,34 +180,25 @@ def solve_on_client(
     if not worker_threads:
         raise RunFailed("the Dask client given has no workers: start some, or leave client out")
     size = chunk_size(len(seeds), worker_threads, node_bytes, options.batch)
-    shared = client.scatter(task, broadcast=True, hash=False)
-    run = uuid.uuid4().hex[:8]
-    futures = {}
-    for start in range(0, len(seeds), size):
-        chunk = seeds[start : start + size]
-        key = f"raygrid-traveltimes-{start}-{start + len(chunk) - 1}-{run}"
-        futures[key] = (client.submit(solve_chunk, shared, chunk, key=key, pure=False), start)
-    running = as_completed([future for future, _ in futures.values()], loop=client.loop)
-    try:
-        for future in running:
-            check_interrupts()
-            _, start = futures.pop(future.key)
+    shares = [
+        ((start, seeds[start : start + size]), (start, min(start + size, len(seeds)) - 1))
+        for start in range(0, len(seeds), size)
+    ]
+    tasks = submit_shares(client, task, solve_chunk, shares, "traveltimes")
+    with closing(finished_in_turn(client, tasks)) as finished:
+        for future, (start, _) in finished:
             try:
-                chunk_times, chunk_predecessor = future.result()
+                share_times, share_predecessor = future.result()
             except CancelledError:
                 raise RunFailed(
                     "the Dask workers holding the model died (or the scheduler went away) "
                     "before every source was solved; nothing was kept: call again once the "
                     "cluster has workers"
                 ) from None
-            stop = start + len(chunk_times)
-            times[start:stop] = chunk_times
+            stop = start + len(share_times)
+            times[start:stop] = share_times
             if predecessor is not None:
-                predecessor[start:stop] = chunk_predecessor
+                predecessor[start:stop] = share_predecessor
             future.release()  # the worker's copy goes now, not at the end
             solved(stop - start)
-    finally:
-        client.cancel([future for future, _ in futures.values() if not future.done()])
-        futures.clear()
-        client.cancel([shared])
     return times, predecessor

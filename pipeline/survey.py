@@ -22,11 +22,10 @@ import logging
 import os
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -59,7 +58,7 @@ from .errors import (
     run_again,
     warn_input,
 )
-from .fanout import check_workers_gpu
+from .fanout import check_workers_gpu, finished_in_turn, submit_shares
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity, in_memory
 from .integrity import listed_sources
@@ -918,20 +917,12 @@ class SharedDataLost(Exception):
 
 def _submit(client, task: SurveyTask, sources: list[int], batch: int) -> dict[str, tuple]:
     """Send ``task`` (the model, its graph, any precomputed weights: the large inputs) to
-    every worker once, then submit ``sources`` in batches: ``{key: (future, sources)}``.
-
-    Scattered data is not recomputable: a worker started since (a nanny's restart, a batch
-    system's new job) fetches it from one that holds it, so when every holder has died the
-    tasks left are cancelled, and :func:`_solve_pending` sends it again.
-    """
-    shared = client.scatter(task, broadcast=True, hash=False)
-    run = uuid.uuid4().hex[:8]
-    tasks = {}
-    for k in range(0, len(sources), batch):
-        chunk = sources[k : k + batch]
-        key = f"raygrid-sources-{chunk[0]}-{chunk[-1]}-{run}"
-        tasks[key] = (client.submit(solve_batch, shared, chunk, key=key, pure=False), chunk)
-    return tasks
+    every worker once (:func:`~raygrid.pipeline.fanout.submit_shares`), then submit
+    ``sources`` in batches: ``{key: (future, sources)}``. When every worker holding it has
+    died, the tasks left are cancelled, and :func:`_solve_pending` sends it again."""
+    chunks = [sources[k : k + batch] for k in range(0, len(sources), batch)]
+    shares = [(chunk, (chunk[0], chunk[-1])) for chunk in chunks]
+    return submit_shares(client, task, solve_batch, shares, "sources")
 
 
 def _compile_cpu_solver(grid: Grid, star, options, echo: Echo, after: float = 1.0) -> None:
@@ -985,13 +976,8 @@ def _collect(
     solve again every finished source that worker had run (their chunks are already in the
     store, so that is only time lost).
     """
-    from distributed import as_completed
-
-    running = as_completed([future for future, _ in tasks.values()], loop=client.loop)
-    try:
-        for future in running:
-            check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
-            _, sources = tasks.pop(future.key)
+    with closing(finished_in_turn(client, tasks)) as finished_tasks:
+        for future, sources in finished_tasks:
             if _counted(future, bar, finished):
                 continue
             which = f"source(s) {', '.join(map(str, sources))}"
@@ -1003,9 +989,6 @@ def _collect(
                         tasks.pop(other.key)
                 raise SharedDataLost(_failure(which, error, client))
             raise _failure(which, error, client) from error
-    finally:
-        client.cancel([future for future, _ in tasks.values() if not future.done()])
-        tasks.clear()
 
 
 def _counted(future, bar: Progress, finished: set[int] | None) -> bool:

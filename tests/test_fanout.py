@@ -106,8 +106,8 @@ def test_a_client_without_workers_is_said(model):
 
 
 def test_a_failing_task_stops_the_call_with_its_error(model, monkeypatch):
-    def failing(task, seeds):  # (sent to the workers by value: a closure)
-        raise MemoryError(f"worker out of memory solving {len(seeds)} sources")
+    def failing(task, share):  # (sent to the workers by value: a closure)
+        raise MemoryError(f"worker out of memory solving {len(share[1])} sources")
 
     monkeypatch.setattr(fanout, "solve_chunk", failing)
     with two_workers() as client, pytest.raises(MemoryError, match="solving 2 sources"):
