@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 from ptx import compile_in_parts
+from realgpu import real_gpu
 
 from raygrid.kernels import (
     EXACT,
@@ -25,7 +26,7 @@ from raygrid.kernels import (
     precompute_weights,
     segment_time_cpu,
 )
-from raygrid.kernels.cuda import PaddedLayout, cuda_usable, simulating
+from raygrid.kernels.cuda import PaddedLayout, simulating
 from raygrid.kernels.cuda.nearfar import default_delta, solve_near_far
 from raygrid.kernels.cuda.predecessor import recover_predecessors
 
@@ -404,10 +405,7 @@ def test_every_kernel_compiles_to_sm90_ptx():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(
-    os.environ.get("NUMBA_ENABLE_CUDASIM") != "0" or not cuda_usable(),
-    reason="needs a real CUDA device (NUMBA_ENABLE_CUDASIM=0)",
-)
+@real_gpu
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("precomputed", [False, True], ids=["on-the-fly", "precomputed"])
 def test_on_a_real_gpu(dtype, precomputed):

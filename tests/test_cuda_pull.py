@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ptx import compile_in_parts
+from realgpu import real_gpu
 
 import raygrid.pipeline as rg
 from raygrid.kernels import EXACT, MEAN, dijkstra, forward_star
-from raygrid.kernels.cuda import PaddedLayout, cuda_usable
+from raygrid.kernels.cuda import PaddedLayout
 
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 simulator_only = pytest.mark.skipif(not SIMULATOR, reason="runs in the CUDA simulator")
@@ -347,8 +348,7 @@ def test_a_batch_with_more_seeds_than_staged_grows_the_room(monkeypatch):
     "device",
     [
         pytest.param("simulator", marks=simulator_only),
-        pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
-            SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")]),
+        pytest.param("gpu", marks=[pytest.mark.gpu, real_gpu]),
     ],
 )  # fmt: skip
 def test_one_resident_solver_serves_threads_bands_bounds_and_more_seeds(device, monkeypatch):
@@ -693,7 +693,7 @@ def test_kernels_compile_to_sm90_ptx():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
+@real_gpu
 def test_pull_on_a_real_gpu():
     from raygrid.kernels.cuda.pull_solver import solve_pull
 
@@ -724,7 +724,7 @@ def test_pull_on_a_real_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
+@real_gpu
 def test_large_3d_stars_run_on_shrunk_tiles_on_a_real_gpu():
     # 3D radius 4 on the default 4 x 8 x 8 tiles needs 61 KB of shared memory: refused
     # until the default tiles shrank to fit (4 x 4 x 8, and 4 x 4 x 4 for float32 batch 3).
@@ -745,7 +745,7 @@ def test_large_3d_stars_run_on_shrunk_tiles_on_a_real_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(SIMULATOR or not cuda_usable(), reason="needs a real CUDA GPU")
+@real_gpu
 def test_solvers_on_a_real_gpu_take_about_the_memory_they_counted():
     # The device memory check (raygrid.kernels.cuda.memory) counts each solver's arrays;
     # here the driver's own free memory says what building one took. Allocations are

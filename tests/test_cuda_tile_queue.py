@@ -17,14 +17,9 @@ import sys
 import numpy as np
 import pytest
 from numba import cuda
+from realgpu import real_gpu
 
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-
-
-def real_gpu() -> bool:
-    from raygrid.kernels.cuda import cuda_usable
-
-    return not SIMULATOR and cuda_usable()
 
 
 # In the simulator every thread of one block is a worker; on a real GPU (where the phases
@@ -32,8 +27,7 @@ def real_gpu() -> bool:
 WHERE = [
     pytest.param((1, 16), marks=pytest.mark.skipif(not SIMULATOR, reason="CUDA simulator"),
                  id="simulator"),
-    pytest.param((64, 1), marks=[pytest.mark.gpu, pytest.mark.skipif(
-        "not real_gpu()", reason="needs a real CUDA GPU")], id="gpu"),
+    pytest.param((64, 1), marks=[pytest.mark.gpu, real_gpu], id="gpu"),
 ]  # fmt: skip
 
 
