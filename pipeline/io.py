@@ -12,7 +12,8 @@ from xarray.backends import BackendArray
 from xarray.core import indexing
 
 from .errors import ELEVATION_NAMES, Z_IS_DEPTH, InputError, as_path, missing_file
-from .grid import LENGTH_UNITS, SPEED_UNITS, grid_from_velocity, known_unit, unit_size
+from .grid import grid_from_velocity
+from .modelcheck import LENGTH_UNITS, SPEED_UNITS, known_unit, unit_size
 from .models import per_dim, real_number
 
 __all__ = ["load_velocity", "NpyArray"]

@@ -1393,11 +1393,13 @@ def test_a_model_file_edited_during_a_tiled_run_does_not_reach_the_store(
 def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypatch):
     # Checking a lazy model for bad values reads all of it: the tiled solves and rays of the
     # sources reuse the checked grid instead of checking again.
-    from raygrid.pipeline import grid
+    from raygrid.pipeline import modelcheck
 
     checks = []
-    check = grid._check_values
-    monkeypatch.setattr(grid, "_check_values", lambda *a, **k: checks.append(1) or check(*a, **k))
+    check = modelcheck.check_values
+    monkeypatch.setattr(
+        modelcheck, "check_values", lambda *a, **k: checks.append(1) or check(*a, **k)
+    )
     three = SPEC["sources"][:3]  # (of two sources, a check each would also make 2)
     path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=three)
     done = run_workflow(read_workflow(path), client=client)  # (with rays)
