@@ -978,11 +978,23 @@ def _states_every(
     return states
 
 
+#: PBS's job states of a job that has ended (``C`` completed on Torque, ``F`` finished and
+#: ``X`` a finished subjob on PBS Pro), and :func:`job_states`' ``"finished"``.
+_PBS_ENDED = {"C", "F", "X", "finished"}
+
+
+def job_ended(state: str) -> bool:
+    """Whether a job in ``state`` (one of :func:`job_states`' values) will start nothing
+    any more; any other state it has (pending, running, held, requeued, suspended) is a
+    job that may still run. One rule for the watch of worker jobs and the refusal of a
+    store a queued job will write."""
+    return state.split(" ")[0] in _SLURM_ENDED | _PBS_ENDED
+
+
 def _ended(states: dict[str, str], seen: set[str]) -> set[str]:
     """The jobs of ``states`` (squeue's or qstat's) that have ended, and those named
     before (``seen``) that it no longer names."""
-    ends = _SLURM_ENDED | {"C", "F", "finished"}
-    over = {job for job, state in states.items() if state.split(" ")[0] in ends}
+    over = {job for job, state in states.items() if job_ended(state)}
     return over | (seen - set(states))
 
 

@@ -22,6 +22,7 @@ from ..kernels import MoserGraph, Star
 from .errors import InputError, RunFailed
 from .grid import Grid
 from .interrupts import check_interrupts
+from .options import Options
 
 __all__ = [
     "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
@@ -41,7 +42,7 @@ class SolveTask:
 
     grid: Grid
     star: Star
-    options: Any  # solve.Options (imported there: solve imports this module lazily)
+    options: Options
     graph: MoserGraph | None
     threads: int
     predecessors: bool

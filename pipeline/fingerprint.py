@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .grid import DIRECT_REACH, Grid
-from .solve import Options
+from .options import Options
 
 if TYPE_CHECKING:
     from .workflow import Workflow

@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from .errors import InputError
+from .points import number_column
 from .positions import (
     NAME_COLUMNS,
     check_names,
@@ -26,7 +27,6 @@ from .positions import (
     refuse_off_section,
     warn_ignored_columns,
 )
-from .solve import number_column
 
 __all__ = ["LabelledPoints", "labelled_points"]
 

@@ -25,15 +25,9 @@ from .grid import MODEL_CHECK_RTOL, Grid, recorded_radius, recorded_source, solv
 from .integrity import listed_sources
 from .labelled import labelled_points
 from .nodevalues import NodeValues
-from .solve import (
-    as_table,
-    check_flag,
-    given_path,
-    locate_points,
-    one_point,
-    solving_threads,
-    source_list,
-)
+from .options import check_flag
+from .points import as_table, given_path, locate_points, one_point, source_list
+from .solve import solving_threads
 
 __all__ = ["TraveltimeTable", "traveltime_at", "receiver_times"]
 

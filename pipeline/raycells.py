@@ -26,8 +26,8 @@ from ..kernels.crossings import leg_crossings
 from .errors import InputError
 from .grid import Grid
 from .inspect import point_number
+from .points import locate_points, source_list
 from .rays import RayField, checked_field, is_store, model_dims, ray_legs
-from .solve import locate_points, source_list
 
 __all__ = ["ray_cells"]
 

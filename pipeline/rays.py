@@ -22,7 +22,7 @@ from .errors import InputError
 from .grid import Grid, recorded_radius, recorded_source, solved_grid
 from .inspect import point_number
 from .nodevalues import NodeValues
-from .solve import as_table, locate_points, one_point, source_list
+from .points import as_table, locate_points, one_point, source_list
 from .store import point_names
 
 __all__ = ["raypath", "raypaths"]

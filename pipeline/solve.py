@@ -8,16 +8,13 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from numbers import Integral, Real
-from typing import Any, Literal, get_args
+from numbers import Integral
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from ..kernels import (
-    WEIGHT_RULES,
     MoserGraph,
     Star,
     best_last_legs,
@@ -27,8 +24,8 @@ from ..kernels import (
     moser_graph,
     with_weights,
 )
-from .errors import InputError, other_case, setting, warn_input, workflow_spelling
-from .grid import Grid, OutsideModel, grid_from_velocity, in_memory
+from .errors import InputError, setting, warn_input, workflow_spelling
+from .grid import Grid, grid_from_velocity, in_memory
 from .memory import (
     available_memory,
     batch_hint,
@@ -40,18 +37,21 @@ from .memory import (
     precompute_hint,
     tiles_hint,
 )
-from .models import constant_model, is_number
-from .positions import (
-    NAME_COLUMNS,
-    check_names,
-    csv_points,
-    csv_row_lines,
-    mistyped_hint,
-    name_column,
-    other_columns_hint,
-    prefixed_hint,
-    refuse_off_section,
-    warn_ignored_columns,
+from .models import constant_model
+from .options import (
+    METHODS,
+    Options,
+    check_flag,
+    check_options,
+    unused_settings,
+)
+from .points import (
+    as_table,
+    given_path,
+    locate_points,
+    one_point,
+    repeated_sources,
+    source_list,
 )
 from .progress import Progress
 from .version import __version__
@@ -59,8 +59,6 @@ from .version import __version__
 __all__ = [
     "traveltime",
     "traveltimes",
-    "Options",
-    "check_options",
     "cpu_graph",
     "source_coords",
     "source_seeds",
@@ -68,87 +66,7 @@ __all__ = [
     "resident_solver",
     "solving_threads",
     "compile_cpu_solver",
-    "source_list",
-    "locate_points",
 ]
-
-# The options' vocabulary, once: the Python API checks against these and the workflow
-# schema uses the types (so a YAML typo and a bad keyword get the same choices).
-Backend = Literal["cpu", "cuda", "auto"]
-Algorithm = Literal["dijkstra", "pull", "near-far"]
-Precision = Literal["float64", "float32"]
-Weights = Literal["exact", "mean"]  # the keys of raygrid.kernels.WEIGHT_RULES
-BACKENDS = get_args(Backend)
-ALGORITHMS = {"cpu": ("dijkstra",), "cuda": ("pull", "near-far")}  # every Algorithm once
-PRECISIONS = dict(zip(get_args(Precision), (np.float64, np.float32), strict=True))
-
-METHODS = {
-    "dijkstra": "shortest-path ray tracing (Moser 1991): multi-seeded Dijkstra, 4-ary indexed heap",
-    "pull": "shortest-path ray tracing (Moser 1991): GPU pull relaxation over shared-memory "
-    "tiles with an update map (Monsegny & Agudelo 2013; Kanoksirirath)",
-    "near-far": "shortest-path ray tracing (Moser 1991): GPU Near-Far push relaxation "
-    "(Davidson et al. 2014)",
-}
-
-
-@dataclass(frozen=True)
-class Options:
-    """Validated solver options shared by every entry point (API, CLI, workflows)."""
-
-    rule: int
-    weights: str
-    backend: str
-    precision: str
-    algorithm: str
-    batch: int = 1
-    precompute: bool = False
-
-    @property
-    def dtype(self) -> type:
-        return PRECISIONS[self.precision]
-
-    def for_sources(self, n_sources: int) -> Options:
-        """These options for solves of at most ``n_sources`` sources: a GPU batch beyond
-        them would only shrink the pull tiles (or refuse them) for nothing."""
-        return replace(self, batch=min(self.batch, n_sources))
-
-
-def _resolve_backend(backend: str, algorithm: str | None, here: bool, gpu: bool | None) -> str:
-    if backend == "cpu":
-        return "cpu"
-    if not here:  # checking a file for another machine: no look at this one's hardware
-        if backend == "auto" and gpu is not None and algorithm not in ALGORITHMS["cpu"]:
-            return "cuda" if gpu else "cpu"  # as it will resolve there
-        return "cuda" if backend == "cuda" or algorithm in ALGORITHMS["cuda"] else "cpu"
-    from ..kernels import cuda as cuda_kernels  # numba.cuda only when asked for
-
-    if backend == "auto":
-        if algorithm in ALGORITHMS["cpu"]:  # the algorithm runs on the CPU only
-            return "cpu"
-        if cuda_kernels.cuda_usable():
-            return "cuda"
-        reason = cuda_kernels.unusable_reason()
-        if algorithm in ALGORITHMS["cuda"]:
-            # (A workflow's refusals are said at compute.backend's line: the key is there.)
-            auto = setting("backend='auto'", "auto")
-            chosen = setting(f"algorithm={algorithm!r}", f"compute.algorithm: {algorithm}")
-            raise InputError(
-                f"{auto} cannot use a GPU here: {reason}. And {chosen} runs only on one: "
-                "leave the algorithm out (each backend has its default), or run where there "
-                "is a GPU"
-            )
-        if cuda_kernels.gpu_present():  # a GPU its user expects used: say why it is not
-            auto = setting("backend='auto'", "compute.backend: auto")
-            warn_input(f"{auto} runs on the CPU: {reason}")
-        return "cpu"
-    if not (cuda_kernels.cuda_usable() or cuda_kernels.simulating()):
-        cuda = setting("backend='cuda'", "cuda")
-        cpu, auto = setting("backend='cpu'", "cpu"), setting("'auto'", "auto")
-        raise InputError(
-            f"{cuda} cannot run here: {cuda_kernels.unusable_reason()}; use {cpu}, or {auto} "
-            "to use a GPU only when there is one"
-        )
-    return "cuda"
 
 
 def warn_star(grid: Grid, star: Star) -> None:
@@ -156,74 +74,6 @@ def warn_star(grid: Grid, star: Star) -> None:
     or costly (:meth:`Grid.star_notes`)."""
     for said in grid.star_notes(star.size, star.radius):
         warn_input(said)
-
-
-def check_flag(name: str, value: Any) -> None:
-    """Refuse an on/off option that is not a bool: ``"no"`` would read as true."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise InputError(f"{name} must be True or False, got {value!r}")
-
-
-def check_options(
-    weights: str,
-    backend: str,
-    precision: str,
-    algorithm: str | None = None,
-    batch: int = 1,
-    precompute: bool = False,
-    here: bool = True,
-    gpu: bool | None = None,
-) -> Options:
-    """Validate the options; raise :class:`InputError` naming the bad one.
-
-    ``backend="auto"`` resolves to ``"cuda"`` only when a real GPU is usable (never the
-    simulator); ``algorithm=None`` picks the backend's default (``dijkstra`` on the CPU,
-    ``pull`` on CUDA). ``here=False`` checks the options for another machine (a batch
-    job's, from a login node): ``"cuda"`` is not refused for want of a GPU here, and
-    ``"auto"`` resolves to CUDA where ``gpu`` says that machine has one (a batch job's
-    cluster file asks for GPUs) or, if unknown, only where the algorithm says so.
-    ``"auto"`` with a CPU-only algorithm (``dijkstra``) is the CPU on every machine.
-    """
-    # A name, tested as text first: a list is unhashable, and "in" a dict raised TypeError.
-    if not isinstance(weights, str) or weights not in WEIGHT_RULES:
-        raise InputError(f"weights must be one of {sorted(WEIGHT_RULES)}, got {weights!r}")
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise InputError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
-    if not isinstance(precision, str) or precision not in PRECISIONS:
-        try:  # np.float32 or "f4" for "float32": named, not taken (it is a name everywhere)
-            named = precision is not None and not isinstance(precision, str | bool)
-            name = np.dtype(precision).name if named else None  # np.dtype(None): float64
-        except (TypeError, ValueError):
-            name = None
-        said = f" (by name: {name!r})" if name in PRECISIONS else ""
-        raise InputError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}{said}")
-    known = sorted({a for names in ALGORITHMS.values() for a in names})
-    if algorithm is not None and algorithm not in known:
-        raise InputError(f"algorithm must be one of {known}, got {algorithm!r}")
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise InputError(f"batch must be a positive integer, got {batch!r}")
-    check_flag("precompute", precompute)
-    resolved = _resolve_backend(backend, algorithm, here, gpu)
-    if algorithm is None:
-        algorithm = ALGORITHMS[resolved][0]
-    elif algorithm not in ALGORITHMS[resolved]:
-        offers = list(ALGORITHMS[resolved])
-        raise InputError(
-            setting(
-                f"algorithm={algorithm!r} does not run on backend={resolved!r}",
-                f"{resolved} does not run compute.algorithm: {algorithm}",
-            )
-            + f"; it offers {offers}"
-        )
-    return Options(
-        rule=WEIGHT_RULES[weights],
-        weights=weights,
-        backend=resolved,
-        precision=precision,
-        algorithm=algorithm,
-        batch=int(batch),
-        precompute=bool(precompute),
-    )
 
 
 def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -238,11 +88,6 @@ def source_seeds(grid: Grid, star: Star, source3: np.ndarray) -> tuple[np.ndarra
     if grid.on_node(source3):
         return nodes, np.zeros(1)
     return nodes, grid.leg_times(source3, nodes)
-
-
-def one_point(points: Any) -> bool:
-    """One point: a mapping of numbers (a mapping of sequences is a table of columns)."""
-    return isinstance(points, Mapping) and all(np.ndim(value) == 0 for value in points.values())
 
 
 def model_coords(velocity: xr.DataArray, grid: Grid) -> dict:
@@ -542,28 +387,6 @@ def check_launchable(grid: Grid, star: Star, options: Options, batch: int | None
     )
 
 
-def unused_settings(options: Options, backend: str, batch: int, threads: int | None) -> str:
-    """What a solve on a fixed backend (``"cpu"``, the default, or ``"cuda"``) does not use
-    of ``batch`` (the CUDA pull solver's) and ``threads`` (the CPU's), said; ``""`` if
-    nothing. With ``"auto"`` the caller left the backend open, so settings for either are
-    expected."""
-    if backend == "auto":
-        return ""
-    unused = [
-        f"{name}={int(value)} is for {whose}"
-        for name, value, whose, used in (
-            ("batch", batch, "the CUDA pull solver", batch == 1 or options.algorithm == "pull"),
-            ("threads", threads, "the CPU backend", threads is None or backend == "cpu"),
-        )
-        if not used
-    ]
-    if not unused:
-        return ""
-    solver = f"backend={backend!r}, algorithm={options.algorithm!r}"
-    them = "them" if len(unused) > 1 else "it"
-    return f"{' and '.join(unused)}: this solve ({solver}) does not use {them}"
-
-
 def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, threads, predecessors):
     """Refuse, before anything large is allocated, a solve this machine cannot hold
     (:mod:`raygrid.pipeline.memory`)."""
@@ -587,251 +410,6 @@ def _check_memory(grid: Grid, star: Star, options: Options, n_sources: int, thre
     shape = " x ".join(map(str, grid.shape))
     what = f"solving {n_sources} source(s) on {shape} nodes ({star.size} star offsets)"
     check_fits(need, available_memory(), what, "try " + one_of(hints))
-
-
-def as_table(points: Any) -> Any:
-    """``points`` with the forms that name their dims another way made mappings: a pandas
-    Series (one point, its index naming the dims) and a NumPy structured array (a table,
-    its fields naming the columns)."""
-    if isinstance(points, pd.Series):
-        return points.to_dict()
-    if isinstance(points, pd.DataFrame) and points.index.name in NAME_COLUMNS:
-        return points.reset_index()  # stations indexed by name: the names are a column
-    if isinstance(points, np.ndarray) and points.dtype.names:
-        return {name: points[name] for name in points.dtype.names}
-    return points
-
-
-def number_column(column: np.ndarray) -> np.ndarray:
-    """A table's column as float64, if it holds real numbers (``None`` read as NaN, a
-    missing value): text (``"0"``) and booleans are refused as a lone point's coordinates
-    are, not converted (``True`` read as 1 m); a ``ValueError`` says so."""
-    kind = column.dtype.kind
-    if kind == "O":
-        # None is a missing value (a catalogue's depth, JSON's null): NaN, as pandas reads it.
-        real = all(
-            v is None or isinstance(v, Real) and not isinstance(v, (bool, np.bool_))
-            for v in column.flat
-        )
-        if real:
-            column = np.array([np.nan if v is None else v for v in column.flat]).reshape(
-                column.shape
-            )
-        kind = "f" if real else "O"
-    if kind not in "iuf":
-        raise ValueError(f"{column.dtype} values")
-    return column.astype(np.float64)
-
-
-def source_list(
-    points: Any, dims: tuple[str, ...], what: str = "sources"
-) -> tuple[list[dict], list[str] | None]:
-    """Points (``what``: sources, ...) as a list of mappings, from a sequence of mappings or
-    a table of columns named after ``dims`` (a dict of sequences, a pandas DataFrame, an
-    xarray Dataset, a NumPy structured array); a pandas Series indexed by dim names is one
-    point. And the points' names, if given (else ``None``).
-
-    A ``name`` (or ``station``) column, or key of every mapping, names the points
-    (:func:`~.positions.check_names`), as in a CSV file; so does a DataFrame's index of
-    that name. Other columns that are not dims (an elevation) are ignored with an
-    :class:`~.errors.InputWarning`. A path (``"stations.csv"``) is read as a workflow's
-    ``csv:`` entry is (:func:`~.positions.csv_points`).
-    """
-    if given_path(points) is not None:
-        # A station list on disk, read as a workflow reads one (names, ignored columns).
-        return csv_points(points, what)
-    points = as_table(points)
-    listed = isinstance(points, list | tuple) and len(points) > 0
-    numbers = listed and all(is_number(p) for p in points)
-    # Rows of coordinates ([[z, y, x], ...]): each was refused as "not a mapping", one line
-    # a point.
-    rows = (
-        listed and len(points) > 1 and all(isinstance(p, list | tuple | np.ndarray) for p in points)
-    )
-    if numbers or rows or isinstance(points, np.ndarray) and points.dtype != object:
-        # A list of numbers was taken as that many points, each "not a mapping".
-        given = "a list of numbers" if numbers else "rows of numbers" if rows else "a NumPy array"
-        raise InputError(
-            f"{what} given as {given} have no dim names: give a sequence of mappings "
-            f"such as [{{'z': 0.0, 'x': 100.0}}], or a table of columns such as "
-            f"{{'z': zs, 'x': xs}}"
-        )
-    if isinstance(points, xr.Dataset) or hasattr(points, "columns") or isinstance(points, Mapping):
-        missing = [d for d in dims if d not in points]
-        given = list(points.variables if isinstance(points, xr.Dataset) else points.keys())
-        if isinstance(points, xr.Dataset):  # (a scalar coordinate, y of a .sel: no column)
-            given = [n for n in given if points[n].ndim or n in points.data_vars]
-        if missing:
-            # (A DataFrame of lat, lon, depth got no hint; the same CSV file did.)
-            hint = other_case(given, missing) or other_columns_hint(given)
-            hint = hint or prefixed_hint(given, missing)
-            hint = hint or mistyped_hint([n for n in given if n not in dims], missing)
-            raise InputError(f"the {what} table has no column for {missing}{hint}")
-        refuse_off_section(given, dims, f"the {what} table")
-        columns = {}
-        for d in dims:
-            try:
-                column = number_column(np.asarray(points[d]))
-            except (TypeError, ValueError):
-                raise InputError(f"the {what} table's column {d!r} is not numbers") from None
-            if column.ndim > 1:  # e.g. a Dataset variable on two dims
-                raise InputError(
-                    f"the {what} table's column {d!r} has {column.ndim} dims; a column holds "
-                    "one number per point"
-                )
-            columns[d] = column
-        lengths = {d: len(column) for d, column in columns.items() if column.ndim}
-        if len(set(lengths.values())) > 1:
-            raise InputError(f"the {what} table's columns differ in length: {lengths}")
-        # A number for a column is every point's (surface receivers: {"z": 0.0, "x": xs}),
-        # as gradient_traveltime broadcasts it.
-        count = next(iter(lengths.values()), 1)
-        columns = {d: np.broadcast_to(column, (count,)) for d, column in columns.items()}
-        if isinstance(points, xr.Dataset):
-            # Its variables and coordinates; of its indexes only one that names the points
-            # (stations along a dim "station", as a DataFrame indexed by name), not a row
-            # number.
-            names = [
-                *points.data_vars,
-                *(c for c in points.coords if c not in points.indexes or c in NAME_COLUMNS),
-            ]
-        else:
-            names = list(points.keys())
-        warn_ignored_columns(names, list(dims), f"the {what} table", complete=True)
-        n = len(columns[dims[0]])
-        label = name_column(names)
-        labels = None
-        if label is not None:
-            labels = np.atleast_1d(np.asarray(points[label], dtype=object)).tolist()
-            if len(labels) != n:
-                raise InputError(f"the {what} table's {label!r} column is not one per point")
-            labels = check_names(labels, lambda i: f"the {what} table's row {i} (from 0)")
-        return [{d: float(columns[d][i]) for d in dims} for i in range(n)], labels
-    if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
-        raise InputError(f"{what} must be a sequence of mappings or a table of columns")
-    # Each a pandas Series too, as one point is (a DataFrame's rows, iterrows' values).
-    return _named_mappings([as_table(p) if isinstance(p, pd.Series) else p for p in points], what)
-
-
-def _named_mappings(points: list, what: str) -> tuple[list, list[str] | None]:
-    """A sequence of points as mappings without their names, and the names: a ``name``
-    (or ``station``) key names a point, and then every point must have one."""
-    keys = {key for p in points if isinstance(p, Mapping) for key in p}
-    label = name_column(list(keys))
-    if label is None:
-        return points, None
-    # What is not a mapping is refused where the points are located, as without names.
-    labels = [p.get(label) if isinstance(p, Mapping) else None for p in points]
-    labels = check_names(labels, lambda i: f"point {i} (from 0) of the {what}")
-    return [{k: v for k, v in p.items() if k != label} for p in points], labels
-
-
-def given_path(points: Any) -> str | os.PathLike | None:
-    """``points`` where they name a CSV file (:func:`source_list` reads it), else ``None``."""
-    return points if isinstance(points, (str, os.PathLike)) else None
-
-
-def locate_points(
-    grid: Grid,
-    points: list[Mapping[str, float]],
-    what: str,
-    names: list[str] | None = None,
-    path: str | os.PathLike | None = None,
-    outside: Literal["raise", "nan"] = "raise",
-) -> np.ndarray:
-    """``(n, 3)`` fractional node indices of ``points`` (``what``: source, point, ...);
-    ``path``: the CSV file they were read from; ``outside="nan"``: a point outside the
-    model (or with a NaN coordinate) is a row of NaN rather than refused.
-
-    Raises
-    ------
-    PointError
-        For a point outside the model or not a point: it names the point by its number
-        (and its name, from ``names``) when there are several, and by its file and line
-        when they came from ``path``, and carries that number. Every bad point is named
-        (up to :data:`BAD_POINTS_SHOWN`), the first first: a station list with three
-        stations outside took three runs to mend.
-    """
-    # All at once where they are plain numbers inside the model (a grid search's 1e5 trial
-    # hypocentres took 50 us each point by point); the rest point by point, which refuses
-    # or places them.
-    located, slow = grid.to_indices(points)
-    bad, count = [], 0
-    for i in slow.tolist():  # (ints: a workflow finds a point's line by its number)
-        try:
-            located[i] = grid.to_index(points[i], what)
-        except InputError as error:
-            if outside == "nan" and isinstance(error, OutsideModel):
-                located[i] = np.nan
-                continue
-            count += 1
-            if len(bad) < BAD_POINTS_SHOWN:  # the rest counted only: a file in km had all
-                bad.append((i, error))
-    if not bad:
-        slip = grid.km_in_m(located, what) if what in ("source", "receiver") else None
-        if slip:
-            warn_input(slip if path is None else f"{what} CSV file {path}: {slip}")
-        return located
-    # A file's rows are found by line (its comments and blank lines counted).
-    rows = [i for i, _ in bad]
-    lines = {} if path is None else dict(zip(rows, csv_row_lines(path, rows)))
-
-    def said(i: int, error: InputError) -> str:
-        name = f" {names[i]!r}" if names is not None else ""
-        number = "" if len(points) == 1 else f"{what} {i}{name} (numbered from 0): "
-        where = "" if path is None else f"{what} CSV file {path}:{lines[i]}: "
-        return f"{where}{number}{error}"
-
-    message = said(*bad[0])
-    if count > 1:
-        message += f"\n{count - 1} more {what}(s) cannot be placed:" + "".join(
-            f"\n  {said(*other)}" for other in bad[1:]
-        )
-        if count > len(bad):
-            message += f"\n  and {count - len(bad)} more"
-    raise PointError(message, index=bad[0][0])
-
-
-#: Bad points a :class:`PointError` names, the first included.
-BAD_POINTS_SHOWN = 10
-
-
-def repeated_sources(positions: np.ndarray, names: list[str] | None = None) -> str | None:
-    """Why sources at one place (the same node, or the same point between nodes, after
-    snapping) deserve a warning, or None: each is solved again, the same field for the
-    same time; a station listed twice is the usual cause.
-
-    Parameters
-    ----------
-    positions : numpy.ndarray
-        ``(n, 3)`` fractional node indices (:func:`locate_points`).
-    names : list of str, optional
-        The sources' names, to say which by name too.
-    """
-    unique, inverse = np.unique(positions, axis=0, return_inverse=True)
-    if len(unique) == len(positions):
-        return None
-    inverse = inverse.reshape(-1)  # numpy 2.0.0 gave it the shape of the input
-    first = np.flatnonzero(np.bincount(inverse)[inverse] > 1)[0]
-    same = np.flatnonzero(inverse == inverse[first])
-    extra = len(positions) - len(unique)
-    a, b = (f"{k} {names[k]!r}" if names is not None else str(k) for k in same[:2])
-    return (
-        f"sources {a} and {b} (numbered from 0) are at one place, and "
-        f"{extra} source(s) in all repeat an earlier one: each is solved again (the same "
-        "field); drop the repeats unless that is meant"
-    )
-
-
-class PointError(InputError):
-    """A bad point of a list (:func:`locate_points`): ``index`` is its number."""
-
-    def __init__(self, message: str, index: int):
-        super().__init__(message)
-        self.index = index
-
-    def __reduce__(self) -> tuple:  # pickled with its index (process pools, Dask)
-        return (type(self), (str(self), self.index))
 
 
 def traveltimes(
@@ -904,7 +482,7 @@ def traveltimes(
         For a bad model or option (``batch`` or ``threads`` not a positive integer), no
         sources, sources without names for some or with blank or repeated names, or a
         solve that would not fit in the memory left, before anything is computed;
-        :class:`~raygrid.pipeline.errors.PointError` (an ``InputError``) for a source
+        :class:`~raygrid.pipeline.points.PointError` (an ``InputError``) for a source
         outside the model, naming it by its number.
 
     See Also

@@ -39,6 +39,7 @@ from .cluster import (
     JobQueueConfig,
     cannot_start,
     cluster_notes,
+    job_ended,
     memory_mb,
     refusal_hint,
     worker_threads,
@@ -596,8 +597,7 @@ def refuse_if_queued(
         return  # cannot tell: the job's own run refuses a store in use
     for job, state in sorted(states.items()):
         name = state.split(" ")[0]
-        if name in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED",
-                    "REQUEUED", "Q", "R", "H", "W", "S", "E", "B"):  # fmt: skip
+        if not job_ended(state):  # held after a requeue (REQUEUE_HOLD) too: it runs later
             cancel = "scancel" if config.cluster == "slurm" else "qdel"
             shown = name.lower() if len(name) > 1 else f"in state {name}"  # PBS: one letter
             said = (

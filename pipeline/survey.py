@@ -77,16 +77,10 @@ from .memory import (
     tiles_hint,
 )
 from .nodevalues import NodeValues
+from .options import Options
 from .progress import Progress
 from .rays import RayField, ray_field, solved_ray_field, traced_points
-from .solve import (
-    Options,
-    compile_cpu_solver,
-    cpu_graph,
-    solve_seeds,
-    solver_attrs,
-    source_seeds,
-)
+from .solve import compile_cpu_solver, cpu_graph, solve_seeds, solver_attrs, source_seeds
 from .store import (
     SourceResult,
     SourceWriter,

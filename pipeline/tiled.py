@@ -19,8 +19,8 @@ from .cluster import LocalConfig, connect
 from .decompose import solve_tiled
 from .errors import InputError, setting, warn_input
 from .grid import Grid, grid_from_velocity, in_memory
+from .options import Options
 from .solve import (
-    Options,
     check_launchable,
     held_model,
     model_coords,

@@ -44,20 +44,10 @@ from .grid import Grid, grid_from_velocity, radius3
 from .io import load_velocity
 from .memory import available_memory, check_fits, footprint, one_of, precompute_hint
 from .models import constant_model, gradient_model, layered_model, layers_problem
+from .options import ALGORITHMS, Algorithm, Backend, Options, Precision, Weights, check_options
+from .points import PointError, locate_points, repeated_sources
 from .positions import CsvPoints, Points, resolve_points
-from .solve import (
-    ALGORITHMS,
-    Algorithm,
-    Backend,
-    Options,
-    PointError,
-    Precision,
-    Weights,
-    check_launchable,
-    check_options,
-    locate_points,
-    repeated_sources,
-)
+from .solve import check_launchable
 from .store import check_writable, holds
 from .yamlfile import (
     FilePath,
@@ -613,7 +603,7 @@ def prepare_workflow(
 
     ``here=False`` checks a workflow meant for another machine (``raygrid validate`` on a
     login node): options are not refused for this machine's hardware
-    (:func:`raygrid.pipeline.solve.check_options`); ``gpu`` says whether that machine has
+    (:func:`raygrid.pipeline.options.check_options`); ``gpu`` says whether that machine has
     a GPU, where known, so that ``backend: auto`` resolves (and is fingerprinted) as there.
 
     ``workers_gpu`` (``True`` or ``False``) runs the workflow here with workers elsewhere,

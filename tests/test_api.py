@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 import raygrid.pipeline as rg
-from raygrid.pipeline.solve import check_options, unused_settings
+from raygrid.pipeline.options import check_options, unused_settings
 
 
 @pytest.fixture(scope="module")

@@ -476,7 +476,8 @@ def test_pipeline_near_far_and_precomputed_pull_equal_cpu():
     np.testing.assert_array_equal(pull.values, cpu.values)
     # A survey without fields: Near-Far stops once the receivers' nodes are settled.
     from raygrid.pipeline.grid import grid_from_velocity
-    from raygrid.pipeline.solve import check_options, solve_seeds
+    from raygrid.pipeline.options import check_options
+    from raygrid.pipeline.solve import solve_seeds
 
     grid = grid_from_velocity(velocity)
     star = forward_star((2, 0, 2))
@@ -501,7 +502,8 @@ def test_pipeline_keeps_one_model_on_the_device():
     from raygrid.kernels.cuda.nearfar import NearFarSolver
     from raygrid.kernels.cuda.pull_solver import PullSolver
     from raygrid.pipeline.grid import grid_from_velocity
-    from raygrid.pipeline.solve import _resident, check_options, resident_solver
+    from raygrid.pipeline.options import check_options
+    from raygrid.pipeline.solve import _resident, resident_solver
 
     velocity = rg.constant_model({"z": 6, "x": 7}, 10.0, 2000.0)
     grid = grid_from_velocity(velocity)

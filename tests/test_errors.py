@@ -663,7 +663,7 @@ def test_auto_with_the_cpu_dijkstra_is_the_cpu_where_there_is_a_gpu(velocity, mo
     # It was resolved to CUDA first, then refused: "dijkstra does not run on backend='cuda'",
     # on the GPU node only (a login node, or validate for another machine, said cpu).
     import raygrid.kernels.cuda as cuda_kernels
-    from raygrid.pipeline.solve import check_options
+    from raygrid.pipeline.options import check_options
 
     monkeypatch.setattr(cuda_kernels, "cuda_usable", lambda: True)
     for here in (True, False):
@@ -676,7 +676,7 @@ def test_a_bad_point_error_survives_pickling(velocity):
     # Raised in a process pool or a Dask worker, it must come back whole.
     import pickle
 
-    from raygrid.pipeline.solve import PointError
+    from raygrid.pipeline.points import PointError
 
     with pytest.raises(PointError) as raised:
         traveltimes(velocity, [SOURCE, {"z": 0.0, "x": 500.0}])

@@ -15,8 +15,8 @@ import raygrid.pipeline as rg
 from raygrid.kernels import forward_star
 from raygrid.pipeline import survey
 from raygrid.pipeline.grid import grid_from_velocity
+from raygrid.pipeline.options import check_options
 from raygrid.pipeline.progress import Progress
-from raygrid.pipeline.solve import check_options
 
 
 class Terminal(io.StringIO):
@@ -211,7 +211,8 @@ import raygrid.pipeline as rg
 from raygrid.kernels import bounds, cpu, forward_star, legs
 from raygrid.pipeline.grid import grid_from_velocity
 from raygrid.pipeline.lookup import receiver_times
-from raygrid.pipeline.solve import check_options, compile_cpu_solver, solve_seeds, source_seeds
+from raygrid.pipeline.options import check_options
+from raygrid.pipeline.solve import compile_cpu_solver, solve_seeds, source_seeds
 
 kernels = (cpu._dijkstra, cpu._precompute, bounds._moving_min, legs._best_last_legs)
 velocity = rg.layered_model({"z": 13, "y": 6, "x": 9}, 10.0, [40.0], [1500.0, 3000.0])

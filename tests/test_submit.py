@@ -1203,3 +1203,39 @@ def test_a_runs_progress_says_what_its_watch_notes():
     with failing.ticking():  # a failing watch says nothing and stops nothing
         time.sleep(0.05)
         failing.update(3)
+
+
+@pytest.mark.parametrize(
+    ("state", "refused"),
+    [
+        ("PENDING Priority", True),
+        ("REQUEUE_HOLD JobHeldAdmin", True),  # held after a requeue: it runs again later
+        ("STOPPED None", True),
+        ("H", True),  # PBS: held
+        ("TIMEOUT None", False),
+        ("X", False),  # PBS Pro: a finished subjob
+        ("finished", False),
+    ],
+)
+def test_a_queued_jobs_state_is_read_by_one_rule(tmp_path, monkeypatch, state, refused):
+    # The refusal of a store a queued job will write listed the live states, the watch of
+    # worker jobs the ended ones: a state in neither (REQUEUE_HOLD) was a job gone for one
+    # and alive for the other. One rule now, cluster.job_ended.
+    import json
+
+    from raygrid.pipeline import cluster as clusters
+    from raygrid.pipeline.submit import _store_record, refuse_if_queued
+
+    _, path = setup(tmp_path)
+    config = clusters.read_cluster(path)
+    store = tmp_path / "out" / "survey.zarr"
+    record = _store_record(store)
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"store": str(store.resolve()), "job_id": "41"}))
+    monkeypatch.setattr(clusters, "job_states", lambda config, ids: {"41": state})
+    assert clusters.job_ended(state) is not refused
+    if refused:
+        with pytest.raises(InputError, match=r"job 41 .* for the same store"):
+            refuse_if_queued(config, tmp_path, store)
+    else:
+        refuse_if_queued(config, tmp_path, store)

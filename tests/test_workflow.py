@@ -711,7 +711,7 @@ def test_the_option_vocabulary_is_one():
     from typing import get_args
 
     from raygrid.kernels import WEIGHT_RULES
-    from raygrid.pipeline import solve
+    from raygrid.pipeline import options as solve
 
     assert set(get_args(solve.Weights)) == set(WEIGHT_RULES)
     assert sorted(get_args(solve.Algorithm)) == sorted(sum(solve.ALGORITHMS.values(), ()))
