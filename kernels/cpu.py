@@ -114,7 +114,20 @@ def precompute_weights(
 
 
 def graph_weights(graph: MoserGraph, dtype: np.dtype | type = np.float64) -> np.ndarray:
-    """:func:`precompute_weights` of a prepared graph (its padding and crossing tables)."""
+    """:func:`precompute_weights` of a prepared graph (its padding and crossing tables).
+
+    Parameters
+    ----------
+    graph : MoserGraph
+        From :func:`~raygrid.kernels.moser_graph`.
+    dtype : numpy dtype, default float64
+        Storage type (the solve's precision).
+
+    Returns
+    -------
+    numpy.ndarray, shape (graph.n_nodes, len(star.forward))
+        As :func:`precompute_weights`, for :func:`~raygrid.kernels.with_weights`.
+    """
     star = graph.star
     dummy = np.ones(graph.slowness.size, dtype=np.uint8)
     dummy[graph.interior] = 0

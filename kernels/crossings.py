@@ -98,6 +98,24 @@ def star_crossings(
     their settings as it does (Near-Far), so a bad ``spacing`` or ``rule`` is refused in
     one way everywhere.
 
+    Parameters
+    ----------
+    star : Star
+        Its forward offsets are tabled.
+    spacing : numpy.ndarray, shape (3,)
+        ``(hz, hy, hx)``, in the model's length unit (metres in the pipeline).
+    rule : int
+        :data:`~raygrid.kernels.rules.EXACT` (Kanoksirirath, Appendix A) or
+        :data:`~raygrid.kernels.rules.MEAN` (Moser 1991).
+    grid_shape : tuple of int
+        ``(nz, ny, nx)`` of the (padded) grid the flat steps index.
+
+    Returns
+    -------
+    Crossings
+        Per forward offset, the cells its segment crosses and their lengths, and the flat
+        step to its end node.
+
     Raises
     ------
     ValueError

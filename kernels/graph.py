@@ -139,6 +139,19 @@ def with_weights(graph: MoserGraph, weights: np.ndarray) -> MoserGraph:
     """``graph`` solving with precomputed ``weights`` (e.g. from
     :func:`raygrid.kernels.graph_weights` of the same graph) instead of on the fly.
 
+    Parameters
+    ----------
+    graph : MoserGraph
+        The prepared graph; it is not changed.
+    weights : numpy.ndarray, shape (n_nodes, n_forward_offsets)
+        One weight per undirected edge, at its lower node (docs/method.md section 1,
+        "Weights: precomputed or on the fly").
+
+    Returns
+    -------
+    MoserGraph
+        A copy holding ``weights``, for :func:`~raygrid.kernels.dijkstra_graph`.
+
     Raises
     ------
     ValueError

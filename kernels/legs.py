@@ -68,6 +68,22 @@ def point_leg_times(
 
     Uses the same :func:`raygrid.kernels.segment.segment_time` as the edge weights, so a leg
     between a point lying on a node and another node equals that edge's weight bitwise.
+
+    Parameters
+    ----------
+    slowness : numpy.ndarray, shape (nz, ny, nx)
+        Slowness at the nodes (s per length unit), read as float64.
+    spacing : numpy.ndarray, shape (3,)
+        ``(hz, hy, hx)``.
+    point : numpy.ndarray, shape (3,)
+        The start, in fractional node indices ``(iz, iy, ix)``.
+    nodes : numpy.ndarray, shape (k, 3)
+        The ends, node indices.
+
+    Returns
+    -------
+    numpy.ndarray, shape (k,), float64
+        The time of each leg.
     """
     return _legs(slowness, spacing, point, nodes)
 
@@ -77,7 +93,22 @@ def legs_to_node(
 ) -> np.ndarray:
     """Straight-segment traveltimes from each of ``points`` to one node (exact cell
     crossing), each timed from its point as :func:`point_leg_times` times it: the
-    straight legs from many points to a source on a node, in one call."""
+    straight legs from many points to a source on a node, in one call.
+
+    Parameters
+    ----------
+    slowness, spacing
+        As for :func:`point_leg_times`.
+    points : numpy.ndarray, shape (k, 3)
+        The starts, in fractional node indices.
+    node : numpy.ndarray, shape (3,)
+        The end, node indices.
+
+    Returns
+    -------
+    numpy.ndarray, shape (k,), float64
+        The time of each leg.
+    """
     return _legs(slowness, spacing, points, node)
 
 

@@ -122,7 +122,25 @@ class Star:
 
 
 def forward_star(radius: tuple[int, int, int], reduce: bool = True) -> Star:
-    """Build a :class:`Star` for a per-axis radius ``(rz, ry, rx)``."""
+    """Build a :class:`Star` for a per-axis radius (Moser 1991; docs/method.md section 1).
+
+    Parameters
+    ----------
+    radius : tuple of int
+        ``(rz, ry, rx)``, each ``>= 0`` (0 on ``y`` for a 2D model).
+    reduce : bool, default True
+        Drop the offsets whose components share a divisor (:func:`star_offsets`).
+
+    Returns
+    -------
+    Star
+        The offsets and the index tables of their forward half.
+
+    Raises
+    ------
+    ValueError
+        For a radius that is not three non-negative integers, or all zero.
+    """
     offsets = star_offsets(radius, reduce=reduce)
     is_forward = _is_forward(offsets)
     forward = offsets[is_forward]

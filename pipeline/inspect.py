@@ -33,7 +33,24 @@ __all__ = [
 
 
 def open_survey(path: str | Path) -> xr.Dataset:
-    """Open a survey store lazily.
+    """Open a survey store lazily, checked as ``raygrid info`` checks it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store a workflow's ``outputs.store`` names (``~`` is the home folder).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dask-backed (nothing is read until used): ``velocity`` (the model the store was
+        made with, dims as the model's), ``source_<dim>``, ``source_done`` (1 once a source
+        is written whole), and, as the workflow kept them, ``traveltime`` ``(source,
+        *dims)`` fields, ``receiver_<dim>`` and ``receiver_traveltime`` ``(source,
+        receiver)``, and the rays in ragged form (``ray_time``, ``ray_<dim>`` along
+        ``ray_point``; ``ray_start`` and ``ray_count`` by ``(source, receiver)``); a
+        ``source``/``receiver`` coordinate where they are named. Lookups, rays and plots
+        take it (``traveltime_at``, ``raypath``, ``plot_field``).
 
     Raises
     ------
