@@ -347,6 +347,7 @@ def solve_tiled(
     seed_times: np.ndarray,
     stats: dict | None = None,
     backend: str = "cpu",
+    kept: dict | None = None,
 ) -> tuple[da.Array, da.Array]:
     """Exchange loop: rounds of tile solves until no boundary strip changes.
 
@@ -367,6 +368,12 @@ def solve_tiled(
         Filled with ``rounds``, ``tasks`` and ``bytes`` (strip bytes moved). Where the
         time goes is in each round's log record (``tile_seconds``: the round's wall time
         and its tile tasks' summed seconds, see :func:`solve_tile`).
+    kept : dict, optional
+        The tiles' slowness as read by their owners, by tile index (futures), kept by the
+        caller across solves on one model and grid of tiles (a survey's sources): filled on
+        the first, read by the next, so each tile is read and converted once, not once per
+        source. A tile's state holds the same array (:func:`start_tile` copies none), so
+        keeping it costs the slowness between solves, not during them.
 
     Returns
     -------
@@ -392,10 +399,14 @@ def solve_tiled(
     workflow = workflow_spelling()  # (a context of this thread: the tasks are told)
     owner = _owners(geometry, workers)
     states = {}
+    kept = {} if kept is None else kept
     for index in geometry:
-        values = slowness_tiles(index)
-        if isinstance(values, da.Array):  # read by the owner: every task of the graph is placed
-            values = client.compute(values, **_on(owner[index]))
+        values = kept.get(index)
+        if values is None:
+            values = slowness_tiles(index)
+            if isinstance(values, da.Array):  # read by the owner: every task is placed
+                values = client.compute(values, **_on(owner[index]))
+                kept[index] = values
         states[index] = client.submit(
             start_tile, index, values, dtype, star.predecessor_dtype,
             key=_key("start-tile", 0, index), **_on(owner[index]),

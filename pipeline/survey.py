@@ -1053,11 +1053,12 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
     # tiles are (the workers), receivers' times and rays read the chunks of the field, the
     # predecessors and the model (kept across sources) that hold their nodes.
     slowness = grid.slowness_values(client)
+    kept: dict = {}  # each tile's slowness, read once by its owner for every source
     for i in pending:
         check_interrupts()  # a Ctrl-C Python dropped (in a gc callback, say)
         i = int(i)
         try:
-            _solve_tiled_source(client, prepared, spec, i, velocity, grid, slowness)
+            _solve_tiled_source(client, prepared, spec, i, velocity, grid, slowness, kept)
         # On a worker (a CUDA error, KilledWorker, a lost worker's data: CancelledError, no
         # Exception) or here (a full disk): said as a plain survey's task failure is.
         except (Exception, CancelledError) as error:
@@ -1067,7 +1068,7 @@ def _solve_tiled(client, prepared: PreparedWorkflow, spec: StoreSpec, pending, b
 
 def _solve_tiled_source(
     client, prepared: PreparedWorkflow, spec: StoreSpec, i: int, velocity: xr.DataArray,
-    grid: Grid, slowness,
+    grid: Grid, slowness, kept: dict,
 ) -> None:  # fmt: skip
     """Source ``i`` of a tiled survey, written into the store with its completion record."""
     from .tiled import traveltime_tiled
@@ -1080,7 +1081,7 @@ def _solve_tiled_source(
     result = traveltime_tiled(
         velocity, prepared.sources[i], tiles=workflow.compute.tiles, client=client,
         radius=workflow.grid.radius, options=prepared.options,
-        predecessors=bool(need_rays), grid=grid,
+        predecessors=bool(need_rays), grid=grid, kept=kept,
     )  # fmt: skip
     field = result["traveltime"] if need_rays else result
     if spec.fields:

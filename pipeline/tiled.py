@@ -182,13 +182,15 @@ def traveltime_tiled(
     options: Options,
     predecessors: bool,
     grid: Grid | None = None,
+    kept: dict | None = None,
 ) -> xr.DataArray | xr.Dataset:
     """See :func:`raygrid.pipeline.traveltime`; the model is never gathered to the client.
 
     ``grid``: the lazy grid of ``velocity`` (``grid_from_velocity(velocity, load=False)``),
     when the caller has checked it already: a survey's sources would otherwise each scan the
     whole model again for bad values, and each repeat the workflow's warning of a lopsided
-    forward star.
+    forward star. ``kept``: the tiles' slowness kept on the workers across a survey's
+    sources (:func:`~raygrid.pipeline.decompose.solve_tiled`).
     """
     checked = grid is not None
     if not checked:
@@ -215,7 +217,7 @@ def traveltime_tiled(
         times, predecessor = solve_tiled(
             active, geometry, slowness_tiles, star, grid.spacing3, options.rule,
             options.dtype, seed_nodes, seed_times.astype(options.dtype), stats=stats,
-            backend=options.backend,
+            backend=options.backend, kept=kept,
         )  # fmt: skip
         times, predecessor = times.reshape(grid.shape), predecessor.reshape(grid.shape)
         if owned and predecessors:  # the cluster closes with this block: results home

@@ -1407,6 +1407,35 @@ def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypa
     assert done["source_done"].values.all() and len(checks) == 2
 
 
+def test_a_tiled_survey_reads_each_tiles_slowness_once(tmp_path, client, monkeypatch):
+    # Each source's tiled solve read its tiles' slowness from the store again (the whole
+    # model a source: 2 GB of a float32 801^3 cube); the owners keep it across sources now.
+    from raygrid.pipeline import tiled
+
+    reads = []
+    solve = tiled.solve_tiled
+
+    def counted(active, geometry, slowness_tiles, *args, **kwargs):
+        def read(index):
+            reads.append(index)
+            return slowness_tiles(index)
+
+        return solve(active, geometry, read, *args, **kwargs)
+
+    monkeypatch.setattr(tiled, "solve_tiled", counted)
+    three = SPEC["sources"][:3]
+    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=three)
+    done = run_workflow(read_workflow(path), client=client)
+    assert done["source_done"].values.all()
+    assert reads and len(reads) == len(set(reads))  # once a tile, not once a tile a source
+    # Nothing kept once the survey is over.
+    held = lambda: sum(client.run(lambda dask_worker: len(dask_worker.data)).values())  # noqa: E731
+    deadline = time.monotonic() + 10
+    while held() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert held() == 0
+
+
 def unreachable_cluster(directory: Path) -> Path:
     """A cluster file naming a scheduler nobody runs (a port bound, then released)."""
     import socket
