@@ -1163,12 +1163,28 @@ async def _close_workers(dask_scheduler) -> None:
 def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -> None:
     """Say at once that nothing answers at a scheduler's address: Dask retries a refused
     connection until the timeout (a scheduler may still be starting), two minutes of
-    silence by default."""
+    silence by default. Refuse an address where something accepts connections but does not
+    speak as a Dask scheduler within the timeout (:func:`_why_mute`): Dask's client waited
+    for its handshake forever, whatever its timeout, or read an HTTP reply as a message of
+    exabytes ("out of memory")."""
     silent = _why_silent(address)
     if silent:
         echo(
             f"nothing answers at {address} yet ({silent}){whence}; waiting up to "
             f"{timeout:g} s (the cluster file's timeout)"
+        )
+        return
+    mute = _why_mute(address, timeout)
+    if mute:
+        dashboard = (
+            " (8787 is usually a Dask dashboard's port: a scheduler's is usually 8786)"
+            if address.rstrip("/").endswith(":8787")
+            else ""
+        )
+        raise InputError(
+            f"something at {address}{whence} accepts connections but is not answering as a "
+            f"Dask scheduler: {mute}{dashboard}; give the scheduler's own address (its log's "
+            '"Scheduler at:" line), or wait until it is answering again'
         )
 
 
@@ -1191,6 +1207,38 @@ def _why_silent(address: str) -> str | None:
             return None
     except OSError as error:
         return error.strerror or type(error).__name__
+
+
+def _why_mute(address: str, timeout: float) -> str | None:
+    """Why what listens at a plain TCP address is not a Dask scheduler answering, or
+    ``None`` where it is (or cannot be told). A Dask server writes its handshake as soon as
+    a connection opens, before it reads anything (``distributed.comm.core``); an HTTP server
+    (a dashboard), or a scheduler stopped (SIGSTOP) or hung, writes nothing. Nothing is sent
+    here, so no service is asked to parse a stranger's bytes."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location, 8786)
+    except Exception:
+        return None
+    if scheme != "tcp":
+        return None
+    try:
+        probe = socket.create_connection((host, port), timeout=min(timeout, 10.0))
+    except OSError:
+        return None  # refused or unreachable since: Dask's client says so itself
+    with probe:
+        probe.settimeout(timeout)
+        try:
+            first = probe.recv(1)
+        except TimeoutError:
+            return f"it sent nothing within {timeout:g} s (the cluster file's timeout)"
+        except OSError:
+            return None  # reset: Dask's client says so itself
+    return None if first else "it closed the connection without a word"
 
 
 def _address_in(scheduler_file: Path) -> str | None:

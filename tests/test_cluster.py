@@ -6,6 +6,7 @@ import json
 import os
 import re
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -434,6 +435,49 @@ def test_a_silent_scheduler_address_is_reported_before_the_wait(tmp_path, by):
             pass
     assert len(lines) == 1 and "refused" in lines[0] and "waiting up to 1 s" in lines[0]
     assert (str(tmp_path / "scheduler.json") in lines[0]) == (by == "scheduler_file")
+
+
+@pytest.mark.parametrize("peer", ["mute", "http", "closes"])
+def test_an_address_that_is_not_a_scheduler_answering_is_refused_within_the_timeout(peer):
+    # A dashboard's port (8787, pasted for 8786) or a stopped scheduler: Dask's client waited
+    # for a handshake past any timeout; an HTTP server's reply to its handshake was read as
+    # a message of 3 EiB, said as "out of memory: the model is too large".
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve():  # mute: accepted by the kernel's backlog, never read or answered
+        while peer != "mute" and not stop.is_set():
+            try:
+                server.settimeout(0.1)
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                if peer == "http":  # answers a request, as a dashboard would
+                    conn.settimeout(5)
+                    try:
+                        conn.recv(1024)
+                        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+                    except OSError:
+                        pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    config = SchedulerConfig(cluster="scheduler", address=f"tcp://127.0.0.1:{port}", timeout=1)
+    said = "closed the connection" if peer == "closes" else "sent nothing within 1 s"
+    started = time.monotonic()
+    try:
+        with pytest.raises(InputError, match=f"is not answering as a Dask scheduler: it {said}"):
+            with connect(config, echo=print):
+                pass
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert time.monotonic() - started < 10
 
 
 def test_a_scheduler_with_no_worker_is_refused_when_none_was_waited_for():
