@@ -252,7 +252,8 @@ def own_directive(directive: str, cluster: str | None) -> str | None:
     separator = "=" if re.match(r"--[^\s=]+=", text) else " "
     option, _, value = text.partition(separator)
     value = value.strip()
-    if cluster == "pbs" and option == "-l":
+    if cluster == "pbs" and option.startswith("-l"):
+        value = text[2:].strip()  # -l walltime=1:00:00, or attached: -lwalltime=1:00:00
         for resource in re.split(r"[,:]", value):
             name = f"-l {resource.split('=')[0].strip()}"
             if name in own:

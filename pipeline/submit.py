@@ -216,10 +216,14 @@ def _slurm_header(config: JobQueueConfig, directory: Path, driver: int) -> list[
 
 
 def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[str]:
+    """PBS Pro / OpenPBS ``#PBS`` lines (``select`` chunks: Torque's ``nodes=`` is not
+    written). One chunk a node (``place=scatter``, unless the cluster file places them
+    itself) with one entry in the node file each (``mpiprocs=1``): ``pbsdsh`` then starts
+    a node's workers once, not once per entry (4 copies of them on a 4-worker node)."""
     per_node = config.workers_per_node
     select = (
         f"select={config.nodes}:ncpus={config.cores_per_worker * per_node}"
-        f":mpiprocs={per_node}"
+        ":mpiprocs=1"
         f":mem={memory_mb(config.memory_per_worker, per_node, driver)}mb"
     )
     if config.gpus_per_worker:
@@ -232,6 +236,8 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
         "-j oe",
         f"-o {_pbs_word(directory / 'job.out', folder)}",
     ]
+    if not any(re.match(r"-l\s*place=", d.strip()) for d in config.job_directives):
+        lines.insert(2, "-l place=scatter")  # (scatter:excl and others: the file's own)
     if config.queue:
         lines.append(f"-q {_pbs_word(config.queue, 'queue')}")
     if config.account:
@@ -351,6 +357,15 @@ def batch_script(
         f"# Written by raygrid submit: runs {workflow} on this job's allocation.",
         "# A Dask scheduler here, one worker per batch task, then `raygrid run`.",
         "set -euo pipefail",
+        *(
+            [
+                "# PBS copies its -o file back only when the job ends: what the run says goes",
+                "# to job.log as it comes.",
+                f"exec >> {quoted_dir}/job.log 2>&1",
+            ]
+            if config.cluster == "pbs"
+            else []
+        ),
         *_prologue(config),
         f"cd {shlex.quote(str(workdir))}",
         *([f"export {RESUME_ENV}={shlex.quote(resume)}"] if resume else []),
@@ -374,7 +389,9 @@ def batch_script(
             f"    {worker} &",
         ]
     else:
-        launch = [f"  pbsdsh -u -- bash {quoted_dir}/node.sh &"]
+        # PBS Pro's pbsdsh runs it once per node-file entry: one a node (mpiprocs=1).
+        # (Torque's -u is not PBS Pro's: there pbsdsh printed its usage and no worker came.)
+        launch = [f"  pbsdsh -- bash {quoted_dir}/node.sh &"]
     lines += [
         *_watched(launch, directory / "workers.ended", directory / "workers.log"),
         "workers=$!",

@@ -142,13 +142,23 @@ def test_pbs_script(tmp_path):
     text = job.script.read_text()
     # Two workers' 1 GB (1907 MiB), and what the scheduler and the client hold on the first
     # node (the 41 x 61 model is a few kB of it).
-    assert "#PBS -l select=2:ncpus=2:mpiprocs=2:mem=2931mb:ngpus=4" in text
+    # PBS Pro / OpenPBS: a chunk a node, one node-file entry each, so that pbsdsh starts a
+    # node's workers once (mpiprocs=2 started them twice a node), without Torque's -u
+    # (PBS Pro's pbsdsh printed its usage: no worker ever came).
+    assert "#PBS -l select=2:ncpus=2:mpiprocs=1:mem=2931mb:ngpus=4" in text
+    assert "#PBS -l place=scatter" in text
     assert "#PBS -q gpu" in text and "#PBS -l walltime=00:10:00" in text
-    assert f"pbsdsh -u -- bash {job.directory}/node.sh" in text
+    assert f"  pbsdsh -- bash {job.directory}/node.sh &" in text and "pbsdsh -u" not in text
+    # PBS copies its -o file back at the end only: the run's lines go to job.log live.
+    assert f"exec >> {job.directory}/job.log 2>&1" in text
     node = (job.directory / "node.sh").read_text()
     assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(IFS=," in node
     for script in (job.script, job.directory / "node.sh"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    # A placement of the cluster file's own replaces raygrid's.
+    workflow, cluster = setup(tmp_path, "pbs", job_directives=["-l place=scatter:excl"])
+    text = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.read_text()
+    assert "#PBS -l place=scatter:excl" in text and "#PBS -l place=scatter\n" not in text
 
 
 def _run_node_script(tmp_path: Path, visible: str | None) -> list[str]:
@@ -1087,7 +1097,9 @@ def test_submit_takes_the_workflows_own_cluster_file_and_names_the_job_after_it(
      ("slurm", "--open-mode=truncate", "--open-mode", "nothing: raygrid appends"),
      ("pbs", "-o /tmp/x.log", "-o", "log_directory"), ("pbs", "-N name", "-N", "job_name"),
      ("pbs", "-l walltime=48:00:00", "-l walltime", "walltime"),
-     ("pbs", "-l select=2:ncpus=4", "-l select", "workers")],
+     ("pbs", "-l select=2:ncpus=4", "-l select", "workers"),
+     ("pbs", "-lwalltime=48:00:00", "-l walltime", "walltime"),
+     ("pbs", "-lselect=1:ncpus=1", "-l select", "workers")],
 )  # fmt: skip
 def test_directives_raygrid_writes_are_refused_naming_the_key(
     tmp_path, kind, directive, option, key
