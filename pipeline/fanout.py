@@ -21,7 +21,7 @@ import numpy as np
 from ..kernels import MoserGraph, Star
 from .errors import InputError, RunFailed
 from .grid import Grid
-from .interrupts import check_interrupts
+from .interrupts import check_interrupts, interrupts_kept
 from .options import Options
 
 __all__ = [
@@ -103,13 +103,62 @@ def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, n
     )  # fmt: skip
 
 
+#: Seconds :func:`solve_on_client` waits for a first worker to join a cluster that has none
+#: yet (scaled up just before, a nanny's restart).
+WORKERS_WAIT_S = 60.0
+
+
+def _worker_threads(client: Any) -> int:
+    """The threads of ``client``'s workers, once at least one has joined (waiting up to
+    :data:`WORKERS_WAIT_S`)."""
+    if not client.nthreads():
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
+        except TimeoutError:
+            raise RunFailed(
+                f"no Dask worker joined the client's cluster within {WORKERS_WAIT_S:g} s: "
+                "start some (cluster.scale(n), then client.wait_for_workers(n)), or leave "
+                "client out to solve here"
+            ) from None
+    return sum(client.nthreads().values())
+
+
+def _lost(error: BaseException, start: int, count: int, client: Any) -> RunFailed:
+    """What a call stops with when the task of sources ``start`` to ``start + count - 1``
+    lost its worker: killed by its own solve (memory, a crash: Dask's ``KilledWorker``),
+    or cancelled with every worker holding the model (or the scheduler gone)."""
+    from distributed import KilledWorker
+
+    which = f"sources {start}-{start + count - 1}" if count > 1 else f"source {start}"
+    if isinstance(error, KilledWorker):
+        return RunFailed(
+            f"the Dask workers solving {which} died each time it was tried "
+            f"({error.allowed_failures + 1} workers, the last "
+            f"{getattr(error.last_worker, 'address', error.last_worker)}): killed "
+            "for memory (each task holds its sources' fields: fewer per call, or more memory "
+            "a worker) or a crash (see the workers' logs); nothing was kept"
+        )
+    gone = "every worker holding the model died"
+    if client.status != "running":
+        gone = "the scheduler went away"
+    return RunFailed(
+        f"{gone} while {which} was being solved: killed for memory, or a crash (see "
+        "the workers' logs); nothing was kept: call again once the cluster has workers, "
+        "with fewer sources per call if they ran out of memory"
+    )
+
+
 def chunk_size(n_sources: int, worker_threads: int, node_bytes: int, batch: int) -> int:
     """Sources a task solves: about two tasks per worker thread (a slow worker then holds
     back less of the end), at most :data:`TASK_BYTES` of results, and a whole number of
-    GPU batches (``batch`` sources relaxed together)."""
-    size = math.ceil(n_sources / max(2 * worker_threads, 1))
-    size = max(min(size, TASK_BYTES // max(node_bytes, 1)), 1)
-    return min(math.ceil(size / batch) * batch, n_sources)
+    GPU batches (``batch`` sources relaxed together). A batch wins over the byte bound:
+    at least one whole batch a task, however large its fields."""
+    most = max(TASK_BYTES // max(node_bytes, 1), 1)
+    size = max(min(math.ceil(n_sources / max(2 * worker_threads, 1)), most), 1)
+    whole = math.ceil(size / batch) * batch  # whole batches: up, unless past the bytes
+    if whole > most:
+        whole = max(size // batch * batch, batch)
+    return min(whole, n_sources)
 
 
 def submit_shares(
@@ -168,6 +217,17 @@ def solve_on_client(
     (the others are cancelled); the workers that held the model all dying stops it with
     :class:`RunFailed` (nothing is kept: unlike a survey's store, the result is this call's).
     """
+    # A Ctrl-C dropped where Python ignores exceptions (a gc callback: a LocalCluster's
+    # scheduler runs in this process; a weakref's) is kept and raised again, as in a
+    # survey: the call stops, its tasks cancelled. (A no-op off the main thread.)
+    with interrupts_kept():
+        return _solve_on_client(client, task, seeds, solved)
+
+
+def _solve_on_client(client, task, seeds, solved):
+    """:func:`solve_on_client`'s work, within its kept interrupts."""
+    from distributed import KilledWorker
+
     options = task.options
     n_nodes = math.prod(task.grid.shape3)
     times = np.empty((len(seeds), n_nodes), dtype=options.dtype)
@@ -177,25 +237,18 @@ def solve_on_client(
         else None
     )
     node_bytes = n_nodes * (times.itemsize + (predecessor.itemsize if task.predecessors else 0))
-    worker_threads = sum(client.nthreads().values())
-    if not worker_threads:
-        raise RunFailed("the Dask client given has no workers: start some, or leave client out")
-    size = chunk_size(len(seeds), worker_threads, node_bytes, options.batch)
+    size = chunk_size(len(seeds), _worker_threads(client), node_bytes, options.batch)
     shares = [
         ((start, seeds[start : start + size]), (start, min(start + size, len(seeds)) - 1))
         for start in range(0, len(seeds), size)
     ]
     tasks = submit_shares(client, task, solve_chunk, shares, "traveltimes")
     with closing(finished_in_turn(client, tasks)) as finished:
-        for future, (start, _) in finished:
+        for future, (start, share) in finished:
             try:
                 share_times, share_predecessor = future.result()
-            except CancelledError:
-                raise RunFailed(
-                    "the Dask workers holding the model died (or the scheduler went away) "
-                    "before every source was solved; nothing was kept: call again once the "
-                    "cluster has workers"
-                ) from None
+            except (CancelledError, KilledWorker) as error:
+                raise _lost(error, start, len(share[1]), client) from None
             stop = start + len(share_times)
             times[start:stop] = share_times
             if predecessor is not None:

@@ -39,6 +39,7 @@ from .memory import (
 )
 from .models import constant_model
 from .options import (
+    ALGORITHMS,
     METHODS,
     Options,
     check_flag,
@@ -465,7 +466,9 @@ def traveltimes(
         thread, and their fields come back here, bitwise those of a call without it. The
         result is held in this process, as without a client: for more sources than fit
         here, ``raygrid run`` writes each to a Zarr store as it is done. ``backend="auto"``
-        looks at the workers' GPUs, not this machine's. By default the sources are solved
+        looks at the workers' GPUs, not this machine's. The shares are sized by the workers
+        joined when the call starts (it waits up to a minute for a first one): scale the
+        cluster first (``client.wait_for_workers(n)``). By default the sources are solved
         in this process (a current client is not used).
 
     Returns
@@ -484,6 +487,10 @@ def traveltimes(
         solve that would not fit in the memory left, before anything is computed;
         :class:`~raygrid.pipeline.points.PointError` (an ``InputError``) for a source
         outside the model, naming it by its number.
+    RunFailed
+        With ``client``: no worker joined within a minute, or the workers solving a share
+        died (killed for memory, a crash) or every worker holding the model did; a share's
+        own error (raised on a worker) is raised as it is.
 
     See Also
     --------
@@ -492,9 +499,11 @@ def traveltimes(
     raygrid.kernels.cuda.nearfar.solve_near_far : the solvers behind the backends.
     """
     check_client(client)
+    if client is not None:  # the names first, without asking the workers anything
+        check_options(weights, backend, precision, algorithm, batch, precompute, here=False)
     options = check_options(
         weights, backend, precision, algorithm, batch, precompute,
-        **({} if client is None else worker_hardware(client, backend)),
+        **({} if client is None else worker_hardware(client, backend, algorithm)),
     )  # fmt: skip
     check_flag("predecessors", predecessors)
     check_flag("progress", progress)
@@ -583,12 +592,15 @@ def check_client(client: Any) -> None:
             f"client must be a distributed.Client, got {type(client).__name__}: pass "
             "Client(cluster) or Client(address), not the cluster or its address"
         )
+    if client.status != "running":
+        raise InputError(f"the Dask client given is {client.status}: pass an open one")
 
 
-def worker_hardware(client: Any, backend: str) -> dict:
+def worker_hardware(client: Any, backend: str, algorithm: str | None) -> dict:
     """:func:`check_options`' arguments for solves on ``client``'s workers: ``cuda`` checked
     on them (refused, naming a worker that cannot), ``auto`` resolved by their GPUs, never
-    this machine's."""
+    this machine's. Called once the options' names are known to be good (asking every
+    worker imports numba.cuda there: seconds, for a typo)."""
     if backend == "cpu":
         return {}
     from .fanout import check_workers_gpu, workers_gpu
@@ -596,7 +608,14 @@ def worker_hardware(client: Any, backend: str) -> dict:
     if backend == "cuda":
         check_workers_gpu(client)
         return {"here": False, "gpu": True}
-    return {"here": False, "gpu": workers_gpu(client)}
+    gpu = workers_gpu(client)
+    if not gpu and algorithm in ALGORITHMS["cuda"]:
+        raise InputError(
+            f"backend='auto' found no usable GPU on the Dask workers, and "
+            f"algorithm={algorithm!r} runs only on one: leave the algorithm out (each backend "
+            "has its default), or start the workers where there are GPUs"
+        )
+    return {"here": False, "gpu": gpu}
 
 
 def held_model(velocity: xr.DataArray) -> xr.DataArray:

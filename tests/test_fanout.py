@@ -100,11 +100,6 @@ def test_a_cluster_or_an_address_is_not_a_client(model):
         rg.traveltimes(model, SOURCES, client="tcp://127.0.0.1:8786")
 
 
-def test_a_client_without_workers_is_said(model):
-    with two_workers(n_workers=0) as client, pytest.raises(rg.RunFailed, match="has no workers"):
-        rg.traveltimes(model, SOURCES, radius=2, client=client)
-
-
 def test_a_failing_task_stops_the_call_with_its_error(model, monkeypatch):
     def failing(task, share):  # (sent to the workers by value: a closure)
         raise MemoryError(f"worker out of memory solving {len(share[1])} sources")
@@ -121,8 +116,102 @@ def test_a_failing_task_stops_the_call_with_its_error(model, monkeypatch):
         (100, 4, fanout.TASK_BYTES // 3, 1, 3),  # at most TASK_BYTES of fields a task
         (100, 4, fanout.TASK_BYTES * 2, 1, 1),  # a field larger still: one a task
         (100, 4, 8, 8, 16),  # whole GPU batches
+        (100, 4, fanout.TASK_BYTES // 12, 8, 8),  # whole batches, down within the bytes
+        (100, 4, fanout.TASK_BYTES // 2, 8, 8),  # a batch wins over the bytes
         (5, 64, 8, 8, 5),  # never more than the sources
     ],
 )
 def test_chunk_size(n_sources, threads, node_bytes, batch, size):
     assert fanout.chunk_size(n_sources, threads, node_bytes, batch) == size
+
+
+def test_a_ctrl_c_stops_the_call_and_leaves_the_cluster_usable(model, monkeypatch):
+    import os
+    import signal
+    import threading
+
+    real = fanout.solve_chunk
+
+    def slow(task, share):
+        time.sleep(0.5)
+        return real(task, share)
+
+    from clusters import ctrl_c_taken
+
+    monkeypatch.setattr(fanout, "solve_chunk", slow)
+    with two_workers() as client:
+        many = [{"z": 0.0, "x": 10.0 * i} for i in range(28)]  # 14 shares of 0.5 s
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        started = time.monotonic()
+        try:
+            with ctrl_c_taken(), pytest.raises(KeyboardInterrupt):
+                timer.start()
+                rg.traveltimes(model, many, radius=2, client=client)
+        finally:
+            timer.cancel()  # (not sent later, if the call failed first)
+        assert time.monotonic() - started < 5  # not the 14 shares' 3.5 s after the first
+        monkeypatch.setattr(fanout, "solve_chunk", real)
+        again = rg.traveltimes(model, SOURCES, radius=2, client=client)
+    xr.testing.assert_identical(again, rg.traveltimes(model, SOURCES, radius=2))
+
+
+def test_a_cluster_still_starting_its_workers_is_waited_for(model, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.scale(1)  # asked for, not joined yet
+        field = rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+        np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:2], radius=2))
+        cluster.scale(0)
+        deadline = time.monotonic() + 10
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setattr(fanout, "WORKERS_WAIT_S", 0.5)
+        with pytest.raises(rg.RunFailed, match=r"no Dask worker joined .* within 0.5 s"):
+            rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+
+
+def test_a_closed_client_and_a_typo_are_refused_before_the_workers_are_asked(model, monkeypatch):
+    from distributed import Client
+
+    def asked(client):
+        raise AssertionError("the workers were asked")
+
+    monkeypatch.setattr(fanout, "workers_gpu", asked)
+    monkeypatch.setattr(fanout, "check_workers_gpu", asked)
+    with two_workers() as client:
+        with pytest.raises(rg.InputError, match=r"backend must be one of"):
+            rg.traveltimes(model, SOURCES, backend="gpu", client=client)
+        with pytest.raises(rg.InputError, match=r"weights must be one of"):
+            rg.traveltimes(model, SOURCES, backend="cuda", weights="bogus", client=client)
+        closed = Client(client.scheduler.address)
+        closed.close()
+        with pytest.raises(rg.InputError, match=r"the Dask client given is closed"):
+            rg.traveltimes(model, SOURCES, client=closed)
+
+
+def test_auto_with_a_gpu_algorithm_on_workers_without_one_says_so(model):
+    with two_workers() as client, pytest.raises(
+        rg.InputError, match=r"backend='auto' found no usable GPU on the Dask workers, and "
+        r"algorithm='pull' runs only on one"
+    ):  # fmt: skip
+        rg.traveltimes(model, SOURCES, backend="auto", algorithm="pull", client=client)
+
+
+def test_a_share_that_kills_its_workers_is_named():
+    from distributed import KilledWorker
+
+    class Open:
+        status = "running"
+
+    class Worker:
+        address = "tcp://10.0.0.5:4321"
+
+    said = str(fanout._lost(KilledWorker("k", Worker(), 3), 4, 2, Open()))
+    assert "solving sources 4-5 died each time it was tried (4 workers, the last tcp://10.0" in said
+    assert "killed for memory" in said
+    said = str(fanout._lost(fanout.CancelledError(), 7, 1, Open()))
+    assert "every worker holding the model died while source 7 was being solved" in said
