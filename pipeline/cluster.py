@@ -1104,7 +1104,7 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
             where = f"{address} (from {config.scheduler_file})"
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
-        whose = "the job's" if os.environ.get(WORKERS_ENDED_ENV) else "the existing"
+        whose = "the job's" if _the_jobs_own(config) else "the existing"
         _wait(client, config.wait_for_workers, config.timeout, f"at {whose} scheduler")
         if not config.wait_for_workers and not worker_info(client):
             # A run then failed at its first task with Dask's "No valid workers found".
@@ -1119,6 +1119,17 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
         finally:
             if whose == "the job's":
                 _close_the_jobs_cluster(client)
+
+
+def _the_jobs_own(config: SchedulerConfig) -> bool:
+    """Whether this run is the one a submitted job started for the scheduler ``config``
+    names: its job script's variables are set, and name the folder of that scheduler's
+    file (the job's own). The variables alone (copied into a shell from a job script to
+    debug) made a run close an existing scheduler and its workers it had not started."""
+    ended = os.environ.get(WORKERS_ENDED_ENV)
+    if not ended or config.scheduler_file is None:
+        return False
+    return Path(ended).resolve().parent == Path(config.scheduler_file).resolve().parent
 
 
 def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:

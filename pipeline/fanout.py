@@ -26,8 +26,8 @@ from .options import Options
 
 __all__ = [
     "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
-    "check_workers_gpu", "workers_gpu", "unusable_reason", "gpu_usable", "submit_shares",
-    "finished_in_turn",
+    "check_workers_gpu", "check_workers_raygrid", "workers_gpu", "unusable_reason",
+    "gpu_usable", "submit_shares", "finished_in_turn",
 ]  # fmt: skip
 
 #: The most bytes of fields (and predecessors) one task returns: a worker holds them until
@@ -86,6 +86,36 @@ def check_workers_gpu(client: Any) -> None:
             f"backend cuda, but {len(unusable)} of the {len(reasons)} Dask workers cannot "
             f"run CUDA kernels: worker {worker}: {reason}; start the workers on GPU nodes, "
             "or use backend cpu"
+        )
+
+
+def check_workers_raygrid(client: Any) -> None:
+    """Refuse workers (those joined so far) that do not run this raygrid: started from
+    another environment, each task failed on a worker with a 30-line traceback ending in
+    "No module named 'raygrid'", after the store was made.
+
+    Raises
+    ------
+    InputError
+        Naming how many, the first and what it has instead.
+    """
+    from .version import __version__
+
+    def installed() -> str:  # nested: sent by value, so a worker without raygrid runs it
+        try:
+            from raygrid.pipeline.version import __version__ as version
+        except Exception as error:  # (ImportError, or raygrid's own failing to import)
+            return f"{type(error).__name__}: {error}"
+        return f"raygrid {version}"
+
+    found = client.run(installed)
+    other = {worker: said for worker, said in found.items() if said != f"raygrid {__version__}"}
+    if other:
+        worker, said = next(iter(other.items()))
+        raise InputError(
+            f"{len(other)} of the {len(found)} Dask workers do not run raygrid {__version__}: "
+            f"worker {worker}: {said}; start them from the environment raygrid runs in here "
+            "(its Python, or one where the same raygrid is installed)"
         )
 
 

@@ -501,6 +501,9 @@ def traveltimes(
     check_client(client)
     if client is not None:  # the names first, without asking the workers anything
         check_options(weights, backend, precision, algorithm, batch, precompute, here=False)
+        from .fanout import check_workers_raygrid
+
+        check_workers_raygrid(client)
     options = check_options(
         weights, backend, precision, algorithm, batch, precompute,
         **({} if client is None else worker_hardware(client, backend, algorithm)),

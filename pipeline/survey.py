@@ -58,7 +58,7 @@ from .errors import (
     run_again,
     warn_input,
 )
-from .fanout import check_workers_gpu, finished_in_turn, submit_shares
+from .fanout import check_workers_gpu, check_workers_raygrid, finished_in_turn, submit_shares
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity, in_memory
 from .integrity import listed_sources
@@ -404,6 +404,8 @@ def run_survey(
                     client = stack.enter_context(connect(config, echo=echo))
                     if prepared.options.backend == "cuda" and not local_workers:
                         check_workers_gpu(client)  # not checked here: see _workers_gpu
+                if not local_workers:  # (a local cluster's run this Python)
+                    check_workers_raygrid(client)
                 # Before the store is touched; a local cluster's workers, with the client,
                 # on this machine.
                 check_survey_memory(client, prepared, spec, local=local_workers)

@@ -635,3 +635,27 @@ def test_a_jobs_run_closes_its_workers_through_their_nannies_then_its_scheduler(
             assert all(nanny.status.name == "closed" for nanny in nannies)
             assert all(nanny.process is None for nanny in nannies)  # worker processes ended
             assert shut == ["running"]
+
+
+def test_a_job_scripts_variables_alone_do_not_make_a_scheduler_the_runs_own(tmp_path, monkeypatch):
+    # Copied from a job script into a shell (to debug), RAYGRID_WORKERS_ENDED made a run on
+    # an existing scheduler close it and its workers at the end.
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline import cluster as clusters
+
+    monkeypatch.setenv(clusters.WORKERS_ENDED_ENV, str(tmp_path / "job" / "workers.ended"))
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+        host="127.0.0.1", dashboard_address=":0",
+    ) as local:  # fmt: skip
+        address = local.scheduler_address
+        config = SchedulerConfig(cluster="scheduler", address=address, timeout=5)
+        assert not clusters._the_jobs_own(config)
+        with connect(config):
+            pass
+        with Client(address) as client:
+            assert len(client.nthreads()) == 1  # scheduler and worker still there
+    # The job's own: its scheduler file in the folder the variables name.
+    owned = SchedulerConfig(cluster="scheduler", scheduler_file=tmp_path / "job" / "s.json")
+    assert clusters._the_jobs_own(owned)

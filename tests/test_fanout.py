@@ -215,3 +215,36 @@ def test_a_share_that_kills_its_workers_is_named():
     assert "killed for memory" in said
     said = str(fanout._lost(fanout.CancelledError(), 7, 1, Open()))
     assert "every worker holding the model died while source 7 was being solved" in said
+
+
+def test_workers_without_this_raygrid_are_refused_before_anything_is_sent(model, tmp_path):
+    # Workers started from another environment: each task failed with a 30-line traceback
+    # ending in "No module named 'raygrid'" (and a survey had made its store first).
+    from distributed import Client, LocalCluster
+
+    def hide_raygrid():  # in the worker's own process: its imports of raygrid fail
+        import sys
+
+        sys.modules["raygrid.pipeline.version"] = None
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        client.run(hide_raygrid)
+        said = r"1 of the 1 Dask workers do not run raygrid .*: worker tcp://.*ModuleNotFoundError"
+        with pytest.raises(rg.InputError, match=said):
+            rg.traveltimes(model, SOURCES, radius=2, client=client)
+        from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+        workflow = tmp_path / "w.yaml"
+        workflow.write_text(
+            "model: {synthetic: gradient, shape: {z: 21, x: 31}}\n"
+            "sources: [{z: 0.0, x: 100.0}]\n"
+            f"outputs: {{store: {tmp_path / 's.zarr'}}}\n"
+        )
+        with pytest.raises(rg.InputError, match=said):
+            run_workflow(read_workflow(workflow), client=client)
+        assert not (tmp_path / "s.zarr").exists()
