@@ -21,7 +21,7 @@ import numpy as np
 from ..kernels import MoserGraph, Star
 from .errors import InputError, RunFailed
 from .grid import Grid
-from .interrupts import check_interrupts, interrupts_kept
+from .interrupts import check_interrupts
 from .options import Options
 
 __all__ = [
@@ -246,16 +246,10 @@ def solve_on_client(
     finishes, ``solved(n)`` counting them. A task that fails stops the call with its error
     (the others are cancelled); the workers that held the model all dying stops it with
     :class:`RunFailed` (nothing is kept: unlike a survey's store, the result is this call's).
+    Called within :func:`~raygrid.pipeline.interrupts.interrupts_kept` (as
+    :func:`~raygrid.pipeline.traveltimes` calls it), a Ctrl-C dropped where Python ignores
+    exceptions is raised again between shares.
     """
-    # A Ctrl-C dropped where Python ignores exceptions (a gc callback: a LocalCluster's
-    # scheduler runs in this process; a weakref's) is kept and raised again, as in a
-    # survey: the call stops, its tasks cancelled. (A no-op off the main thread.)
-    with interrupts_kept():
-        return _solve_on_client(client, task, seeds, solved)
-
-
-def _solve_on_client(client, task, seeds, solved):
-    """:func:`solve_on_client`'s work, within its kept interrupts."""
     from distributed import KilledWorker
 
     options = task.options

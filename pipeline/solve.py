@@ -26,6 +26,7 @@ from ..kernels import (
 )
 from .errors import InputError, setting, warn_input, workflow_spelling
 from .grid import Grid, grid_from_velocity, in_memory
+from .interrupts import interrupts_kept
 from .memory import (
     available_memory,
     batch_hint,
@@ -498,6 +499,24 @@ def traveltimes(
     raygrid.kernels.dijkstra, raygrid.kernels.cuda.pull_solver.solve_pull,
     raygrid.kernels.cuda.nearfar.solve_near_far : the solvers behind the backends.
     """
+    settings = {
+        "radius": radius, "weights": weights, "backend": backend, "precision": precision,
+        "predecessors": predecessors, "algorithm": algorithm, "batch": batch,
+        "precompute": precompute, "threads": threads, "progress": progress, "client": client,
+    }  # fmt: skip
+    if client is None:
+        return _traveltimes(velocity, sources, **settings)
+    # A Ctrl-C is kept, not lost where Python drops exceptions: a LocalCluster's scheduler
+    # in this process runs Dask's gc callback, in which one was dropped and the call went on.
+    with interrupts_kept():
+        return _traveltimes(velocity, sources, **settings)
+
+
+def _traveltimes(
+    velocity, sources, *, radius, weights, backend, precision, predecessors, algorithm, batch,
+    precompute, threads, progress, client,
+) -> xr.DataArray | xr.Dataset:  # fmt: skip
+    """:func:`traveltimes`' work."""
     check_client(client)
     if client is not None:  # the names first, without asking the workers anything
         check_options(weights, backend, precision, algorithm, batch, precompute, here=False)
