@@ -250,7 +250,7 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     A file whose top level has a "cluster" key and none of a workflow's sections (model,
     sources, outputs, ...) is a cluster file; any other is a workflow.
     """
-    from .cluster import JobQueueConfig, cluster_notes, read_cluster
+    from .clusterfile import JobQueueConfig, cluster_notes, read_cluster
     from .survey import check_job_memory, store_spec
     from .workflow import check_model_fits, prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import is_cluster_file, load_yaml

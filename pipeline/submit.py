@@ -36,14 +36,11 @@ from .cluster import (
     SUBMIT_COMMANDS,
     WORKERS_ENDED_ENV,
     WORKERS_LOG_ENV,
-    JobQueueConfig,
     cannot_start,
-    cluster_notes,
     job_ended,
-    memory_mb,
     refusal_hint,
-    worker_threads,
 )
+from .clusterfile import JobQueueConfig, cluster_notes, memory_mb, worker_threads
 from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
 from .memory import footprint

@@ -37,17 +37,14 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import (
+from .cluster import connect, worker_info, workers_gone, workers_lost
+from .clusterfile import (
     JobQueueConfig,
     LocalConfig,
     SchedulerConfig,
     cluster_notes,
-    connect,
     job_worker,
-    worker_info,
     workers_back_s,
-    workers_gone,
-    workers_lost,
 )
 from .errors import (
     InputError,
@@ -614,7 +611,7 @@ def check_survey_memory(
 @for_workflows
 def check_job_memory(prepared: PreparedWorkflow, spec: StoreSpec, config: JobQueueConfig) -> None:
     """Refuse a survey that cannot fit in a batch system's workers as its cluster
-    file gives them (:func:`~.cluster.job_worker`), before any job is queued: its workers
+    file gives them (:func:`~.clusterfile.job_worker`), before any job is queued: its workers
     would be stopped by Dask's nanny once the jobs started (`raygrid submit`, `raygrid run
     --cluster`, `raygrid validate`). See :func:`check_workers_memory`."""
     check_workers_memory(
@@ -845,7 +842,7 @@ def _solve_pending(
 
 #: Seconds a survey whose every worker died waits for one to join (a nanny's restart)
 #: before it stops, its finished sources kept, where no cluster file says longer
-#: (:func:`raygrid.pipeline.cluster.workers_back_s`).
+#: (:func:`raygrid.pipeline.clusterfile.workers_back_s`).
 WORKERS_BACK_S = 120.0
 
 

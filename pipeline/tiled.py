@@ -15,7 +15,8 @@ import numpy as np
 import xarray as xr
 
 from ..kernels import Star, forward_star
-from .cluster import LocalConfig, connect
+from .cluster import connect
+from .clusterfile import LocalConfig
 from .decompose import solve_tiled
 from .errors import InputError, setting, warn_input
 from .grid import Grid, grid_from_velocity, in_memory

@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from ..kernels import Star, forward_star
-from .cluster import AnyConfig, read_cluster
+from .clusterfile import AnyConfig, read_cluster
 from .errors import InputError, InputWarning, for_workflows, warn_input
 from .fingerprint import workflow_fingerprint
 from .grid import Grid, grid_from_velocity, radius3

@@ -61,7 +61,8 @@ def jobqueue_or_skip():
     test skipped where it is not installed."""
     import pytest
 
-    from raygrid.pipeline.cluster import JobQueueConfig, _import_jobqueue
+    from raygrid.pipeline.cluster import _import_jobqueue
+    from raygrid.pipeline.clusterfile import JobQueueConfig
     from raygrid.pipeline.errors import InputError
 
     try:

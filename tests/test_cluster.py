@@ -12,14 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raygrid.pipeline.cluster import (
-    JobQueueConfig,
-    LocalConfig,
-    SchedulerConfig,
-    connect,
-    jobqueue_kwargs,
-    read_cluster,
-)
+from raygrid.pipeline.cluster import connect, jobqueue_kwargs
+from raygrid.pipeline.clusterfile import JobQueueConfig, LocalConfig, SchedulerConfig, read_cluster
 from raygrid.pipeline.errors import InputError
 
 from clusters import jobqueue_or_skip
@@ -512,7 +506,7 @@ def test_a_scheduler_address_without_a_port_is_refused_when_read(tmp_path):
 
 def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
     # A backend: cpu workflow on slurm-gpu.yaml held 8 GPUs idle for the whole allocation.
-    from raygrid.pipeline.cluster import gpus_unmatched, read_cluster
+    from raygrid.pipeline.clusterfile import gpus_unmatched, read_cluster
 
     gpu_jobs = read_cluster(ROOT / "configs" / "slurm-gpu.yaml")
     said = gpus_unmatched(gpu_jobs, "cpu")
@@ -540,7 +534,7 @@ def test_gpus_a_backend_leaves_idle_or_lacks_are_said():
 
 def test_solver_threads_beyond_a_jobs_cores_are_said():
     # cores_per_worker: 2 and compute.threads: 2 ran 4 threads on the 2 cores of a task.
-    from raygrid.pipeline.cluster import read_cluster, threads_crowded
+    from raygrid.pipeline.clusterfile import read_cluster, threads_crowded
 
     jobs = read_cluster(ROOT / "configs" / "slurm-gpu.yaml").model_copy(
         update={"gpus_per_worker": 0, "cores_per_worker": 2}

@@ -776,7 +776,7 @@ def test_a_file_unit_key_on_a_synthetic_model_says_what_unit_it_is_in(tmp_path):
 def test_a_cluster_file_and_a_workflow_given_for_each_other_are_named(tmp_path):
     # A cluster file read as a workflow gave ten "missing key" and "unknown key" lines; a
     # workflow read as a cluster file "cluster must be one of ...".
-    from raygrid.pipeline.cluster import read_cluster
+    from raygrid.pipeline.clusterfile import read_cluster
 
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("cluster: local\nn_workers: 2\n")

@@ -833,7 +833,8 @@ def test_importing_dask_jobqueue_keeps_the_ctrl_c_handler():
         "import signal, sys\n"
         "def mine(*args): pass\n"
         "signal.signal(signal.SIGINT, mine)\n"
-        "from raygrid.pipeline.cluster import JobQueueConfig, _import_jobqueue\n"
+        "from raygrid.pipeline.clusterfile import JobQueueConfig\n"
+        "from raygrid.pipeline.cluster import _import_jobqueue\n"
         "_import_jobqueue(JobQueueConfig(cluster='slurm'))\n"
         "assert 'dask_jobqueue.runner' in sys.modules\n"
         "print(signal.getsignal(signal.SIGINT) is mine)\n"
@@ -867,7 +868,8 @@ def test_ctrl_c_of_a_run_waiting_for_its_worker_jobs_stops_it_as_an_interrupt(tm
 
 
 def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
-    from raygrid.pipeline.cluster import JobQueueConfig, _wait_for_jobs
+    from raygrid.pipeline.cluster import _wait_for_jobs
+    from raygrid.pipeline.clusterfile import JobQueueConfig
 
     class Jobs:
         submitted, refused = ["41"], ["qsub: Job exceeds queue resource limits"]
@@ -909,7 +911,8 @@ def test_worker_jobs_some_refused_are_said_and_the_rest_waited_for():
 
 def test_worker_jobs_are_listed_in_the_order_submitted():
     # The batch system's answers come in any order: "(jobs 25, 24)" read as a mistake.
-    from raygrid.pipeline.cluster import JobQueueConfig, _wait_for_jobs
+    from raygrid.pipeline.cluster import _wait_for_jobs
+    from raygrid.pipeline.clusterfile import JobQueueConfig
 
     class Jobs:
         submitted, refused = ["100", "99", "101"], []
@@ -1109,14 +1112,14 @@ def test_directives_raygrid_writes_are_refused_naming_the_key(
     # abbreviations of long ones went through, as did PBS's -l walltime.
     _, cluster = setup(tmp_path, kind=kind, job_directives=[directive])
     with pytest.raises(InputError, match=f"raygrid writes {option} itself from {key}"):
-        rg.cluster.read_cluster(cluster)
+        rg.clusterfile.read_cluster(cluster)
     fine = {
         "slurm": ["--constraint=h100", "--gpus=1", "-C h100", "--exclusive", "-q normal",
                   "--mem-per-cpu=2G", "--time-min=30", "--gres=gpu:1"],
         "pbs": ["-l place=scatter", "-W group_list=geo", "-V", "-m abe", "-P proj"],
     }[kind]  # fmt: skip
     _, cluster = setup(tmp_path, kind=kind, job_directives=fine)
-    assert rg.cluster.read_cluster(cluster).job_directives == fine
+    assert rg.clusterfile.read_cluster(cluster).job_directives == fine
 
 
 def test_the_software_record_names_raygrids_own_checkout_only(tmp_path, monkeypatch):
@@ -1239,7 +1242,7 @@ def test_a_queued_jobs_state_is_read_by_one_rule(tmp_path, monkeypatch, state, r
     from raygrid.pipeline.submit import _store_record, refuse_if_queued
 
     _, path = setup(tmp_path)
-    config = clusters.read_cluster(path)
+    config = rg.clusterfile.read_cluster(path)
     store = tmp_path / "out" / "survey.zarr"
     record = _store_record(store)
     record.parent.mkdir(parents=True)

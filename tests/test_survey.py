@@ -183,7 +183,8 @@ def test_model_and_weights_reach_each_worker_once(tmp_path, precompute):
     # once; the one-source tasks only name it. Counted where it lands: the unpickling. On a
     # cluster raygrid starts (the active memory manager off: it used to drop a replica and
     # the worker fetched the model a second time, 1 run in ~3 with cold Numba caches).
-    from raygrid.pipeline.cluster import LocalConfig, connect
+    from raygrid.pipeline.cluster import connect
+    from raygrid.pipeline.clusterfile import LocalConfig
 
     config = LocalConfig(cluster="local", n_workers=2, dashboard_address=":0")
     with connect(config, echo=lambda line: None) as own:
@@ -1777,7 +1778,7 @@ def test_a_survey_with_no_worker_left_waits_for_one_then_stops_clearly(monkeypat
 def test_a_survey_waits_for_workers_as_long_as_its_cluster_file_says(tmp_path, client, monkeypatch):
     # A batch job's new worker waits in the queue as the first ones did: a survey whose every
     # worker died waited a fixed 120 s whatever the cluster file's wait_timeout / timeout.
-    from raygrid.pipeline import cluster, survey
+    from raygrid.pipeline import survey
 
     waits = []
     monkeypatch.setattr(survey, "_solve_pending", lambda *a, workers_back, **k: waits.append(
@@ -1799,9 +1800,11 @@ def test_a_survey_waits_for_workers_as_long_as_its_cluster_file_says(tmp_path, c
     with pytest.raises(Solved):
         run_workflow(read_workflow(workflow_file(tmp_path / "b")), client=client)
     assert waits == [37.0, None]  # a caller's client: the default
-    jobs = cluster.JobQueueConfig(cluster="slurm", wait_timeout=900)
-    assert cluster.workers_back_s(jobs) == 900.0
-    assert cluster.workers_back_s(cluster.LocalConfig(cluster="local")) is None
+    from raygrid.pipeline import clusterfile
+
+    jobs = clusterfile.JobQueueConfig(cluster="slurm", wait_timeout=900)
+    assert clusterfile.workers_back_s(jobs) == 900.0
+    assert clusterfile.workers_back_s(clusterfile.LocalConfig(cluster="local")) is None
 
 
 def test_a_model_lost_again_and_again_stops_the_run_and_a_rerun_resumes(

@@ -149,7 +149,7 @@ def test_an_unknown_key_is_told_the_nearest_key_of_its_level(tmp_path, old, new,
 
 
 def test_a_cluster_file_key_is_told_the_nearest_of_its_kind(tmp_path):
-    from raygrid.pipeline.cluster import read_cluster
+    from raygrid.pipeline.clusterfile import read_cluster
 
     path = write(tmp_path, "cluster: local\nn_worker: 2\n", name="cluster.yaml")
     with pytest.raises(InputError, match=r"cluster.yaml:2: n_worker: .*did you mean 'n_workers'\?"):
