@@ -46,6 +46,11 @@ def refusal_hint(said: str) -> str:
             "the batch system's controller cannot be reached from here: run this on a login "
             "node of the cluster, or ask whether the batch system is up"
         )
+    if any(words in said.lower() for words in ("gres", "gpu", "ngpus", "tres")):
+        return (
+            "check its GPU request (gpus_per_worker: the partition or queue may have no "
+            "GPUs, or name them otherwise), queue, account, walltime and memory"
+        )
     return "check its queue, account, walltime and memory"
 
 
@@ -578,6 +583,11 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
             # A file left behind by a scheduler that has stopped names an address nothing
             # answers at: said at once, as for an address, not after the whole timeout.
             address = _address_in(config.scheduler_file)
+            if address is None:  # Dask's client failed on it with a JSON or key traceback
+                raise InputError(
+                    f"{config.scheduler_file} is not a Dask scheduler file (JSON with the "
+                    "scheduler's 'address', as dask scheduler --scheduler-file writes it)"
+                )
             if address:
                 _say_if_silent(
                     address, config.timeout, echo,
@@ -973,13 +983,13 @@ def _jobqueue(config: JobQueueConfig):
         )
     dask_jobqueue = _import_jobqueue(config)
     kind = dask_jobqueue.SLURMCluster if config.cluster == "slurm" else dask_jobqueue.PBSCluster
-    config.log_directory.mkdir(parents=True, exist_ok=True)
     command = SUBMIT_COMMANDS[config.cluster]
     if shutil.which(command) is None:  # else found out in Dask's event loop
         raise InputError(
             f"{command} not found: cluster {config.cluster} submits its workers as batch jobs "
             f"from a {config.cluster.upper()} login node"
         )
+    config.log_directory.mkdir(parents=True, exist_ok=True)  # (not made for a refusal)
     job = _answers_kept(kind.job_cls, config.cluster)
     with _started(config.cluster, config, kind, job_cls=job, **jobqueue_kwargs(config)) as cluster:
         cluster.scale(jobs=config.nodes)

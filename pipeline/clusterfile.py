@@ -362,7 +362,15 @@ def _scheduler_address(address: str) -> str:
     from distributed.comm.addressing import parse_host_port
 
     try:
-        _port(parse_host_port(parse_address(address)[1])[1], address)
+        scheme, location = parse_address(address)
+        if scheme in ("http", "https"):  # a dashboard's link (its /status page)
+            raise ValueError(
+                f"{address!r} is a web address (a dashboard's?), not a scheduler's: Dask "
+                "speaks tcp:// (or tls://) to its scheduler, on its own port"
+            )
+        if scheme not in ("tcp", "tls", "inproc", "ucx", "ws", "wss"):
+            raise ValueError(f"{address!r}: Dask has no protocol {scheme!r}")
+        _port(parse_host_port(location)[1], address)
     except ValueError as error:
         message = f"{error}: give it as tcp://HOST:PORT (Dask's default port is 8786)"
         raise schema_error("scheduler_address", message) from None

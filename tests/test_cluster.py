@@ -653,3 +653,34 @@ def test_a_job_scripts_variables_alone_do_not_make_a_scheduler_the_runs_own(tmp_
     # The job's own: its scheduler file in the folder the variables name.
     owned = SchedulerConfig(cluster="scheduler", scheduler_file=tmp_path / "job" / "s.json")
     assert clusters._the_jobs_own(owned)
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ({"address": "http://127.0.0.1:8787/status"}, "is a web address .* not a scheduler's"),
+        ({"address": "foo://host:1"}, "Dask has no protocol 'foo'"),
+    ],
+)
+def test_an_address_that_is_not_daskish_is_refused_as_the_file_is_read(where, said):
+    # A dashboard link pasted for the scheduler's address passed validation, then the run
+    # ended in a traceback.
+    with pytest.raises(Exception, match=said):
+        SchedulerConfig(cluster="scheduler", timeout=1, **where)
+
+
+def test_a_scheduler_file_that_is_not_one_is_said(tmp_path):
+    garbage = tmp_path / "scheduler.json"
+    garbage.write_text("not json at all")
+    config = SchedulerConfig(cluster="scheduler", scheduler_file=garbage, timeout=1)
+    with pytest.raises(InputError, match=r"scheduler.json is not a Dask scheduler file"):
+        with connect(config):
+            pass
+
+
+def test_a_batch_systems_gpu_refusal_hints_at_the_gpu_request():
+    from raygrid.pipeline.cluster import refusal_hint
+
+    said = "sbatch: error: Invalid generic resource (gres) specification"
+    assert refusal_hint(said).startswith("check its GPU request (gpus_per_worker")
+    assert refusal_hint("sbatch: error: invalid partition").startswith("check its queue")

@@ -775,6 +775,8 @@ def test_run_with_worker_jobs_without_sbatch_or_its_job_id_says_so_at_once(tmp_p
         assert time.monotonic() - started < 60  # the cluster file waits 90 s for workers
         assert str(refused.value).startswith(said), str(refused.value)
         assert not (tmp_path / "out").exists()
+        if sbatch is None:  # refused before its log folder was made
+            assert not (tmp_path / "jobs").exists()
 
 
 def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
