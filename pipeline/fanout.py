@@ -78,15 +78,21 @@ def check_workers_gpu(client: Any) -> None:
     InputError
         Naming the worker and its reason (no GPU, no CUDA compiler).
     """
-    reasons = client.run(unusable_reason)
-    unusable = {worker: reason for worker, reason in reasons.items() if reason}
-    if unusable:
-        worker, reason = next(iter(unusable.items()))
-        raise InputError(
-            f"backend cuda, but {len(unusable)} of the {len(reasons)} Dask workers cannot "
-            f"run CUDA kernels: worker {worker}: {reason}; start the workers on GPU nodes, "
-            "or use backend cpu"
-        )
+    _refuse_workers(
+        client.run(unusable_reason), lambda reason: reason is not None,
+        "backend cuda, but {n} of the {of} Dask workers cannot run CUDA kernels: worker "
+        "{worker}: {said}; start the workers on GPU nodes, or use backend cpu",
+    )  # fmt: skip
+
+
+def _refuse_workers(found: dict, refused: Callable[[Any], bool], said: str) -> None:
+    """Refuse the Dask workers whose answer in ``found`` (``client.run``'s, by worker) is
+    ``refused``, with ``said`` naming how many (``{n}`` of ``{of}``), the first
+    (``{worker}``) and its answer (``{said}``)."""
+    them = {worker: answer for worker, answer in found.items() if refused(answer)}
+    if them:
+        worker, answer = next(iter(them.items()))
+        raise InputError(said.format(n=len(them), of=len(found), worker=worker, said=answer))
 
 
 def check_workers_raygrid(client: Any) -> None:
@@ -108,15 +114,12 @@ def check_workers_raygrid(client: Any) -> None:
             return f"{type(error).__name__}: {error}"
         return f"raygrid {version}"
 
-    found = client.run(installed)
-    other = {worker: said for worker, said in found.items() if said != f"raygrid {__version__}"}
-    if other:
-        worker, said = next(iter(other.items()))
-        raise InputError(
-            f"{len(other)} of the {len(found)} Dask workers do not run raygrid {__version__}: "
-            f"worker {worker}: {said}; start them from the environment raygrid runs in here "
-            "(its Python, or one where the same raygrid is installed)"
-        )
+    _refuse_workers(
+        client.run(installed), lambda said: said != f"raygrid {__version__}",
+        f"{{n}} of the {{of}} Dask workers do not run raygrid {__version__}: worker "
+        "{worker}: {said}; start them from the environment raygrid runs in here (its "
+        "Python, or one where the same raygrid is installed)",
+    )  # fmt: skip
 
 
 def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, np.ndarray | None]:
