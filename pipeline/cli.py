@@ -251,7 +251,8 @@ def validate(files: tuple[Path, ...], check_model: bool) -> None:
     sources, outputs, ...) is a cluster file; any other is a workflow.
     """
     from .clusterfile import JobQueueConfig, cluster_notes, read_cluster
-    from .survey import check_job_memory, store_spec
+    from .survey import store_spec
+    from .surveymemory import check_job_memory
     from .workflow import check_model_fits, prepare_workflow, read_workflow, workflow_cluster
     from .yamlfile import is_cluster_file, load_yaml
 

@@ -45,7 +45,8 @@ from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
 from .memory import footprint
 from .store import check_store, empty_folder, store_path, tidy_siblings
-from .survey import OVERWRITTEN_ENV, check_job_memory, store_spec
+from .survey import OVERWRITTEN_ENV, store_spec
+from .surveymemory import check_job_memory
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow, workflow_cluster
 
 __all__ = ["Job", "DRIVER_BYTES", "batch_script", "driver_bytes", "submit_workflow"]

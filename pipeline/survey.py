@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import CancelledError
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, replace
@@ -31,19 +31,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import dask.config
 import numpy as np
 import xarray as xr
-from dask.utils import format_bytes
 
 from ..kernels import MoserGraph, Star
-from .cluster import connect, worker_info, workers_gone, workers_lost
+from .cluster import connect, workers_gone, workers_lost
 from .clusterfile import (
     JobQueueConfig,
     LocalConfig,
     SchedulerConfig,
     cluster_notes,
-    job_worker,
     workers_back_s,
 )
 from .errors import (
@@ -62,17 +59,6 @@ from .integrity import listed_sources
 from .interrupts import check_interrupts, log_filtered
 from .lock import store_lock
 from .lookup import receiver_times
-from .memory import (
-    WORKER_BYTES,
-    available_memory,
-    check_fits,
-    float32_hint,
-    footprint,
-    one_of,
-    precompute_hint,
-    tile_footprint,
-    tiles_hint,
-)
 from .nodevalues import NodeValues
 from .options import Options
 from .progress import Progress
@@ -94,11 +80,10 @@ from .store import (
     write_field,
     write_source,
 )
-from .tiles import tile_grid
+from .surveymemory import check_job_memory, check_local_workers, check_survey_memory
 from .workflow import (
     PreparedWorkflow,
     Workflow,
-    check_model_fits,
     plot_source_number,
     prepare_workflow,
     workflow_cluster,
@@ -352,7 +337,7 @@ def run_survey(
     start = time.perf_counter()
     config = workflow_cluster(workflow, cluster)
     if client is None and isinstance(config, LocalConfig) and config.processes:
-        _check_local_workers(workflow, config)  # from the model's shape, before it is built
+        check_local_workers(workflow, config)  # from the model's shape, before it is built
     if client is None and isinstance(config, JobQueueConfig):
         # A job `raygrid submit` queued for this store holds no lock while it waits: worker
         # jobs queued behind it waited their whole wait_timeout (submit refuses as this).
@@ -497,279 +482,6 @@ def _workers_gpu(config: Any, workflow: Any, client: Any) -> bool | None:
     if isinstance(config, SchedulerConfig) and workflow.compute.backend == "cuda":
         return True
     return None
-
-
-def _footprint(prepared: PreparedWorkflow, spec: StoreSpec) -> Any:
-    """The memory a survey's solves need (:func:`~raygrid.pipeline.memory.footprint`): its
-    model's graph, and per solve, predecessors included where its store keeps rays."""
-    options = prepared.options
-    return footprint(
-        prepared.grid.shape3, prepared.star, options.dtype, backend=options.backend,
-        precompute=options.precompute, predecessors=spec.keeps_rays,
-    )  # fmt: skip
-
-
-@for_workflows
-def check_survey_memory(
-    client: Any,
-    prepared: PreparedWorkflow,
-    spec: StoreSpec,
-    *,
-    local: bool = False,
-    workers: dict[str, dict] | None = None,
-) -> None:
-    """Refuse a survey whose tasks cannot fit on the cluster's workers, or whose CPU graph
-    cannot be built on this machine, before anything large is allocated.
-
-    A worker holds the model and its graph (sent once) and runs as many tasks at once as it
-    has threads, each solving ``compute.batch`` sources (``compute.threads`` at a time) and
-    keeping their fields until they are written; past the worker's memory limit (its
-    ``terminate`` fraction) Dask's nanny kills it, which used to surface as a closed stream.
-    Workers that have not joined yet (a batch system's) are not checked. A tiled survey's
-    workers are checked for their share of the tiles (:func:`_check_tile_shares`); no graph
-    is built here then.
-
-    Parameters
-    ----------
-    client : distributed.Client
-        The survey's cluster; the workers that have joined it are checked.
-    prepared : PreparedWorkflow
-        The checked workflow: its model, forward star, solver options and ``compute``
-        settings (``tiles``, ``batch``, ``threads``).
-    spec : StoreSpec
-        The survey's store: its number of sources, and whether rays (so predecessors) are
-        kept.
-    workers : dict, optional
-        The workers to check, as :func:`~.cluster.worker_info` gives them (default: the
-        client's): the ones a local cluster will start (:func:`_check_local_workers`).
-    local : bool
-        The workers are processes on this machine (a local cluster raygrid started): then
-        this machine must also hold them all at once, beside the client's model and CPU
-        graph. Each worker's own limit does not say so: ``memory_limit: auto`` shares the
-        machine's memory out between the workers, leaving nothing for the client's copy.
-
-    Returns
-    -------
-    None
-        When the CPU graph (CPU backend only) fits here and every joined worker with a
-        memory limit can hold the model and its tasks (and, ``local``, this machine can
-        hold them all).
-
-    Raises
-    ------
-    InputError
-        If the CPU graph needs more memory than this machine has available, or a worker's
-        model and concurrent tasks need more than its ``memory_limit`` times Dask's
-        ``terminate`` fraction, less what it holds already (at least
-        :data:`WORKER_BYTES`); the message names the worker and what to change.
-    """
-    compute = prepared.workflow.compute
-    grid, options = prepared.grid, prepared.options
-    tiled = compute.tiles is not None
-    cost = _footprint(prepared, spec)
-    shape = " x ".join(map(str, grid.shape))
-    if options.backend == "cpu" and not tiled:  # the graph is built here, sent to workers
-        # Only what would lower the need: "compute.precompute: false" was said where it
-        # was false.
-        precompute = [precompute_hint()] if options.precompute else []
-        lower = ["a smaller model", *precompute]
-        check_fits(
-            cost.model, available_memory(),
-            f"the CPU graph of {shape} nodes (beside the model, loaded already)",
-            f"use {', '.join(lower)} or {tiles_hint()}",
-        )  # fmt: skip
-    workers = worker_info(client) if workers is None else workers
-    needs = check_workers_memory(prepared, spec, workers.items())
-    if local and needs and tiled:
-        check_fits(
-            sum(needs), available_memory(),
-            f"this machine (each of the {len(needs)} local workers' share of the tiles, "
-            f"{format_bytes(max(needs))})",
-            "use "
-            + one_of(
-                ["workers on several machines (a batch or scheduler cluster file: the "
-                 "tiles are shared out between them)"]
-                + ([float32_hint()] if options.precision == "float64" else [])
-            ),
-        )  # fmt: skip
-    elif local and needs:
-        hints = ["fewer workers (n_workers in the cluster file)"]
-        if compute.batch > 1 and spec.n_sources > 1:
-            hints.append("a smaller compute.batch")
-        if options.precision == "float64":
-            hints.append(float32_hint())
-        graph = cost.model if options.backend == "cpu" else 0
-        check_fits(
-            graph + sum(needs), available_memory(),
-            f"this machine (the CPU graph here, {format_bytes(graph)}, and each of the "
-            f"{len(needs)} local workers' copy of the model with its tasks, "
-            f"{format_bytes(max(needs))})",
-            f"use {one_of([*hints, tiles_hint()])}",
-        )  # fmt: skip
-
-
-@for_workflows
-def check_job_memory(prepared: PreparedWorkflow, spec: StoreSpec, config: JobQueueConfig) -> None:
-    """Refuse a survey that cannot fit in a batch system's workers as its cluster
-    file gives them (:func:`~.clusterfile.job_worker`), before any job is queued: its workers
-    would be stopped by Dask's nanny once the jobs started (`raygrid submit`, `raygrid run
-    --cluster`, `raygrid validate`). See :func:`check_workers_memory`."""
-    check_workers_memory(
-        prepared, spec, [(f"each of the {config.workers} batch worker(s)", job_worker(config))],
-        more=f"more memory_per_worker than {config.memory_per_worker} in the cluster file",
-        count=config.workers,
-    )  # fmt: skip
-
-
-def _check_local_workers(workflow: Workflow, config: LocalConfig) -> None:
-    """:func:`check_survey_memory` for the workers a local cluster of ``config`` will
-    start, from the model's shape: a 561^3 model was built (15 s, 3 GB) and the cluster
-    started before its workers were found too small for it. Their memory limits are
-    distributed's own reading of ``memory_limit`` (``auto``: this machine's memory shared
-    by threads); checked again once they have joined."""
-    from dask.system import CPU_COUNT
-    from distributed.worker_memory import parse_memory_limit
-
-    with warnings.catch_warnings():  # said by the full preparation that follows
-        warnings.simplefilter("ignore")
-        shaped = prepare_workflow(workflow, values=False)
-    try:  # a model this process cannot hold: the preparation says so, at the model's line
-        sizes = dict(zip(shaped.grid.dims, shaped.grid.shape))
-        check_model_fits(workflow, sizes, shaped.options.backend == "cpu")
-    except InputError:
-        return
-    threads = config.threads_per_worker
-    count = config.n_workers or max(1, CPU_COUNT // threads)
-    limit = (
-        parse_memory_limit(config.memory_limit, threads, logger=logging.getLogger(__name__))
-        if config.memory_limit is not None
-        else None
-    )
-    workers = {
-        f"local worker {i}": {"memory_limit": limit, "nthreads": threads} for i in range(count)
-    }
-    check_survey_memory(None, shaped, store_spec(shaped), local=True, workers=workers)
-
-
-def _check_tile_shares(
-    prepared: PreparedWorkflow, workers: list[tuple[str, dict]], more: str, count: int | None
-) -> list[int]:
-    """Refuse a tiled survey whose tiles cannot fit in its workers, or return what each
-    worker will need: its share of the tiles (they are dealt out in runs of
-    ``ceil(tiles / workers)``, :func:`~.decompose._owners`), each tile's state kept between
-    rounds, and as many tile solves at once as it has threads
-    (:func:`~.memory.tile_footprint`). Nothing was checked before: a tiled solve is for a
-    model that does not fit one machine, and one that did not fit its workers either was
-    stopped by their nannies."""
-    grid, options, star = prepared.grid, prepared.options, prepared.star
-    geometry = tile_grid(prepared.workflow.compute.tiles, grid.dims, grid.shape3, star.radius)
-    extended = tuple(min(t + 2 * r, n) for t, r, n in zip(geometry.tile, star.radius, grid.shape3))
-    cost = tile_footprint(extended, star, options.dtype, backend=options.backend)
-    share = -(-len(geometry) // max(count or len(workers), 1))
-    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
-    per_node = 8 + np.dtype(options.dtype).itemsize + star.predecessor_dtype.itemsize
-    hints = [more, f"more workers (the tiles, about {per_node} bytes a node of the model "
-             "with their halos, are shared out between them)"]  # fmt: skip
-    if options.precision == "float64":
-        hints.append(float32_hint())
-    tile = " x ".join(map(str, (e for e, d in zip(extended, "zyx") if d in grid.dims)))
-    needs = []
-    for address, worker in workers:
-        at_once = min(max(int(worker.get("nthreads", 1)), 1), share)
-        need = share * cost.per_result + at_once * cost.per_solve
-        needs.append(need)
-        limit = worker.get("memory_limit") or 0
-        if not limit:
-            continue
-        held = int(worker.get("metrics", {}).get("memory") or 0)
-        check_fits(
-            need,
-            int(limit * fraction) - max(held, WORKER_BYTES),
-            f"each worker's share of the tiles ({share} of the {len(geometry)} tiles of up "
-            f"to {tile} nodes with their halos, {format_bytes(cost.per_result)} each, and "
-            f"{at_once} tile solve(s) at once, {format_bytes(cost.per_solve)} each)",
-            f"{address} has a memory_limit of {format_bytes(limit)} and Dask stops it at "
-            f"{fraction:.0%} of that, less {format_bytes(max(held, WORKER_BYTES))} held; "
-            + one_of(hints),
-        )
-    return needs
-
-
-#: What a worker running several tasks at once can lower (its threads, in the cluster file).
-FEWER_THREADS = "fewer threads per worker (threads_per_worker in the cluster file)"
-
-
-@for_workflows
-def check_workers_memory(
-    prepared: PreparedWorkflow,
-    spec: StoreSpec,
-    workers: Iterable[tuple[str, dict]],
-    more: str = "give workers more memory (memory_limit in the cluster file)",
-    count: int | None = None,
-) -> list[int]:
-    """Refuse a survey whose model and concurrent tasks (or, tiled, whose share of the
-    tiles) cannot fit in a worker, or return what each worker will need for them:
-    ``workers`` pairs a name with the scheduler's record of a worker (``memory_limit``,
-    ``nthreads``, ``metrics``; :func:`~raygrid.pipeline.cluster.worker_info`), or with
-    what a batch job's workers will have (``raygrid submit``, before the queue wait);
-    ``more`` is how to give them more memory; ``count``: how many workers there will be
-    (a batch job's, given as one), by default as many as given. The model's values need
-    not be loaded (its bytes are counted from its shape). A tiled survey's workers each
-    hold their share of the tiles (:func:`_check_tile_shares`). See
-    :func:`check_survey_memory`."""
-    compute = prepared.workflow.compute
-    if compute.tiles is not None:
-        return _check_tile_shares(prepared, list(workers), more, count)
-    grid, options = prepared.grid, prepared.options
-    cost = _footprint(prepared, spec)
-    shape = " x ".join(map(str, grid.shape))
-    needs = []
-    # The velocity as given, and the float64 slowness (Grid.slowness_at).
-    nodes = int(np.prod(grid.shape))
-    model = nodes * (grid.velocity.dtype.itemsize + 8) + cost.model
-    sources = min(compute.batch, spec.n_sources)  # in one task
-    task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
-    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
-    # Named as what it is: with precomputed weights those are most of it (749 of 841 MiB
-    # at 1001 x 2001 radius 6), and "the model" alone sent users to shrink the wrong thing.
-    held_once = "the model" + (" and its CPU graph" if options.backend == "cpu" else "")
-    if options.precompute:
-        held_once += " with precomputed weights"
-    # Only what would lower the need here: a smaller batch did not, without precompute.
-    hints = [more]
-    if options.precompute:
-        hints.append(precompute_hint())
-    if sources > 1:
-        hints.append("a smaller compute.batch")
-    if options.precision == "float64":
-        hints.append(float32_hint())
-    tiles = [] if options.algorithm == "near-far" else [tiles_hint()]  # (Near-Far: untiled)
-    for address, worker in workers:
-        tasks = min(max(int(worker.get("nthreads", 1)), 1), -(-spec.n_sources // sources))
-        needs.append(model + tasks * task)
-        limit = worker.get("memory_limit") or 0
-        if not limit:
-            continue
-        # What the worker process holds already (the interpreter, Dask, data it keeps), or
-        # will once its first task has loaded raygrid's code, whichever is more.
-        held = int(worker.get("metrics", {}).get("memory") or 0)
-        code, least = "raygrid, Numba and the solver's code", format_bytes(WORKER_BYTES)
-        holds = (
-            f"worker {address} holds {format_bytes(held)} already (a worker that has run a "
-            f"task holds at least {least}: {code})"
-            if "metrics" in worker
-            else f"{address} will hold {least} before any data ({code})"  # a batch job's
-        )
-        check_fits(
-            model + tasks * task,
-            int(limit * fraction) - max(held, WORKER_BYTES),
-            f"each worker ({held_once} {format_bytes(model)}, then {tasks} task(s) at "
-            f"once, each of {sources} source(s) on {shape} nodes)",
-            f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask stops it at "
-            f"{fraction:.0%} of that; "
-            + one_of(hints + ([FEWER_THREADS] if tasks > 1 else []) + tiles),
-        )
-    return needs
 
 
 def _solve_pending(

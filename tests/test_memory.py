@@ -175,7 +175,7 @@ def test_a_new_worker_is_checked_with_the_code_its_first_task_loads(tmp_path):
     # check with a tiny model, then its nanny killed it in the first solve.
     from distributed import Client, LocalCluster
 
-    from raygrid.pipeline.survey import WORKER_BYTES
+    from raygrid.pipeline.memory import WORKER_BYTES
 
     spec = {
         "model": {"synthetic": "gradient", "shape": {"z": 21, "x": 31}, "spacing": 10.0},
@@ -249,7 +249,7 @@ def test_a_local_cluster_is_checked_whole_on_this_machine(tmp_path, monkeypatch)
     # memory_limit: auto shares this machine's memory out between the workers, each check
     # passed, and the client's model and CPU graph came on top: a survey each worker could
     # hold could still not be held by the machine, workers and client together.
-    from raygrid.pipeline import survey
+    from raygrid.pipeline import surveymemory
 
     spec = {
         "model": {"synthetic": "gradient", "shape": {"z": 21, "x": 31}, "spacing": 10.0},
@@ -261,7 +261,7 @@ def test_a_local_cluster_is_checked_whole_on_this_machine(tmp_path, monkeypatch)
     cluster = tmp_path / "local.yaml"
     cluster.write_text("cluster: local\nn_workers: 2\nmemory_limit: 2GB\ndashboard_address: null\n")
     left = iter([2**40, 2**10])  # room for the CPU graph here, then 1 kiB for the rest
-    monkeypatch.setattr(survey, "available_memory", lambda: next(left))
+    monkeypatch.setattr(surveymemory, "available_memory", lambda: next(left))
     with pytest.raises(InputError) as refused:
         run_workflow(read_workflow(path), cluster=cluster)
     said = str(refused.value)

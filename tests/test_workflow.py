@@ -780,8 +780,9 @@ def test_a_cpu_graph_too_large_names_only_what_would_lower_it(tmp_path, monkeypa
     # "use a smaller model, precompute: false, or compute.tiles" was said with precompute
     # false already.
     import raygrid.pipeline.survey as survey
+    import raygrid.pipeline.surveymemory as surveymemory
 
-    monkeypatch.setattr(survey, "available_memory", lambda: 1)
+    monkeypatch.setattr(surveymemory, "available_memory", lambda: 1)
     text = SMALL + f"compute:\n  precompute: {str(precompute).lower()}\n"
     prepared = prepare_workflow(read_workflow(write(tmp_path, text)))
     with pytest.raises(InputError) as refused:
