@@ -65,21 +65,17 @@ from .progress import Progress
 from .rays import RayField, ray_field, solved_ray_field, traced_points
 from .solve import compile_cpu_solver, cpu_graph, solve_seeds, solver_attrs, source_seeds
 from .store import (
-    SourceResult,
-    SourceWriter,
     StoreSpec,
     check_store,
     create_store,
     field_chunks,
-    finish_store,
     point_names,
     prepare_store,
     store_path,
     tidy_siblings,
     version_attrs,
-    write_field,
-    write_source,
 )
+from .storewrite import SourceResult, SourceWriter, finish_store, write_field, write_source
 from .surveymemory import check_job_memory, check_local_workers, check_survey_memory
 from .workflow import (
     PreparedWorkflow,

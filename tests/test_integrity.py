@@ -12,8 +12,8 @@ import pytest
 import zarr
 
 from raygrid.pipeline.integrity import forget_sources, listed_sources, lost_arrays, lost_sources
-from raygrid.pipeline.store import SourceResult, SourceWriter
 from raygrid.pipeline.storenames import RAY_PARTS, ray_part
+from raygrid.pipeline.storewrite import SourceResult, SourceWriter
 
 DONE = np.array([True, True, True, False])
 

@@ -983,7 +983,7 @@ def test_an_interruption_while_the_rays_are_assembled_loses_nothing(
     # write them again: xarray refuses an existing array given an encoding.
     import xarray.backends.zarr as xarray_zarr
 
-    from raygrid.pipeline import store as store_module
+    from raygrid.pipeline import storewrite as store_module
 
     path = workflow_file(tmp_path)
     store = tmp_path / "survey.zarr"
