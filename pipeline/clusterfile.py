@@ -85,12 +85,11 @@ def _worker_memory(value: str) -> str:
     import dask.config
     from dask.utils import format_bytes, parse_bytes
 
-    from .memory import WORKER_BYTES
+    from .memory import WORKER_BYTES, working_fraction
 
     _size(value)  # a size at all, said as for any size
-    config = dask.config.get
-    terminate = config("distributed.worker.memory.terminate", 0.95) or 1.0
-    pause = config("distributed.worker.memory.pause", 0.8) or terminate
+    terminate = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    pause = working_fraction()
     if parse_bytes(value) * pause < WORKER_BYTES + _FIRST_TASK_BYTES:
         raise ValueError(
             f"{value!r} is less than a worker needs before any data: about "

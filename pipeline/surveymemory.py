@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-import dask.config
 import numpy as np
 from dask.utils import format_bytes
 
@@ -36,6 +35,7 @@ from .memory import (
     precompute_hint,
     tile_footprint,
     tiles_hint,
+    working_fraction,
 )
 from .store import (
     StoreSpec,
@@ -78,8 +78,9 @@ def check_survey_memory(
 
     A worker holds the model and its graph (sent once) and runs as many tasks at once as it
     has threads, each solving ``compute.batch`` sources (``compute.threads`` at a time) and
-    keeping their fields until they are written; past the worker's memory limit (its
-    ``terminate`` fraction) Dask's nanny kills it, which used to surface as a closed stream.
+    keeping their fields until they are written; past its memory limit's ``pause`` fraction
+    Dask pauses the worker (it runs no new task: the survey stalled), past ``terminate``
+    its nanny kills it (which used to surface as a closed stream).
     Workers that have not joined yet (a batch system's) are not checked. A tiled survey's
     workers are checked for their share of the tiles (:func:`_check_tile_shares`); no graph
     is built here then.
@@ -115,7 +116,7 @@ def check_survey_memory(
     InputError
         If the CPU graph needs more memory than this machine has available, or a worker's
         model and concurrent tasks need more than its ``memory_limit`` times Dask's
-        ``terminate`` fraction, less what it holds already (at least
+        ``pause`` fraction (:func:`working_fraction`), less what it holds already (at least
         :data:`WORKER_BYTES`); the message names the worker and what to change.
     """
     compute = prepared.workflow.compute
@@ -223,7 +224,7 @@ def _check_tile_shares(
     extended = tuple(min(t + 2 * r, n) for t, r, n in zip(geometry.tile, star.radius, grid.shape3))
     cost = tile_footprint(extended, star, options.dtype, backend=options.backend)
     share = -(-len(geometry) // max(count or len(workers), 1))
-    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    fraction = working_fraction()
     per_node = 8 + np.dtype(options.dtype).itemsize + star.predecessor_dtype.itemsize
     hints = [more, f"more workers (the tiles, about {per_node} bytes a node of the model "
              "with their halos, are shared out between them)"]  # fmt: skip
@@ -245,7 +246,7 @@ def _check_tile_shares(
             f"each worker's share of the tiles ({share} of the {len(geometry)} tiles of up "
             f"to {tile} nodes with their halos, {format_bytes(cost.per_result)} each, and "
             f"{at_once} tile solve(s) at once, {format_bytes(cost.per_solve)} each)",
-            f"{address} has a memory_limit of {format_bytes(limit)} and Dask stops it at "
+            f"{address} has a memory_limit of {format_bytes(limit)} and Dask pauses it at "
             f"{fraction:.0%} of that, less {format_bytes(max(held, WORKER_BYTES))} held; "
             + one_of(hints),
         )
@@ -286,7 +287,7 @@ def check_workers_memory(
     model = nodes * (grid.velocity.dtype.itemsize + 8) + cost.model
     sources = min(compute.batch, spec.n_sources)  # in one task
     task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
-    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    fraction = working_fraction()
     # Named as what it is: with precomputed weights those are most of it (749 of 841 MiB
     # at 1001 x 2001 radius 6), and "the model" alone sent users to shrink the wrong thing.
     held_once = "the model" + (" and its CPU graph" if options.backend == "cpu" else "")
@@ -322,7 +323,7 @@ def check_workers_memory(
             int(limit * fraction) - max(held, WORKER_BYTES),
             f"each worker ({held_once} {format_bytes(model)}, then {tasks} task(s) at "
             f"once, each of {sources} source(s) on {shape} nodes)",
-            f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask stops it at "
+            f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask pauses it at "
             f"{fraction:.0%} of that; "
             + one_of(hints + ([FEWER_THREADS] if tasks > 1 else []) + tiles),
         )
