@@ -27,7 +27,7 @@ from .options import Options
 __all__ = [
     "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
     "check_workers_gpu", "check_workers_raygrid", "workers_gpu", "unusable_reason",
-    "gpu_usable", "submit_shares", "finished_in_turn",
+    "gpu_usable", "submit_shares", "finished_in_turn", "worker_threads", "workers_left",
 ]  # fmt: skip
 
 #: The most bytes of fields (and predecessors) one task returns: a worker holds them until
@@ -141,9 +141,10 @@ def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, n
 WORKERS_WAIT_S = 60.0
 
 
-def _worker_threads(client: Any) -> int:
+def worker_threads(client: Any) -> int:
     """The threads of ``client``'s workers, once at least one has joined (waiting up to
-    :data:`WORKERS_WAIT_S`)."""
+    :data:`WORKERS_WAIT_S`): asked before the workers are (their GPUs, their raygrid), which
+    right after a cluster's ``scale()`` would ask none, and each pass."""
     if not client.nthreads():
         try:
             client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
@@ -154,6 +155,17 @@ def _worker_threads(client: Any) -> int:
                 "client out to solve here"
             ) from None
     return sum(client.nthreads().values())
+
+
+def workers_left(error: BaseException) -> RunFailed:
+    """What a call stops with when the cluster's workers left as it started (scaled down,
+    their jobs ended): Dask said "No valid workers found" after 30 s, or "Stream is
+    closed"."""
+    return RunFailed(
+        f"the Dask cluster's workers left as the call started ({type(error).__name__}: "
+        f"{error}); nothing was solved: call again once the cluster has workers "
+        "(client.wait_for_workers(n))"
+    )
 
 
 def _lost(error: BaseException, start: int, count: int, client: Any) -> RunFailed:
@@ -175,9 +187,10 @@ def _lost(error: BaseException, start: int, count: int, client: Any) -> RunFaile
     if client.status != "running":
         gone = "the scheduler went away"
     return RunFailed(
-        f"{gone} while {which} was being solved: killed for memory, or a crash (see "
-        "the workers' logs); nothing was kept: call again once the cluster has workers, "
-        "with fewer sources per call if they ran out of memory"
+        f"{gone} while {which} {'were' if count > 1 else 'was'} being solved: killed for "
+        "memory, a crash (see the workers' logs) or their batch jobs ended (cancelled, or "
+        "their walltime); nothing was kept: call again once the cluster has workers, with "
+        "fewer sources per call if they ran out of memory"
     )
 
 
@@ -264,18 +277,21 @@ def solve_on_client(
         else None
     )
     node_bytes = n_nodes * (times.itemsize + (predecessor.itemsize if task.predecessors else 0))
-    size = chunk_size(len(seeds), _worker_threads(client), node_bytes, options.batch)
+    size = chunk_size(len(seeds), worker_threads(client), node_bytes, options.batch)
     shares = [
         ((start, seeds[start : start + size]), (start, min(start + size, len(seeds)) - 1))
         for start in range(0, len(seeds), size)
     ]
-    tasks = submit_shares(client, task, solve_chunk, shares, "traveltimes")
+    try:
+        tasks = submit_shares(client, task, solve_chunk, shares, "traveltimes")
+    except (OSError, TimeoutError) as error:  # (CommClosedError is an OSError)
+        raise workers_left(error) from None
     with closing(finished_in_turn(client, tasks)) as finished:
         for future, (start, share) in finished:
             try:
                 share_times, share_predecessor = future.result()
             except (CancelledError, KilledWorker) as error:
-                raise _lost(error, start, len(share[1]), client) from None
+                raise _lost(error, start, len(share), client) from None
             stop = start + len(share_times)
             times[start:stop] = share_times
             if predecessor is not None:

@@ -518,15 +518,11 @@ def _traveltimes(
 ) -> xr.DataArray | xr.Dataset:  # fmt: skip
     """:func:`traveltimes`' work."""
     check_client(client)
+    hardware = {}
     if client is not None:  # the names first, without asking the workers anything
         check_options(weights, backend, precision, algorithm, batch, precompute, here=False)
-        from .fanout import check_workers_raygrid
-
-        check_workers_raygrid(client)
-    options = check_options(
-        weights, backend, precision, algorithm, batch, precompute,
-        **({} if client is None else worker_hardware(client, backend, algorithm)),
-    )  # fmt: skip
+        hardware = _checked_workers(client, backend, algorithm)
+    options = check_options(weights, backend, precision, algorithm, batch, precompute, **hardware)
     check_flag("predecessors", predecessors)
     check_flag("progress", progress)
     counted = isinstance(threads, Integral) and not isinstance(threads, bool)
@@ -616,6 +612,20 @@ def check_client(client: Any) -> None:
         )
     if client.status != "running":
         raise InputError(f"the Dask client given is {client.status}: pass an open one")
+
+
+def _checked_workers(client: Any, backend: str, algorithm: str | None) -> dict:
+    """The workers of ``client``, waited for (a first one: :func:`~.fanout.worker_threads`)
+    and checked (this raygrid, their GPUs: :func:`worker_hardware`); a cluster whose workers
+    leave meanwhile stops the call with :class:`RunFailed`."""
+    from .fanout import check_workers_raygrid, worker_threads, workers_left
+
+    worker_threads(client)
+    try:
+        check_workers_raygrid(client)
+        return worker_hardware(client, backend, algorithm)
+    except (OSError, TimeoutError) as error:  # scaled down as the call started
+        raise workers_left(error) from None
 
 
 def worker_hardware(client: Any, backend: str, algorithm: str | None) -> dict:

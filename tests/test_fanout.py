@@ -247,3 +247,23 @@ def test_workers_without_this_raygrid_are_refused_before_anything_is_sent(model,
         with pytest.raises(rg.InputError, match=said):
             run_workflow(read_workflow(workflow), client=client)
         assert not (tmp_path / "s.zarr").exists()
+
+
+def test_a_lost_share_names_its_own_sources(model, monkeypatch):
+    # The count came from the share's second seed (always 2), an IndexError for a share of
+    # one source.
+    class Lost:
+        def result(self):
+            raise fanout.CancelledError()
+
+    def finished(client, tasks):
+        shares = [share for _, share in tasks.values()]
+        client.cancel([future for future, _ in tasks.values()])
+        yield Lost(), shares[1]
+
+    monkeypatch.setattr(fanout, "finished_in_turn", finished)
+    with two_workers() as client:
+        with pytest.raises(rg.RunFailed, match=r"while sources 2-3 were being solved"):
+            rg.traveltimes(model, SOURCES, radius=2, client=client)
+        with pytest.raises(rg.RunFailed, match=r"while source 1 was being solved"):
+            rg.traveltimes(model, SOURCES[:3], radius=2, client=client, batch=1)
