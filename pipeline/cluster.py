@@ -215,14 +215,17 @@ def _wait(
     stopped: Callable[[], str | None] | None = None,
     late: str = "",
     limit: float | None = None,
+    job: bool = True,
 ) -> None:
     """Wait up to ``timeout`` s for ``n`` workers; ``stopped`` says why none can come any
     more (the workers' launcher or jobs ended), or ``None``: by default,
     :func:`_launcher_ended`. ``late`` is said after the timeout's message, which names
-    ``limit`` s (the whole wait, of which ``timeout`` is what is left), or ``timeout``."""
+    ``limit`` s (the whole wait, of which ``timeout`` is what is left), or ``timeout``.
+    ``job=False``: a scheduler that is not this run's job's own (:func:`_the_jobs_own`):
+    the job script's variables, if any are set, say nothing of it."""
     import time
 
-    stopped_now = stopped or _launcher_ended
+    stopped_now = stopped or (_launcher_ended if job else _nothing)
     if n <= 0:
         return
     deadline = time.monotonic() + timeout
@@ -245,7 +248,14 @@ def _wait(
     if ended:
         raise InputError(f"{said} joined ({what}), and {ended}")
     limit = timeout if limit is None else limit
-    raise InputError(f"{said} arrived within {limit:g} s ({what}){late or _see_log()}")
+    raise InputError(
+        f"{said} arrived within {limit:g} s ({what}){late or (_see_log() if job else '')}"
+    )
+
+
+def _nothing() -> None:
+    """No reason a cluster's workers cannot come (a scheduler not this run's job's own)."""
+    return None
 
 
 def _launcher_ended() -> str | None:
@@ -575,11 +585,12 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
     from distributed import Client
 
     address = config.address
+    own = _the_jobs_own(config)  # else the job script's variables, if set, say nothing of it
     try:
         if config.scheduler_file is not None:
             if not config.scheduler_file.exists():
                 echo(f"waiting up to {config.timeout:g} s for {config.scheduler_file} to appear")
-                _wait_for_file(config.scheduler_file, config.timeout)
+                _wait_for_file(config.scheduler_file, config.timeout, job=own)
             # A file left behind by a scheduler that has stopped names an address nothing
             # answers at: said at once, as for an address, not after the whole timeout.
             address = _address_in(config.scheduler_file)
@@ -604,8 +615,10 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
             where = f"{address} (from {config.scheduler_file})"
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
-        whose = "the job's" if _the_jobs_own(config) else "the existing"
-        _wait(client, config.wait_for_workers, config.timeout, f"at {whose} scheduler")
+        whose = "the job's" if own else "the existing"
+        if not own:  # a survey's watch of lost workers too (workers_gone)
+            _GONE[client] = _nothing
+        _wait(client, config.wait_for_workers, config.timeout, f"at {whose} scheduler", job=own)
         if not config.wait_for_workers and not worker_info(client):
             # A run then failed at its first task with Dask's "No valid workers found".
             raise InputError(
@@ -617,7 +630,7 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
         try:
             yield client
         finally:
-            if whose == "the job's":
+            if own:
                 _close_the_jobs_cluster(client)
 
 
@@ -676,34 +689,49 @@ def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -
     """Say at once that nothing answers at a scheduler's address: Dask retries a refused
     connection until the timeout (a scheduler may still be starting), two minutes of
     silence by default. Refuse an address where something accepts connections but does not
-    speak as a Dask scheduler within the timeout (:func:`_why_mute`): Dask's client waited
-    for its handshake forever, whatever its timeout, or read an HTTP reply as a message of
-    exabytes ("out of memory")."""
-    silent = _why_silent(address)
+    speak as a Dask scheduler within the timeout (:func:`_probe`): Dask's client waited for
+    its handshake forever, whatever its timeout, or read an HTTP server's (or an SSH
+    server's) bytes as a message of exabytes ("out of memory: the model is too large")."""
+    silent, mute = _probe(address, timeout)
     if silent:
         echo(
             f"nothing answers at {address} yet ({silent}){whence}; waiting up to "
             f"{timeout:g} s (the cluster file's timeout)"
         )
-        return
-    mute = _why_mute(address, timeout)
-    if mute:
+    elif mute:
         dashboard = (
             " (8787 is usually a Dask dashboard's port: a scheduler's is usually 8786)"
             if address.rstrip("/").endswith(":8787")
             else ""
         )
         raise InputError(
-            f"something at {address}{whence} accepts connections but is not answering as a "
+            f"something at {address}{whence} accepts connections but did not answer as a "
             f"Dask scheduler: {mute}{dashboard}; give the scheduler's own address (its log's "
-            '"Scheduler at:" line), or wait until it is answering again'
+            '"Scheduler at:" line; tls:// for one that speaks TLS), or try again once a '
+            "busy or stopped scheduler answers"
         )
 
 
-def _why_silent(address: str) -> str | None:
-    """Why a TCP connection to a scheduler's address fails right now (e.g. "Connection
-    refused"), or ``None`` when it opens or the address is not plain TCP."""
+#: The largest first message (bytes) a Dask server's handshake can announce: its length
+#: prefix is a small number (a few hundred bytes of handshake info); another service's
+#: first bytes read as one ("SSH-2.0-" is 3.3e18) are what Dask tried to allocate.
+HANDSHAKE_BYTES = 2**20
+
+
+def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
+    """``(silent, mute)`` of a plain TCP scheduler address, in one connection (each is a
+    line in the scheduler's log): why it cannot be reached right now ("Connection
+    refused"), else why what listens is not a Dask scheduler answering; ``(None, None)``
+    where it is one, or where it cannot be told (another protocol, a malformed address:
+    Dask says those itself).
+
+    A Dask server writes its handshake as soon as a connection opens, before it reads
+    anything (``distributed.comm.core``), as a message whose 8-byte little-endian length
+    comes first (``distributed.comm.tcp``); an HTTP server (a dashboard), a scheduler
+    stopped (SIGSTOP) or hung writes nothing, an SSH server its banner. Nothing is sent, so
+    no service is asked to parse a stranger's bytes."""
     import socket
+    import struct
 
     from distributed.comm import parse_address, parse_host_port
 
@@ -711,46 +739,35 @@ def _why_silent(address: str) -> str | None:
         scheme, location = parse_address(address)
         host, port = parse_host_port(location, 8786)  # Dask's default scheduler port
     except Exception:
-        return None  # Dask reports a malformed address itself
+        return None, None
     if scheme != "tcp":
-        return None
+        return None, None
     try:
-        with socket.create_connection((host, port), timeout=2):
-            return None
+        probe = socket.create_connection((host, port), timeout=2)
     except OSError as error:
-        return error.strerror or type(error).__name__
-
-
-def _why_mute(address: str, timeout: float) -> str | None:
-    """Why what listens at a plain TCP address is not a Dask scheduler answering, or
-    ``None`` where it is (or cannot be told). A Dask server writes its handshake as soon as
-    a connection opens, before it reads anything (``distributed.comm.core``); an HTTP server
-    (a dashboard), or a scheduler stopped (SIGSTOP) or hung, writes nothing. Nothing is sent
-    here, so no service is asked to parse a stranger's bytes."""
-    import socket
-
-    from distributed.comm import parse_address, parse_host_port
-
-    try:
-        scheme, location = parse_address(address)
-        host, port = parse_host_port(location, 8786)
-    except Exception:
-        return None
-    if scheme != "tcp":
-        return None
-    try:
-        probe = socket.create_connection((host, port), timeout=min(timeout, 10.0))
-    except OSError:
-        return None  # refused or unreachable since: Dask's client says so itself
+        return error.strerror or type(error).__name__, None
+    first = b""
     with probe:
         probe.settimeout(timeout)
         try:
-            first = probe.recv(1)
+            while len(first) < 8:
+                more = probe.recv(8 - len(first))
+                if not more:
+                    break
+                first += more
         except TimeoutError:
-            return f"it sent nothing within {timeout:g} s (the cluster file's timeout)"
+            if not first:
+                return None, (
+                    f"it sent nothing within {timeout:g} s (the cluster file's timeout): a "
+                    "web server (a dashboard), a TLS scheduler, or one stopped or busy"
+                )
         except OSError:
-            return None  # reset: Dask's client says so itself
-    return None if first else "it closed the connection without a word"
+            return None, None  # reset: Dask's client says so itself
+    if not first:
+        return None, "it closed the connection without a word"
+    if len(first) < 8 or struct.unpack("<Q", first)[0] > HANDSHAKE_BYTES:
+        return None, f"its first bytes ({first!r}) are not a Dask message's"
+    return None, None
 
 
 def _address_in(scheduler_file: Path) -> str | None:
@@ -765,12 +782,14 @@ def _address_in(scheduler_file: Path) -> str | None:
     return address if isinstance(address, str) else None
 
 
-def _wait_for_file(path: Path, timeout: float) -> None:
+def _wait_for_file(path: Path, timeout: float, job: bool = True) -> None:
+    """Wait for a scheduler file; ``job``: the file of this run's job's own scheduler, whose
+    end its job script's variables say (:func:`_the_jobs_own`)."""
     import time
 
     deadline = time.monotonic() + timeout
-    ended = os.environ.get(SCHEDULER_ENDED_ENV)
-    log = os.environ.get(SCHEDULER_LOG_ENV)
+    ended = os.environ.get(SCHEDULER_ENDED_ENV) if job else None
+    log = os.environ.get(SCHEDULER_LOG_ENV) if job else None
     see = f": see {log}" if log else ""
     while not path.exists():
         if ended and Path(ended).exists():  # a submitted job's scheduler has stopped

@@ -431,7 +431,7 @@ def test_a_silent_scheduler_address_is_reported_before_the_wait(tmp_path, by):
     assert (str(tmp_path / "scheduler.json") in lines[0]) == (by == "scheduler_file")
 
 
-@pytest.mark.parametrize("peer", ["mute", "http", "closes"])
+@pytest.mark.parametrize("peer", ["mute", "http", "closes", "ssh"])
 def test_an_address_that_is_not_a_scheduler_answering_is_refused_within_the_timeout(peer):
     # A dashboard's port (8787, pasted for 8786) or a stopped scheduler: Dask's client waited
     # for a handshake past any timeout; an HTTP server's reply to its handshake was read as
@@ -450,6 +450,9 @@ def test_an_address_that_is_not_a_scheduler_answering_is_refused_within_the_time
             except TimeoutError:
                 continue
             with conn:
+                if peer == "ssh":  # speaks first, as a Dask server does, but not Dask
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+                    time.sleep(0.5)
                 if peer == "http":  # answers a request, as a dashboard would
                     conn.settimeout(5)
                     try:
@@ -461,10 +464,13 @@ def test_an_address_that_is_not_a_scheduler_answering_is_refused_within_the_time
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     config = SchedulerConfig(cluster="scheduler", address=f"tcp://127.0.0.1:{port}", timeout=1)
-    said = "closed the connection" if peer == "closes" else "sent nothing within 1 s"
+    said = {
+        "closes": "closed the connection",
+        "ssh": r"first bytes \(b'SSH-2.0-'\) are not a Dask message's",
+    }.get(peer, "sent nothing within 1 s")
     started = time.monotonic()
     try:
-        with pytest.raises(InputError, match=f"is not answering as a Dask scheduler: it {said}"):
+        with pytest.raises(InputError, match=f"did not answer as a Dask scheduler: its? {said}"):
             with connect(config, echo=print):
                 pass
     finally:
@@ -653,6 +659,23 @@ def test_a_job_scripts_variables_alone_do_not_make_a_scheduler_the_runs_own(tmp_
     # The job's own: its scheduler file in the folder the variables name.
     owned = SchedulerConfig(cluster="scheduler", scheduler_file=tmp_path / "job" / "s.json")
     assert clusters._the_jobs_own(owned)
+    # Nor do they say an old job's workers have stopped, pointing at its log, while the run
+    # waits for workers of a scheduler that has none yet.
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "workers.ended").write_text("1\n")
+    monkeypatch.setenv(clusters.WORKERS_LOG_ENV, str(tmp_path / "job" / "workers.log"))
+    with LocalCluster(
+        n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=":0"
+    ) as empty:  # fmt: skip
+        config = SchedulerConfig(
+            cluster="scheduler", address=empty.scheduler_address, timeout=2, wait_for_workers=1
+        )
+        with pytest.raises(InputError) as refused:
+            with connect(config):
+                pass
+    said = str(refused.value)
+    assert said.startswith("no Dask worker arrived within 2 s (at the existing scheduler)")
+    assert "workers.log" not in said and "stopped" not in said
 
 
 @pytest.mark.parametrize(

@@ -164,6 +164,15 @@ def test_a_cluster_still_starting_its_workers_is_waited_for(model, monkeypatch):
         cluster.scale(1)  # asked for, not joined yet
         field = rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
         np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:2], radius=2))
+        # Checked once joined: asked at once, no worker answered, and the check passed.
+        cluster.scale(0)
+        deadline = time.monotonic() + 10
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.scale(1)
+        monkeypatch.setattr(fanout, "unusable_reason", lambda: "no NVIDIA driver found")
+        with pytest.raises(rg.InputError, match=r"backend cuda, but 1 of the 1 Dask workers"):
+            rg.traveltimes(model, SOURCES[:2], radius=2, backend="cuda", client=client)
         cluster.scale(0)
         deadline = time.monotonic() + 10
         while client.nthreads() and time.monotonic() < deadline:
