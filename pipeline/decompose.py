@@ -373,7 +373,8 @@ def solve_tiled(
         caller across solves on one model and grid of tiles (a survey's sources): filled on
         the first, read by the next, so each tile is read and converted once, not once per
         source. A tile's state holds the same array (:func:`start_tile` copies none), so
-        keeping it costs the slowness between solves, not during them.
+        keeping it costs the slowness between solves, not during them. A kept tile its
+        owner no longer holds (the workers changed) is read again there.
 
     Returns
     -------
@@ -400,6 +401,14 @@ def solve_tiled(
     owner = _owners(geometry, workers)
     states = {}
     kept = {} if kept is None else kept
+    if kept:
+        # Owners dealt out again (a worker lost, one joined: addresses change) would take a
+        # copy of a kept tile from its old owner, both kept for the rest of the run (the
+        # active memory manager is off): the tile is read again by its new owner instead.
+        holders = client.who_has(list(kept.values()))
+        for index, future in list(kept.items()):
+            if owner.get(index) not in holders.get(future.key, ()):
+                del kept[index]
     for index in geometry:
         values = kept.get(index)
         if values is None:

@@ -1437,6 +1437,39 @@ def test_a_tiled_survey_reads_each_tiles_slowness_once(tmp_path, client, monkeyp
     assert held() == 0
 
 
+def test_a_tiled_survey_reads_a_tile_again_where_its_owner_changed(tmp_path, client, monkeypatch):
+    # Owners dealt out again (a worker lost, one joined) took a copy of each kept tile from
+    # its old owner, both then kept for the rest of the run: a tile is read again instead.
+    from raygrid.pipeline import decompose, tiled
+
+    reads = []
+    solve = tiled.solve_tiled
+
+    def counted(active, geometry, slowness_tiles, *args, **kwargs):
+        def read(index):
+            reads.append(index)
+            return slowness_tiles(index)
+
+        return solve(active, geometry, read, *args, **kwargs)
+
+    dealt, calls = decompose._owners, []
+
+    def turning(geometry, workers):  # each source's owners the other way round
+        calls.append(1)
+        return dealt(geometry, workers if len(calls) % 2 else workers[::-1])
+
+    monkeypatch.setattr(tiled, "solve_tiled", counted)
+    monkeypatch.setattr(decompose, "_owners", turning)
+    two = SPEC["sources"][:2]
+    path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=two)
+    done = run_workflow(read_workflow(path), client=client)
+    assert done["source_done"].values.all()
+    tiles = len(set(reads))
+    assert len(reads) == 2 * tiles  # every tile changed owner: each read again, once
+    plain = run_workflow(read_workflow(workflow_file(tmp_path / "plain", sources=two)))
+    np.testing.assert_array_equal(done["traveltime"].values, plain["traveltime"].values)
+
+
 def unreachable_cluster(directory: Path) -> Path:
     """A cluster file naming a scheduler nobody runs (a port bound, then released)."""
     import socket
