@@ -599,6 +599,11 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
                     f"{config.scheduler_file} is not a Dask scheduler file (JSON with the "
                     "scheduler's 'address', as dask scheduler --scheduler-file writes it)"
                 )
+            if address.startswith("inproc://"):  # a ValueError traceback from Dask
+                raise InputError(
+                    f"{config.scheduler_file} names an in-process address ({address}), which "
+                    "only the process that started that cluster can reach"
+                )
             if address:
                 _say_if_silent(
                     address, config.timeout, echo,

@@ -1,4 +1,5 @@
-"""Cluster files: where a workflow runs, validated, and the Dask client that goes with each.
+"""Cluster files: where a workflow runs, read and validated (:mod:`raygrid.pipeline.cluster`
+starts or joins the cluster each describes).
 
 A cluster file is a YAML mapping whose ``cluster`` key picks the kind (``configs/`` holds one
 of each):
@@ -367,7 +368,13 @@ def _scheduler_address(address: str) -> str:
                 f"{address!r} is a web address (a dashboard's?), not a scheduler's: Dask "
                 "speaks tcp:// (or tls://) to its scheduler, on its own port"
             )
-        if scheme not in ("tcp", "tls", "inproc", "ucx", "ws", "wss"):
+        if scheme == "inproc":  # a LocalCluster(processes=False)'s: within its process only
+            raise ValueError(
+                f"{address!r} is an in-process address, which only the process that started "
+                "the cluster can reach (LocalCluster(processes=False)): give that cluster "
+                "protocol='tcp', or pass its Client to raygrid from that process"
+            )
+        if scheme not in ("tcp", "tls", "ucx", "ws", "wss"):
             raise ValueError(f"{address!r}: Dask has no protocol {scheme!r}")
         _port(parse_host_port(location)[1], address)
     except ValueError as error:

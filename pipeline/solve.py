@@ -780,7 +780,8 @@ def traveltime(
     if client is not None and tiles is None:  # it was ignored, unsaid
         warn_input(
             "client is for tiled solves (tiles=...): without tiles this source is solved "
-            "here, in this process (for many sources on a cluster: raygrid run)"
+            "here, in this process (for many sources on a cluster: traveltimes(..., "
+            "client=client), or raygrid run)"
         )
     if tiles is not None:
         from .tiled import traveltime_tiled  # Dask only when asked for

@@ -234,8 +234,15 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
         "-j oe",
         f"-o {_pbs_word(directory / 'job.out', folder)}",
     ]
-    if not any(re.match(r"-l\s*place=", d.strip()) for d in config.job_directives):
+    places = [d for d in config.job_directives if re.match(r"-l\s*place=", d.strip())]
+    if not places:
         lines.insert(2, "-l place=scatter")  # (scatter:excl and others: the file's own)
+    elif config.nodes > 1 and not any("scatter" in d for d in places):
+        warn_input(
+            f"job_directives place the chunks ({places[0].strip()}) without scatter: PBS may "
+            "put two of the job's chunks on one host, whose workers pbsdsh then starts twice "
+            "(more workers than its GPUs); add scatter, e.g. -l place=scatter:excl"
+        )
     if config.queue:
         lines.append(f"-q {_pbs_word(config.queue, 'queue')}")
     if config.account:

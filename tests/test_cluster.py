@@ -683,6 +683,7 @@ def test_a_job_scripts_variables_alone_do_not_make_a_scheduler_the_runs_own(tmp_
     [
         ({"address": "http://127.0.0.1:8787/status"}, "is a web address .* not a scheduler's"),
         ({"address": "foo://host:1"}, "Dask has no protocol 'foo'"),
+        ({"address": "inproc://192.0.2.2/123/1"}, "is an in-process address"),
     ],
 )
 def test_an_address_that_is_not_daskish_is_refused_as_the_file_is_read(where, said):
@@ -697,6 +698,10 @@ def test_a_scheduler_file_that_is_not_one_is_said(tmp_path):
     garbage.write_text("not json at all")
     config = SchedulerConfig(cluster="scheduler", scheduler_file=garbage, timeout=1)
     with pytest.raises(InputError, match=r"scheduler.json is not a Dask scheduler file"):
+        with connect(config):
+            pass
+    garbage.write_text(json.dumps({"address": "inproc://192.0.2.2/123/1"}))
+    with pytest.raises(InputError, match=r"scheduler.json names an in-process address"):
         with connect(config):
             pass
 

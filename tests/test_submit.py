@@ -155,10 +155,15 @@ def test_pbs_script(tmp_path):
     assert "for k in $(seq 0 1)" in node and "CUDA_VISIBLE_DEVICES=$(IFS=," in node
     for script in (job.script, job.directory / "node.sh"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-    # A placement of the cluster file's own replaces raygrid's.
+    # A placement of the cluster file's own replaces raygrid's; one that may put two
+    # chunks on a host (whose workers pbsdsh would start twice) is warned about.
     workflow, cluster = setup(tmp_path, "pbs", job_directives=["-l place=scatter:excl"])
     text = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path).script.read_text()
     assert "#PBS -l place=scatter:excl" in text and "#PBS -l place=scatter\n" not in text
+    workflow, cluster = setup(tmp_path, "pbs", workers=4, workers_per_node=2,
+                              job_directives=["-l place=excl"])  # fmt: skip
+    with pytest.warns(rg.InputWarning, match=r"place the chunks \(-l place=excl\) without"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
 
 
 def _run_node_script(tmp_path: Path, visible: str | None) -> list[str]:
