@@ -1408,9 +1408,8 @@ def test_a_tiled_survey_checks_its_model_once_per_run(tmp_path, client, monkeypa
     assert done["source_done"].values.all() and len(checks) == 2
 
 
-def test_a_tiled_survey_reads_each_tiles_slowness_once(tmp_path, client, monkeypatch):
-    # Each source's tiled solve read its tiles' slowness from the store again (the whole
-    # model a source: 2 GB of a float32 801^3 cube); the owners keep it across sources now.
+def tile_reads(monkeypatch) -> list:
+    """The tiles (indices) whose slowness a tiled survey reads from its store, in order."""
     from raygrid.pipeline import tiled
 
     reads = []
@@ -1424,6 +1423,13 @@ def test_a_tiled_survey_reads_each_tiles_slowness_once(tmp_path, client, monkeyp
         return solve(active, geometry, read, *args, **kwargs)
 
     monkeypatch.setattr(tiled, "solve_tiled", counted)
+    return reads
+
+
+def test_a_tiled_survey_reads_each_tiles_slowness_once(tmp_path, client, monkeypatch):
+    # Each source's tiled solve read its tiles' slowness from the store again (the whole
+    # model a source: 2 GB of a float32 801^3 cube); the owners keep it across sources now.
+    reads = tile_reads(monkeypatch)
     three = SPEC["sources"][:3]
     path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=three)
     done = run_workflow(read_workflow(path), client=client)
@@ -1440,25 +1446,15 @@ def test_a_tiled_survey_reads_each_tiles_slowness_once(tmp_path, client, monkeyp
 def test_a_tiled_survey_reads_a_tile_again_where_its_owner_changed(tmp_path, client, monkeypatch):
     # Owners dealt out again (a worker lost, one joined) took a copy of each kept tile from
     # its old owner, both then kept for the rest of the run: a tile is read again instead.
-    from raygrid.pipeline import decompose, tiled
+    from raygrid.pipeline import decompose
 
-    reads = []
-    solve = tiled.solve_tiled
-
-    def counted(active, geometry, slowness_tiles, *args, **kwargs):
-        def read(index):
-            reads.append(index)
-            return slowness_tiles(index)
-
-        return solve(active, geometry, read, *args, **kwargs)
-
+    reads = tile_reads(monkeypatch)
     dealt, calls = decompose._owners, []
 
     def turning(geometry, workers):  # each source's owners the other way round
         calls.append(1)
         return dealt(geometry, workers if len(calls) % 2 else workers[::-1])
 
-    monkeypatch.setattr(tiled, "solve_tiled", counted)
     monkeypatch.setattr(decompose, "_owners", turning)
     two = SPEC["sources"][:2]
     path = workflow_file(tmp_path, compute__tiles={"z": 16, "x": 14}, sources=two)
