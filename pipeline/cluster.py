@@ -241,9 +241,17 @@ def _wait(
         if ended or left <= 1.0:
             break
     try:
-        arrived = len(worker_info(client))
+        workers = worker_info(client)
     except Exception:  # the scheduler gone meanwhile: the timeout is the news
-        arrived = 0
+        workers = {}
+    paused = sorted(w for w, info in workers.items() if info.get("status") == "paused")
+    arrived = len(workers) - len(paused)
+    if paused:  # joined, but Dask runs nothing on them: counted as absent, said why
+        late = (
+            f"; {len(paused)} more joined but Dask has paused them (their memory is past its "
+            f"pause fraction: {', '.join(paused[:3])}): restart them, or give them more "
+            f"memory{late}"
+        )
     said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
     if ended:
         raise InputError(f"{said} joined ({what}), and {ended}")
