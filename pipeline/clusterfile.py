@@ -498,13 +498,48 @@ def threads_crowded(config: AnyConfig, backend: str, threads: int) -> str | None
     )
 
 
+def machine_oversold(config: AnyConfig) -> str | None:
+    """What to say when a local cluster file asks for more threads or memory than this
+    machine has (16 threads and 80 GB of limits on 2 cores and 24 GB ran without a word:
+    the workers then crowd each other, or the machine swaps before Dask's limits act);
+    else ``None``. Dask caps a single worker's limit at the machine's, with its own
+    warning, but not their sum."""
+    if not isinstance(config, LocalConfig) or config.n_workers is None:
+        return None  # (the default: one worker per core, the memory shared out)
+    from dask.utils import format_bytes, parse_bytes
+
+    from .memory import available_memory
+    from .solve import usable_cpus
+
+    said = []
+    threads = config.n_workers * config.threads_per_worker
+    if threads > usable_cpus():
+        said.append(f"{threads} threads on {usable_cpus()} CPUs")
+    if config.memory_limit not in (None, "auto"):
+        asked = config.n_workers * parse_bytes(config.memory_limit)
+        if asked > available_memory():
+            said.append(
+                f"{format_bytes(asked)} of memory limits with {format_bytes(available_memory())} "
+                "available"
+            )
+    if not said:
+        return None
+    return (
+        f"n_workers: {config.n_workers} asks this machine for {' and '.join(said)}: fewer "
+        "workers or threads_per_worker, or a smaller memory_limit (auto shares the memory "
+        "out)"
+    )
+
+
 def cluster_notes(config: AnyConfig, backend: str, compute: Any) -> list[str]:
     """What a workflow's ``compute`` section and the solver's ``backend`` do not match of
-    a cluster file (:func:`gpus_unmatched`, :func:`threads_crowded`): warned by ``run``
-    and ``submit``, noted by ``validate``."""
+    a cluster file (:func:`gpus_unmatched`, :func:`threads_crowded`), and what a local
+    file asks beyond this machine (:func:`machine_oversold`): warned by ``run`` and
+    ``submit``, noted by ``validate``."""
     said = [
         gpus_unmatched(config, backend, compute.backend),
         threads_crowded(config, backend, compute.threads),
+        machine_oversold(config),
     ]
     return [note for note in said if note is not None]
 

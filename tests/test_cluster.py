@@ -744,3 +744,21 @@ def test_workers_dask_has_paused_are_said_as_such():
     said = str(refused.value)
     assert said.startswith("no Dask worker arrived within 2 s (at the existing scheduler); 1 more")
     assert "Dask has paused them (their memory is past its pause fraction: tcp://" in said
+
+
+def test_a_local_cluster_asking_more_than_the_machine_has_is_said(monkeypatch):
+    # 4 workers x 4 threads and 4 x 20 GB ran on 2 cores and 24 GB without a word.
+    from raygrid.pipeline import clusterfile, memory, solve
+
+    monkeypatch.setattr(solve, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(memory, "available_memory", lambda: 24 * 2**30)
+    big = clusterfile.LocalConfig(
+        cluster="local", n_workers=4, threads_per_worker=4, memory_limit="20GB"
+    )
+    said = clusterfile.machine_oversold(big)
+    assert said.startswith("n_workers: 4 asks this machine for 16 threads on 2 CPUs and 74.51 GiB")
+    compute = type("Compute", (), {"backend": "cpu", "threads": 1})()
+    assert said in clusterfile.cluster_notes(big, "cpu", compute)
+    fits = clusterfile.LocalConfig(cluster="local", n_workers=2, memory_limit="4GB")
+    assert clusterfile.machine_oversold(fits) is None
+    assert clusterfile.machine_oversold(clusterfile.LocalConfig(cluster="local")) is None
