@@ -46,7 +46,9 @@ def refusal_hint(said: str) -> str:
             "the batch system's controller cannot be reached from here: run this on a login "
             "node of the cluster, or ask whether the batch system is up"
         )
-    if any(words in said.lower() for words in ("gres", "gpu", "ngpus", "tres")):
+    # (Not "gpu" alone: a partition named gpu is said in refusals that are not the GPUs'.)
+    gpu_words = ("gres", "generic resource", "ngpus", "gpus-per", "--gpus", "tres_per")
+    if any(words in said.lower() for words in gpu_words):
         return (
             "check its GPU request (gpus_per_worker: the partition or queue may have no "
             "GPUs, or name them otherwise), queue, account, walltime and memory"
