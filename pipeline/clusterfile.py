@@ -83,14 +83,12 @@ def _worker_memory(value: str) -> str:
     ``pause`` fraction. Less, and the nannies killed the workers as they started ("Stream
     is closed", restart loops); a 300 MB worker, which passed a check against the
     ``terminate`` fraction, was paused and restarted over and over on a tiny model."""
-    import dask.config
     from dask.utils import format_bytes, parse_bytes
 
-    from .memory import WORKER_BYTES, working_fraction
+    from .memory import WORKER_BYTES, worker_fractions
 
     _size(value)  # a size at all, said as for any size
-    terminate = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
-    pause = working_fraction()
+    pause, terminate = worker_fractions()
     if parse_bytes(value) * pause < WORKER_BYTES + _FIRST_TASK_BYTES:
         raise ValueError(
             f"{value!r} is less than a worker needs before any data: about "

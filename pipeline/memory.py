@@ -48,7 +48,7 @@ from .errors import InputError, setting
 
 __all__ = [
     "Footprint", "footprint", "tile_footprint", "available_memory", "check_fits",
-    "working_fraction", "device_memory_said", "one_of", "WORKER_BYTES",
+    "worker_fractions", "device_memory_said", "one_of", "WORKER_BYTES",
 ]  # fmt: skip
 
 #: What a worker process holds once it has run a task, before counting its data: Python,
@@ -210,13 +210,16 @@ def device_memory_said(what: str, hints: list[str]) -> Iterator[None]:
         raise InputError(f"{what} does not fit on this GPU: {error}; try {one_of(hints)}") from None
 
 
-def working_fraction() -> float:
-    """The share of a worker's ``memory_limit`` it may fill and still run tasks: Dask's
-    ``pause`` fraction (past it the worker takes no new task, and a survey whose model and
-    tasks filled it that far stalled, a 300 MB worker paused for good), else
-    ``terminate``'s, else all of it."""
+def worker_fractions() -> tuple[float, float]:
+    """``(pause, terminate)``: the shares of a worker's ``memory_limit`` past which Dask
+    pauses it (it takes no new task until its memory falls back) and its nanny kills it.
+    What a worker holds at rest (the model) must stay under ``pause``, or it never runs
+    another task (a 300 MB worker, paused for good); its peak, with its tasks under way,
+    under ``terminate`` (a task's peak past ``pause`` only holds the next tasks back). A
+    setting of false is the limit itself; ``pause`` is at most ``terminate``."""
     import dask.config
 
     config = dask.config.get
     terminate = config("distributed.worker.memory.terminate", 0.95) or 1.0
-    return config("distributed.worker.memory.pause", 0.8) or terminate
+    pause = config("distributed.worker.memory.pause", 0.8) or terminate
+    return min(pause, terminate), terminate

@@ -35,7 +35,7 @@ from .memory import (
     precompute_hint,
     tile_footprint,
     tiles_hint,
-    working_fraction,
+    worker_fractions,
 )
 from .store import (
     StoreSpec,
@@ -78,9 +78,10 @@ def check_survey_memory(
 
     A worker holds the model and its graph (sent once) and runs as many tasks at once as it
     has threads, each solving ``compute.batch`` sources (``compute.threads`` at a time) and
-    keeping their fields until they are written; past its memory limit's ``pause`` fraction
-    Dask pauses the worker (it runs no new task: the survey stalled), past ``terminate``
-    its nanny kills it (which used to surface as a closed stream).
+    keeping their fields until they are written; past its memory limit's ``terminate``
+    fraction its nanny kills it (which used to surface as a closed stream), and with the
+    model alone past ``pause`` Dask never gives it another task (the survey stalled;
+    :func:`~.memory.worker_fractions`).
     Workers that have not joined yet (a batch system's) are not checked. A tiled survey's
     workers are checked for their share of the tiles (:func:`_check_tile_shares`); no graph
     is built here then.
@@ -116,7 +117,8 @@ def check_survey_memory(
     InputError
         If the CPU graph needs more memory than this machine has available, or a worker's
         model and concurrent tasks need more than its ``memory_limit`` times Dask's
-        ``pause`` fraction (:func:`working_fraction`), less what it holds already (at least
+        ``terminate`` fraction, or its model alone more than ``pause``'s, less what it holds
+        already (at least
         :data:`WORKER_BYTES`); the message names the worker and what to change.
     """
     compute = prepared.workflow.compute
@@ -224,7 +226,7 @@ def _check_tile_shares(
     extended = tuple(min(t + 2 * r, n) for t, r, n in zip(geometry.tile, star.radius, grid.shape3))
     cost = tile_footprint(extended, star, options.dtype, backend=options.backend)
     share = -(-len(geometry) // max(count or len(workers), 1))
-    fraction = working_fraction()
+    pause, terminate = worker_fractions()
     per_node = 8 + np.dtype(options.dtype).itemsize + star.predecessor_dtype.itemsize
     hints = [more, f"more workers (the tiles, about {per_node} bytes a node of the model "
              "with their halos, are shared out between them)"]  # fmt: skip
@@ -239,17 +241,22 @@ def _check_tile_shares(
         limit = worker.get("memory_limit") or 0
         if not limit:
             continue
-        held = int(worker.get("metrics", {}).get("memory") or 0)
-        check_fits(
-            need,
-            int(limit * fraction) - max(held, WORKER_BYTES),
-            f"each worker's share of the tiles ({share} of the {len(geometry)} tiles of up "
-            f"to {tile} nodes with their halos, {format_bytes(cost.per_result)} each, and "
-            f"{at_once} tile solve(s) at once, {format_bytes(cost.per_solve)} each)",
-            f"{address} has a memory_limit of {format_bytes(limit)} and Dask pauses it at "
-            f"{fraction:.0%} of that, less {format_bytes(max(held, WORKER_BYTES))} held; "
-            + one_of(hints),
-        )
+        held = max(int(worker.get("metrics", {}).get("memory") or 0), WORKER_BYTES)
+        shared = f"{share} of the {len(geometry)} tiles of up to {tile} nodes with their halos"
+        # At its peak (its tiles' states, its solves under way) under terminate; at rest
+        # (the states kept between rounds) under pause, or it never runs a solve again.
+        for need_here, fraction, what, does in [
+            (need, terminate, f"{shared}, {format_bytes(cost.per_result)} each, and "
+             f"{at_once} tile solve(s) at once, {format_bytes(cost.per_solve)} each", "stops"),
+            (share * cost.per_result, pause, f"{shared}, kept between rounds", "pauses"),
+        ]:  # fmt: skip
+            check_fits(
+                need_here,
+                int(limit * fraction) - held,
+                f"each worker's share of the tiles ({what})",
+                f"{address} has a memory_limit of {format_bytes(limit)} and Dask {does} it at "
+                f"{fraction:.0%} of that, less {format_bytes(held)} held; " + one_of(hints),
+            )
     return needs
 
 
@@ -287,7 +294,7 @@ def check_workers_memory(
     model = nodes * (grid.velocity.dtype.itemsize + 8) + cost.model
     sources = min(compute.batch, spec.n_sources)  # in one task
     task = cost.total(sources, compute.threads) - cost.model  # (no working arrays on a GPU)
-    fraction = working_fraction()
+    pause, terminate = worker_fractions()
     # Named as what it is: with precomputed weights those are most of it (749 of 841 MiB
     # at 1001 x 2001 radius 6), and "the model" alone sent users to shrink the wrong thing.
     held_once = "the model" + (" and its CPU graph" if options.backend == "cpu" else "")
@@ -318,13 +325,20 @@ def check_workers_memory(
             if "metrics" in worker
             else f"{address} will hold {least} before any data ({code})"  # a batch job's
         )
-        check_fits(
-            model + tasks * task,
-            int(limit * fraction) - max(held, WORKER_BYTES),
-            f"each worker ({held_once} {format_bytes(model)}, then {tasks} task(s) at "
-            f"once, each of {sources} source(s) on {shape} nodes)",
-            f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask pauses it at "
-            f"{fraction:.0%} of that; "
-            + one_of(hints + ([FEWER_THREADS] if tasks > 1 else []) + tiles),
-        )
+        # At its peak (the model, its tasks under way) under terminate; at rest (the model,
+        # kept for every task) under pause, or it never runs a task again.
+        for need_here, fraction, what, does, lower in [
+            (model + tasks * task, terminate, f"{held_once} {format_bytes(model)}, then "
+             f"{tasks} task(s) at once, each of {sources} source(s) on {shape} nodes", "stops",
+             hints + ([FEWER_THREADS] if tasks > 1 else []) + tiles),
+            (model, pause, f"{held_once} {format_bytes(model)}, kept between its tasks",
+             "pauses", [more, *hints[1:], *tiles]),
+        ]:  # fmt: skip
+            check_fits(
+                need_here,
+                int(limit * fraction) - max(held, WORKER_BYTES),
+                f"each worker ({what})",
+                f"{holds}, has a memory_limit of {format_bytes(limit)} and Dask {does} it at "
+                f"{fraction:.0%} of that; " + one_of(lower),
+            )
     return needs

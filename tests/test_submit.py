@@ -378,7 +378,7 @@ def test_submit_refuses_a_survey_its_workers_cannot_hold_before_writing_the_job(
     assert said.startswith("each worker (the model and its CPU graph 1.23 GiB, then 1 task(s) ")
     assert (
         "each of the 2 batch worker(s) will hold 250.00 MiB before any data (raygrid, Numba "
-        "and the solver's code), has a memory_limit of 0.93 GiB and Dask pauses it at 80% of "
+        "and the solver's code), has a memory_limit of 0.93 GiB and Dask stops it at 95% of "
         "that; more memory_per_worker than 1GB in the cluster file, "
     ) in said
     assert not (tmp_path / "jobs").exists()

@@ -937,3 +937,23 @@ def test_the_readme_documents_every_workflow_key_with_its_default():
     for key, cell in documented.items():
         if cell.startswith("`") and cell.count("`") == 2 and key in defaults:
             assert yaml.safe_load(cell.strip("`")) == defaults[key], key
+
+
+def test_a_workers_model_at_rest_is_checked_against_dasks_pause_fraction(tmp_path, monkeypatch):
+    # Its peak (the model and its tasks) is held to terminate (past it the nanny kills the
+    # worker); the model alone, kept between tasks, to pause (past it Dask gives the worker
+    # no task again: the survey stalls). Checking the peak against pause refused surveys
+    # that ran (a task's peak past pause only holds the next tasks back).
+    import raygrid.pipeline.survey as survey
+    import raygrid.pipeline.surveymemory as surveymemory
+
+    prepared = prepare_workflow(read_workflow(write(tmp_path, SMALL)))
+    spec = survey.store_spec(prepared)
+    workers = {"tcp://w:1": {"memory_limit": 2 * 2**30, "nthreads": 1}}
+    survey.check_survey_memory(None, prepared, spec, workers=workers)  # fits at rest and peak
+    monkeypatch.setattr(surveymemory, "worker_fractions", lambda: (0.1, 0.95))
+    with pytest.raises(InputError) as refused:
+        survey.check_survey_memory(None, prepared, spec, workers=workers)
+    said = str(refused.value)
+    assert said.startswith("each worker (the model and its CPU graph ") and "kept between" in said
+    assert "Dask pauses it at 10% of that" in said
