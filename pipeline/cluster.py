@@ -7,6 +7,7 @@ lost) so that a run says what happened instead of waiting out its timeout.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import threading
@@ -37,18 +38,22 @@ UNREACHABLE = (
 )  # fmt: skip
 
 
-def refusal_hint(said: str) -> str:
+#: Words of a batch system's refusal of a job's GPU request (SLURM's gres, TRES and
+#: --gpus; PBS's ngpus, Torque's "max gpus"), as whole words ("progress" holds "gres").
+_GPU_WORDS = re.compile(r"\bgres\b|generic resource|trackable resource|\bn?gpus?\b", re.I)
+
+
+def refusal_hint(said: str, gpus: bool = False) -> str:
     """What to check after the batch system refused a job, from what it said: its
     controller unreachable (not this cluster's login node, or the batch system down) or
-    the job's own settings."""
+    the job's own settings, its GPU request first where the job asked for GPUs (``gpus``)
+    and the refusal names them."""
     if any(words in said.lower() for words in UNREACHABLE):
         return (
             "the batch system's controller cannot be reached from here: run this on a login "
             "node of the cluster, or ask whether the batch system is up"
         )
-    # (Not "gpu" alone: a partition named gpu is said in refusals that are not the GPUs'.)
-    gpu_words = ("gres", "generic resource", "ngpus", "gpus-per", "--gpus", "tres_per")
-    if any(words in said.lower() for words in gpu_words):
+    if gpus and _GPU_WORDS.search(said):
         return (
             "check its GPU request (gpus_per_worker: the partition or queue may have no "
             "GPUs, or name them otherwise), queue, account, walltime and memory"
@@ -334,7 +339,8 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
         some = f"{len(jobs.refused)} of the {config.nodes}" if jobs.submitted else "the"
         said = f"{command} refused {some} worker job(s) of the cluster file: {jobs.refused[0]}"
         if not jobs.submitted:
-            raise InputError(f"{said} ({refusal_hint(jobs.refused[0])})")
+            hint = refusal_hint(jobs.refused[0], gpus=config.gpus_per_worker > 0)
+            raise InputError(f"{said} ({hint})")
         echo(said)
     # In the order submitted (job ids count up), not the order the answers came in.
     ids = ", ".join(sorted(jobs.submitted, key=lambda job: (len(job), job)))

@@ -550,7 +550,7 @@ def submit_workflow(
     done = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
     if done.returncode != 0:
         said = done.stderr.strip()
-        hint = refusal_hint(said)
+        hint = refusal_hint(said, gpus=config.gpus_per_worker > 0)
         raise InputError(
             f"{shown} failed ({done.returncode}): {said} ({hint}; the job's files are in "
             f"{directory})"

@@ -709,9 +709,15 @@ def test_a_scheduler_file_that_is_not_one_is_said(tmp_path):
 def test_a_batch_systems_gpu_refusal_hints_at_the_gpu_request():
     from raygrid.pipeline.cluster import refusal_hint
 
-    said = "sbatch: error: Invalid generic resource (gres) specification"
-    assert refusal_hint(said).startswith("check its GPU request (gpus_per_worker")
-    assert refusal_hint("sbatch: error: invalid partition").startswith("check its queue")
+    for said in [
+        "sbatch: error: Invalid generic resource (gres) specification",
+        "sbatch: error: Invalid Trackable RESource (TRES) specification",
+        "qsub: Job exceeds queue resource limits MSG=cannot satisfy queue max gpus requirement",
+    ]:
+        assert refusal_hint(said, gpus=True).startswith("check its GPU request"), said
+        assert refusal_hint(said).startswith("check its queue"), said  # asked for none
+    for said in ["sbatch: error: operation in progress", "invalid partition specified: a"]:
+        assert refusal_hint(said, gpus=True).startswith("check its queue"), said
 
 
 def test_workers_dask_has_paused_are_said_as_such():
