@@ -251,20 +251,29 @@ def _wait(
         workers = worker_info(client)
     except Exception:  # the scheduler gone meanwhile: the timeout is the news
         workers = {}
-    paused = sorted(w for w, info in workers.items() if info.get("status") == "paused")
-    arrived = len(workers) - len(paused)
+    arrived = sum(info.get("status") == "running" for info in workers.values())
+    paused = paused_said(workers)
     if paused:  # joined, but Dask runs nothing on them: counted as absent, said why
-        late = (
-            f"; {len(paused)} more joined but Dask has paused them (their memory is past its "
-            f"pause fraction: {', '.join(paused[:3])}): restart them, or give them more "
-            f"memory{late}"
-        )
+        late = f"; {len(workers) - arrived} more joined but {paused}{late}"
     said = f"only {arrived} of the {n} Dask workers asked for" if arrived else "no Dask worker"
     if ended:
         raise InputError(f"{said} joined ({what}), and {ended}")
     limit = timeout if limit is None else limit
     raise InputError(
         f"{said} arrived within {limit:g} s ({what}){late or (_see_log() if job else '')}"
+    )
+
+
+def paused_said(workers: dict[str, dict]) -> str:
+    """``"Dask has paused them (...): restart them, or ..."`` for the paused workers of
+    :func:`worker_info`'s record, or ``""``: a worker past its memory's pause fraction
+    joined, but runs nothing (it counts as not arrived, and takes no scattered data)."""
+    paused = sorted(w for w, info in workers.items() if info.get("status") == "paused")
+    if not paused:
+        return ""
+    return (
+        f"Dask has paused them (their memory is past its pause fraction: "
+        f"{', '.join(paused[:3])}): restart them, or give them more memory"
     )
 
 

@@ -27,7 +27,7 @@ from .options import Options
 __all__ = [
     "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
     "check_workers_gpu", "check_workers_raygrid", "workers_gpu", "unusable_reason",
-    "gpu_usable", "submit_shares", "finished_in_turn", "worker_threads", "workers_left",
+    "gpu_usable", "submit_shares", "finished_in_turn", "joined_threads", "workers_left",
 ]  # fmt: skip
 
 #: The most bytes of fields (and predecessors) one task returns: a worker holds them until
@@ -141,10 +141,19 @@ def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, n
 WORKERS_WAIT_S = 60.0
 
 
-def worker_threads(client: Any) -> int:
-    """The threads of ``client``'s workers, once at least one has joined (waiting up to
-    :data:`WORKERS_WAIT_S`): asked before the workers are (their GPUs, their raygrid), which
-    right after a cluster's ``scale()`` would ask none, and each pass."""
+def joined_threads(client: Any) -> int:
+    """The threads of ``client``'s workers that run tasks, once at least one has joined
+    (waiting up to :data:`WORKERS_WAIT_S`): asked before the workers are (their GPUs, their
+    raygrid), which right after a cluster's ``scale()`` would ask none, and each pass.
+    Workers Dask has paused (their memory past its pause fraction) run nothing: a cluster
+    of only those is said to be so at once."""
+    from .cluster import paused_said, worker_info
+
+    workers = worker_info(client)
+    if workers and not any(info.get("status") == "running" for info in workers.values()):
+        paused = paused_said(workers)
+        if paused:
+            raise RunFailed(f"the Dask cluster's workers run nothing: {paused}")
     if not client.nthreads():
         try:
             client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
@@ -157,10 +166,18 @@ def worker_threads(client: Any) -> int:
     return sum(client.nthreads().values())
 
 
-def workers_left(error: BaseException) -> RunFailed:
+def workers_left(error: BaseException, client: Any) -> RunFailed:
     """What a call stops with when the cluster's workers left as it started (scaled down,
-    their jobs ended): Dask said "No valid workers found" after 30 s, or "Stream is
-    closed"."""
+    their jobs ended), or Dask paused them all (they take no scattered data): Dask said "No
+    valid workers found" after 30 s, or "Stream is closed"."""
+    from .cluster import paused_said, worker_info
+
+    try:
+        paused = paused_said(worker_info(client))
+    except Exception:  # (the scheduler gone too)
+        paused = ""
+    if paused:
+        return RunFailed(f"the Dask cluster's workers run nothing: {paused}")
     return RunFailed(
         f"the Dask cluster's workers left as the call started ({type(error).__name__}: "
         f"{error}); nothing was solved: call again once the cluster has workers "
@@ -277,7 +294,7 @@ def solve_on_client(
         else None
     )
     node_bytes = n_nodes * (times.itemsize + (predecessor.itemsize if task.predecessors else 0))
-    size = chunk_size(len(seeds), worker_threads(client), node_bytes, options.batch)
+    size = chunk_size(len(seeds), joined_threads(client), node_bytes, options.batch)
     shares = [
         ((start, seeds[start : start + size]), (start, min(start + size, len(seeds)) - 1))
         for start in range(0, len(seeds), size)
@@ -285,7 +302,7 @@ def solve_on_client(
     try:
         tasks = submit_shares(client, task, solve_chunk, shares, "traveltimes")
     except (OSError, TimeoutError) as error:  # (CommClosedError is an OSError)
-        raise workers_left(error) from None
+        raise workers_left(error, client) from None
     with closing(finished_in_turn(client, tasks)) as finished:
         for future, (start, share) in finished:
             try:

@@ -615,17 +615,17 @@ def check_client(client: Any) -> None:
 
 
 def _checked_workers(client: Any, backend: str, algorithm: str | None) -> dict:
-    """The workers of ``client``, waited for (a first one: :func:`~.fanout.worker_threads`)
+    """The workers of ``client``, waited for (a first one: :func:`~.fanout.joined_threads`)
     and checked (this raygrid, their GPUs: :func:`worker_hardware`); a cluster whose workers
     leave meanwhile stops the call with :class:`RunFailed`."""
-    from .fanout import check_workers_raygrid, worker_threads, workers_left
+    from .fanout import check_workers_raygrid, joined_threads, workers_left
 
-    worker_threads(client)
+    joined_threads(client)
     try:
         check_workers_raygrid(client)
         return worker_hardware(client, backend, algorithm)
     except (OSError, TimeoutError) as error:  # scaled down as the call started
-        raise workers_left(error) from None
+        raise workers_left(error, client) from None
 
 
 def worker_hardware(client: Any, backend: str, algorithm: str | None) -> dict:

@@ -276,3 +276,51 @@ def test_a_lost_share_names_its_own_sources(model, monkeypatch):
             rg.traveltimes(model, SOURCES, radius=2, client=client)
         with pytest.raises(rg.RunFailed, match=r"while source 1 was being solved"):
             rg.traveltimes(model, SOURCES[:3], radius=2, client=client, batch=1)
+
+
+def test_a_cluster_whose_workers_dask_paused_is_said_at_once(model):
+    # Paused workers (memory past the pause fraction) take no scattered data: the call
+    # ended after Dask's 30 s with "the workers left as the call started (TimeoutError:
+    # No valid workers found)".
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline.cluster import worker_info
+
+    with (
+        dask.config.set({"distributed.worker.memory.pause": 0.001}),  # paused at once
+        LocalCluster(
+            n_workers=1, processes=False, dashboard_address=":0", memory_limit="2GB"
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            info["status"] != "paused" for info in worker_info(client).values()
+        ):
+            time.sleep(0.05)
+        started = time.monotonic()
+        with pytest.raises(rg.RunFailed, match=r"workers run nothing: Dask has paused them"):
+            rg.traveltimes(model, SOURCES, radius=2, client=client)
+        assert time.monotonic() - started < 10
+
+
+def test_the_workers_are_checked_once_one_has_joined(model, monkeypatch):
+    # Checked at once after scale(), the checks asked no worker and passed.
+    from distributed import Client, LocalCluster
+
+    seen = []
+    check = fanout.check_workers_raygrid
+
+    def counted(client):
+        seen.append(len(client.nthreads()))
+        return check(client)
+
+    monkeypatch.setattr(fanout, "check_workers_raygrid", counted)
+    with (
+        LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.scale(1)
+        rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+    assert seen and seen[0] >= 1
