@@ -211,7 +211,7 @@ def workers_gone(client: Any) -> str | None:
     submitted for it have all ended (none is submitted again), or a submitted job's
     workers' launcher has. A survey whose workers all died then stops at once instead of
     waiting for one to join."""
-    return (_GONE.get(client) or _launcher_ended)()
+    return (_GONE.get(client) or _nothing)()
 
 
 def _wait(
@@ -646,8 +646,9 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
         raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
     with client:
         whose = "the job's" if own else "the existing"
-        if not own:  # a survey's watch of lost workers too (workers_gone)
-            _GONE[client] = _nothing
+        # A survey's watch of lost workers (workers_gone): the job's launcher, where it
+        # is this run's job's own scheduler; nothing of the variables otherwise.
+        _GONE[client] = _launcher_ended if own else _nothing
         _wait(client, config.wait_for_workers, config.timeout, f"at {whose} scheduler", job=own)
         if not config.wait_for_workers and not worker_info(client):
             # A run then failed at its first task with Dask's "No valid workers found".

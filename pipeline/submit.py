@@ -237,7 +237,7 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
     places = [d for d in config.job_directives if re.match(r"-l\s*place=", d.strip())]
     if not places:
         lines.insert(2, "-l place=scatter")  # (scatter:excl and others: the file's own)
-    elif config.nodes > 1 and not any("scatter" in d for d in places):
+    elif config.nodes > 1 and not any(re.search(r"(?<!v)scatter", d) for d in places):
         warn_input(
             f"job_directives place the chunks ({places[0].strip()}) without scatter: PBS may "
             "put two of the job's chunks on one host, whose workers pbsdsh then starts twice "

@@ -656,13 +656,15 @@ def test_a_job_scripts_variables_alone_do_not_make_a_scheduler_the_runs_own(tmp_
             pass
         with Client(address) as client:
             assert len(client.nthreads()) == 1  # scheduler and worker still there
+            # Nor, for a survey on a client of its own, that the job's workers stopped.
+            (tmp_path / "job").mkdir()
+            (tmp_path / "job" / "workers.ended").write_text("1\n")
+            assert clusters.workers_gone(client) is None
     # The job's own: its scheduler file in the folder the variables name.
     owned = SchedulerConfig(cluster="scheduler", scheduler_file=tmp_path / "job" / "s.json")
     assert clusters._the_jobs_own(owned)
     # Nor do they say an old job's workers have stopped, pointing at its log, while the run
     # waits for workers of a scheduler that has none yet.
-    (tmp_path / "job").mkdir()
-    (tmp_path / "job" / "workers.ended").write_text("1\n")
     monkeypatch.setenv(clusters.WORKERS_LOG_ENV, str(tmp_path / "job" / "workers.log"))
     with LocalCluster(
         n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=":0"

@@ -164,6 +164,10 @@ def test_pbs_script(tmp_path):
                               job_directives=["-l place=excl"])  # fmt: skip
     with pytest.warns(rg.InputWarning, match=r"place the chunks \(-l place=excl\) without"):
         submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    workflow, cluster = setup(tmp_path, "pbs", workers=4, workers_per_node=2,
+                              job_directives=["-l place=vscatter"])  # fmt: skip
+    with pytest.warns(rg.InputWarning, match=r"place=vscatter\) without scatter"):
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
 
 
 def _run_node_script(tmp_path: Path, visible: str | None) -> list[str]:
