@@ -52,7 +52,7 @@ __all__ = [
     "ClusterConfig", "LocalConfig", "LocalCUDAConfig", "JobQueueConfig", "SchedulerConfig",
     "AnyConfig", "DEFAULT", "read_cluster", "own_directive", "OWN_DIRECTIVES",
     "gpus_unmatched", "worker_threads", "job_worker", "threads_crowded", "cluster_notes",
-    "workers_back_s", "memory_mb", "memory_bytes",
+    "workers_back_s", "memory_mb", "memory_bytes", "machine_oversold", "local_workers",
 ]  # fmt: skip
 
 
@@ -496,37 +496,43 @@ def threads_crowded(config: AnyConfig, backend: str, threads: int) -> str | None
     )
 
 
+def local_workers(config: LocalConfig) -> int:
+    """How many workers a local cluster file starts: ``n_workers``, else as Dask's
+    ``LocalCluster`` counts them, one per ``threads_per_worker`` of the machine's cores."""
+    from dask.system import CPU_COUNT
+
+    return config.n_workers or max(1, CPU_COUNT // config.threads_per_worker)
+
+
 def machine_oversold(config: AnyConfig) -> str | None:
     """What to say when a local cluster file asks for more threads or memory than this
     machine has (16 threads and 80 GB of limits on 2 cores and 24 GB ran without a word:
     the workers then crowd each other, or the machine swaps before Dask's limits act);
     else ``None``. Dask caps a single worker's limit at the machine's, with its own
-    warning, but not their sum."""
-    if not isinstance(config, LocalConfig) or config.n_workers is None:
-        return None  # (the default: one worker per core, the memory shared out)
+    warning, but not their sum; ``auto`` shares the memory out."""
+    if not isinstance(config, LocalConfig):
+        return None
+    import psutil  # a dependency of distributed
     from dask.utils import format_bytes, parse_bytes
 
-    from .memory import available_memory
     from .solve import usable_cpus
 
-    said = []
-    threads = config.n_workers * config.threads_per_worker
-    if threads > usable_cpus():
-        said.append(f"{threads} threads on {usable_cpus()} CPUs")
+    workers, threads = local_workers(config), config.threads_per_worker
+    said, lower = [], []
+    if workers * threads > usable_cpus():
+        said.append(f"{workers} worker(s) of {threads} thread(s) on {usable_cpus()} CPUs")
+        lower.append("fewer workers (n_workers) or threads_per_worker")
     if config.memory_limit not in (None, "auto"):
-        asked = config.n_workers * parse_bytes(config.memory_limit)
-        if asked > available_memory():
+        asked, total = workers * parse_bytes(config.memory_limit), psutil.virtual_memory().total
+        if asked > total:
             said.append(
-                f"{format_bytes(asked)} of memory limits with {format_bytes(available_memory())} "
-                "available"
+                f"{workers} x {config.memory_limit} of memory limits ({format_bytes(asked)}) "
+                f"with {format_bytes(total)} of memory"
             )
+            lower.append("a smaller memory_limit (auto shares the memory out)")
     if not said:
         return None
-    return (
-        f"n_workers: {config.n_workers} asks this machine for {' and '.join(said)}: fewer "
-        "workers or threads_per_worker, or a smaller memory_limit (auto shares the memory "
-        "out)"
-    )
+    return f"the cluster file asks this machine for {' and '.join(said)}: {' or '.join(lower)}"
 
 
 def cluster_notes(config: AnyConfig, backend: str, compute: Any) -> list[str]:

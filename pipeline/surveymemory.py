@@ -20,6 +20,7 @@ from .clusterfile import (
     JobQueueConfig,
     LocalConfig,
     job_worker,
+    local_workers,
 )
 from .errors import (
     InputError,
@@ -185,7 +186,6 @@ def check_local_workers(workflow: Workflow, config: LocalConfig) -> None:
     started before its workers were found too small for it. Their memory limits are
     distributed's own reading of ``memory_limit`` (``auto``: this machine's memory shared
     by threads); checked again once they have joined."""
-    from dask.system import CPU_COUNT
     from distributed.worker_memory import parse_memory_limit
 
     with warnings.catch_warnings():  # said by the full preparation that follows
@@ -197,7 +197,7 @@ def check_local_workers(workflow: Workflow, config: LocalConfig) -> None:
     except InputError:
         return
     threads = config.threads_per_worker
-    count = config.n_workers or max(1, CPU_COUNT // threads)
+    count = local_workers(config)
     limit = (
         parse_memory_limit(config.memory_limit, threads, logger=logging.getLogger(__name__))
         if config.memory_limit is not None

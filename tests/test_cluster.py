@@ -756,17 +756,32 @@ def test_workers_dask_has_paused_are_said_as_such():
 
 def test_a_local_cluster_asking_more_than_the_machine_has_is_said(monkeypatch):
     # 4 workers x 4 threads and 4 x 20 GB ran on 2 cores and 24 GB without a word.
-    from raygrid.pipeline import clusterfile, memory, solve
+    import psutil
+
+    from raygrid.pipeline import clusterfile, solve
 
     monkeypatch.setattr(solve, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(memory, "available_memory", lambda: 24 * 2**30)
+    total = type("Memory", (), {"total": 24 * 2**30})()
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: total)
     big = clusterfile.LocalConfig(
         cluster="local", n_workers=4, threads_per_worker=4, memory_limit="20GB"
     )
     said = clusterfile.machine_oversold(big)
-    assert said.startswith("n_workers: 4 asks this machine for 16 threads on 2 CPUs and 74.51 GiB")
+    assert said == (
+        "the cluster file asks this machine for 4 worker(s) of 4 thread(s) on 2 CPUs and "
+        "4 x 20GB of memory limits (74.51 GiB) with 24.00 GiB of memory: fewer workers "
+        "(n_workers) or threads_per_worker or a smaller memory_limit (auto shares the memory "
+        "out)"
+    )
     compute = type("Compute", (), {"backend": "cpu", "threads": 1})()
     assert said in clusterfile.cluster_notes(big, "cpu", compute)
+    # Memory alone, with the default worker count (one per core): its own advice only.
+    monkeypatch.setattr(clusterfile, "local_workers", lambda config: 2)
+    alone = clusterfile.machine_oversold(
+        clusterfile.LocalConfig(cluster="local", memory_limit="20GB")
+    )
+    assert alone.endswith(
+        "with 24.00 GiB of memory: a smaller memory_limit (auto shares the memory out)"
+    )
     fits = clusterfile.LocalConfig(cluster="local", n_workers=2, memory_limit="4GB")
     assert clusterfile.machine_oversold(fits) is None
-    assert clusterfile.machine_oversold(clusterfile.LocalConfig(cluster="local")) is None
