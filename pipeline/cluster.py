@@ -743,8 +743,8 @@ def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -
         )
 
 
-#: The largest first message (bytes) a Dask server's handshake can announce: its length
-#: prefix is a small number (a few hundred bytes of handshake info); another service's
+#: The largest first message (bytes) a Dask server's handshake may announce: its length
+#: prefix is a small number (58 bytes seen with distributed 2026.8); another service's
 #: first bytes read as one ("SSH-2.0-" is 3.3e18) are what Dask tried to allocate.
 HANDSHAKE_BYTES = 2**20
 
@@ -757,8 +757,9 @@ def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
     Dask says those itself).
 
     A Dask server writes its handshake as soon as a connection opens, before it reads
-    anything (``distributed.comm.core``), as a message whose 8-byte little-endian length
-    comes first (``distributed.comm.tcp``); an HTTP server (a dashboard), a scheduler
+    anything (``distributed.comm.core``), as a message whose 8-byte length comes first, in
+    the machine's byte order (``struct`` ``"Q"`` in ``distributed.comm.tcp``; little-endian
+    on every platform Dask runs on, as read here); an HTTP server (a dashboard), a scheduler
     stopped (SIGSTOP) or hung writes nothing, an SSH server its banner. Nothing is sent, so
     no service is asked to parse a stranger's bytes."""
     import socket
