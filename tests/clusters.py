@@ -92,3 +92,29 @@ def ctrl_c_taken():
     finally:
         if before is not None:
             signal.signal(signal.SIGINT, before)
+
+
+@contextmanager
+def paused_workers(**options):
+    """``(cluster, client)``: a one-worker cluster in this process whose worker Dask has
+    paused (a pause fraction of 0.1 %: its memory is past it at once), as a worker whose
+    memory is past its pause fraction is; ``options`` go to ``LocalCluster``."""
+    import time
+
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline.cluster import worker_info
+
+    options = {"n_workers": 1, "processes": False, "dashboard_address": ":0", **options}
+    with (
+        dask.config.set({"distributed.worker.memory.pause": 0.001}),
+        LocalCluster(memory_limit="2GB", **options) as cluster,
+        Client(cluster) as client,
+    ):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            info["status"] != "paused" for info in worker_info(client).values()
+        ):
+            time.sleep(0.05)
+        yield cluster, client

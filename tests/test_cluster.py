@@ -672,10 +672,7 @@ def test_a_job_scripts_variables_alone_do_not_make_a_scheduler_the_runs_own(tmp_
         config = SchedulerConfig(
             cluster="scheduler", address=empty.scheduler_address, timeout=2, wait_for_workers=1
         )
-        with pytest.raises(InputError) as refused:
-            with connect(config):
-                pass
-    said = str(refused.value)
+        said = refused_connection(config)
     assert said.startswith("no Dask worker arrived within 2 s (at the existing scheduler)")
     assert "workers.log" not in said and "stopped" not in said
 
@@ -723,35 +720,25 @@ def test_a_batch_systems_gpu_refusal_hints_at_the_gpu_request():
 
 
 def test_workers_dask_has_paused_are_said_as_such():
-    # A worker paused for memory does not count as arrived: "only 0 of the 1 workers
-    # arrived" while the scheduler listed it, a contradiction without the reason.
-    import dask.config
-    from distributed import Client, LocalCluster
+    # A worker paused for memory does not count as arrived: "no Dask worker arrived" while
+    # the scheduler listed it, a contradiction without the reason.
+    from clusters import paused_workers
 
-    from raygrid.pipeline.cluster import worker_info
-
-    with (
-        dask.config.set({"distributed.worker.memory.pause": 0.001}),  # paused at once
-        LocalCluster(
-            n_workers=1, processes=False, protocol="tcp", host="127.0.0.1",
-            dashboard_address=":0", memory_limit="2GB",
-        ) as local,
-        Client(local) as client,
-    ):  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(
-            info["status"] != "paused" for info in worker_info(client).values()
-        ):
-            time.sleep(0.05)
+    with paused_workers(protocol="tcp", host="127.0.0.1") as (local, _):
         config = SchedulerConfig(
             cluster="scheduler", address=local.scheduler_address, timeout=2, wait_for_workers=1
         )
-        with pytest.raises(InputError) as refused:
-            with connect(config):
-                pass
-    said = str(refused.value)
+        said = refused_connection(config)
     assert said.startswith("no Dask worker arrived within 2 s (at the existing scheduler); 1 more")
     assert "Dask has paused them (their memory is past its pause fraction: tcp://" in said
+
+
+def refused_connection(config) -> str:
+    """What :func:`connect` refuses ``config`` with."""
+    with pytest.raises(InputError) as refused:
+        with connect(config):
+            pass
+    return str(refused.value)
 
 
 def test_a_local_cluster_asking_more_than_the_machine_has_is_said(monkeypatch):

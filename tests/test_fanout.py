@@ -282,23 +282,9 @@ def test_a_cluster_whose_workers_dask_paused_is_said_at_once(model):
     # Paused workers (memory past the pause fraction) take no scattered data: the call
     # ended after Dask's 30 s with "the workers left as the call started (TimeoutError:
     # No valid workers found)".
-    import dask.config
-    from distributed import Client, LocalCluster
+    from clusters import paused_workers
 
-    from raygrid.pipeline.cluster import worker_info
-
-    with (
-        dask.config.set({"distributed.worker.memory.pause": 0.001}),  # paused at once
-        LocalCluster(
-            n_workers=1, processes=False, dashboard_address=":0", memory_limit="2GB"
-        ) as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(
-            info["status"] != "paused" for info in worker_info(client).values()
-        ):
-            time.sleep(0.05)
+    with paused_workers() as (_, client):
         started = time.monotonic()
         with pytest.raises(rg.RunFailed, match=r"workers run nothing: Dask has paused them"):
             rg.traveltimes(model, SOURCES, radius=2, client=client)
