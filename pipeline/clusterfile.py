@@ -513,14 +513,13 @@ def machine_oversold(config: AnyConfig) -> str | None:
     if not isinstance(config, LocalConfig):
         return None
     import psutil  # a dependency of distributed
+    from dask.system import CPU_COUNT  # (what LocalCluster counts: affinity, cgroup quota)
     from dask.utils import format_bytes, parse_bytes
-
-    from .solve import usable_cpus
 
     workers, threads = local_workers(config), config.threads_per_worker
     said, lower = [], []
-    if workers * threads > usable_cpus():
-        said.append(f"{workers} worker(s) of {threads} thread(s) on {usable_cpus()} CPUs")
+    if workers * threads > CPU_COUNT:
+        said.append(f"{workers} worker(s) of {threads} thread(s) on {CPU_COUNT} CPUs")
         lower.append("fewer workers (n_workers) or threads_per_worker")
     if config.memory_limit not in (None, "auto"):
         asked, total = workers * parse_bytes(config.memory_limit), psutil.virtual_memory().total

@@ -129,7 +129,6 @@ def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, n
     from .solve import solve_seeds
 
     _, seeds = share
-
     return solve_seeds(
         task.grid, task.star, task.options, seeds, task.threads, graph=task.graph,
         predecessors=task.predecessors,

@@ -743,11 +743,12 @@ def refused_connection(config) -> str:
 
 def test_a_local_cluster_asking_more_than_the_machine_has_is_said(monkeypatch):
     # 4 workers x 4 threads and 4 x 20 GB ran on 2 cores and 24 GB without a word.
+    import dask.system
     import psutil
 
-    from raygrid.pipeline import clusterfile, solve
+    from raygrid.pipeline import clusterfile
 
-    monkeypatch.setattr(solve, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 2)
     total = type("Memory", (), {"total": 24 * 2**30})()
     monkeypatch.setattr(psutil, "virtual_memory", lambda: total)
     big = clusterfile.LocalConfig(
