@@ -635,10 +635,15 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
                     f", the address in {config.scheduler_file} (left by a scheduler that has "
                     "stopped?)",
                 )  # fmt: skip
-            client = Client(scheduler_file=str(config.scheduler_file), timeout=config.timeout)
+            security = scheduler_security(config, address)
+            client = Client(
+                scheduler_file=str(config.scheduler_file), timeout=config.timeout,
+                security=security,
+            )  # fmt: skip
         else:
+            security = scheduler_security(config, address)
             _say_if_silent(config.address, config.timeout, echo)
-            client = Client(config.address, timeout=config.timeout)
+            client = Client(config.address, timeout=config.timeout, security=security)
     except (OSError, TimeoutError) as error:
         where = address or config.scheduler_file
         if config.scheduler_file is not None and address:
@@ -663,6 +668,40 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
         finally:
             if own:
                 _close_the_jobs_cluster(client)
+
+
+def scheduler_security(config: SchedulerConfig, address: str | None) -> Any:
+    """The ``Security`` a client of the scheduler at ``address`` presents: the cluster
+    file's ``tls`` files, else Dask's configuration's (``None``: Dask reads it itself).
+
+    A ``tls://`` scheduler without credentials anywhere is refused here, saying what to
+    give: Dask's client failed with a TypeError about an ``ssl_context``. Credentials for
+    a scheduler that does not speak TLS (a scheduler file naming ``tcp://``) are refused
+    too: the client would refuse to speak to it unencrypted, after its timeout.
+    """
+    import dask
+
+    from .credentials import files_security
+
+    tls = (address or "").startswith("tls://")
+    where = address if config.scheduler_file is None else f"{address} (in {config.scheduler_file})"
+    if config.tls is not None:
+        if address and not tls:
+            raise InputError(
+                f"the cluster file gives tls: credentials, but the scheduler at {where} does "
+                "not speak TLS: remove the tls: section, or start the scheduler with them"
+            )
+        return files_security(
+            config.tls.ca_file, config.tls.cert, config.tls.key or config.tls.cert
+        )
+    if tls and not dask.config.get("distributed.comm.tls.ca-file", None):
+        raise InputError(
+            f"the scheduler at {where} speaks TLS, and no credentials are given: add "
+            "tls: {ca_file: ..., cert: ..., key: ...} to the cluster file (the files its "
+            "scheduler was started with, or ones its certificate authority signed), or set "
+            "them in Dask's configuration (distributed.comm.tls)"
+        )
+    return None
 
 
 def _the_jobs_own(config: SchedulerConfig) -> bool:
@@ -772,12 +811,15 @@ def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
         host, port = parse_host_port(location, 8786)  # Dask's default scheduler port
     except Exception:
         return None, None
-    if scheme != "tcp":
+    if scheme not in ("tcp", "tls"):
         return None, None
     try:
         probe = socket.create_connection((host, port), timeout=2)
     except OSError as error:
         return error.strerror or type(error).__name__, None
+    if scheme == "tls":  # its client speaks first: what listens is left to Dask's handshake
+        probe.close()
+        return None, None
     first = b""
     with probe:
         probe.settimeout(timeout)
@@ -848,6 +890,8 @@ def _new_cluster(config):
     if isinstance(config, LocalConfig):
         from distributed import LocalCluster
 
+        # Workers in this process without a host talk in memory (inproc): no port to guard.
+        tls = config.tls and (config.processes or bool(config.host))
         with _started("local", config, LocalCluster,
             n_workers=config.n_workers,
             threads_per_worker=config.threads_per_worker,
@@ -855,8 +899,10 @@ def _new_cluster(config):
             memory_limit=config.memory_limit,
             host=config.host,
             # Workers in this process talk in memory (inproc), which has no host: one given
-            # failed to start ("not enough values to unpack"); TCP serves it.
-            **({"protocol": "tcp://"} if config.host and not config.processes else {}),
+            # failed to start ("not enough values to unpack"); TCP (or TLS) serves it.
+            **({"protocol": "tls://" if tls else "tcp://"}
+               if config.host and not config.processes else {}),
+            **_security(tls),
             **_dashboard(config.dashboard_address, config.host),
         ) as cluster:  # fmt: skip
             yield cluster
@@ -894,9 +940,18 @@ def _local_cuda(config: LocalCUDAConfig):
         threads_per_worker=config.threads_per_worker,
         rmm_pool_size=config.rmm_pool_size,
         host=config.host,
+        **_security(config.tls),
         **_dashboard(config.dashboard_address, config.host),
     ) as cluster:  # fmt: skip
         yield cluster
+
+
+def _security(tls: bool) -> dict:
+    """A started cluster's ``security`` keyword: new credentials of its own where ``tls``
+    (:mod:`.credentials`), else none (Dask's configuration's, plain TCP by default)."""
+    from .credentials import temporary_security
+
+    return {"security": temporary_security()} if tls else {}
 
 
 def _dashboard(address: str | None, host: str | None) -> dict:
@@ -1042,6 +1097,13 @@ def _jobqueue(config: JobQueueConfig):
         )
     config.log_directory.mkdir(parents=True, exist_ok=True)  # (not made for a refusal)
     job = _answers_kept(kind.job_cls, config.cluster)
-    with _started(config.cluster, config, kind, job_cls=job, **jobqueue_kwargs(config)) as cluster:
+    security = _security(config.tls)
+    if security:
+        # dask-jobqueue writes the workers' credentials there (mode 0600, deleted when the
+        # cluster closes), for the job scripts to name: where the jobs' nodes see it (the
+        # logs go there too), by its whole path (a PBS job starts in the home folder).
+        security["shared_temp_directory"] = str(config.log_directory.resolve())
+    kwargs = jobqueue_kwargs(config)
+    with _started(config.cluster, config, kind, job_cls=job, **kwargs, **security) as cluster:
         cluster.scale(jobs=config.nodes)
         yield cluster

@@ -41,6 +41,7 @@ from .cluster import (
     refusal_hint,
 )
 from .clusterfile import JobQueueConfig, cluster_notes, memory_mb, worker_threads
+from .credentials import CERT, KEY
 from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
 from .memory import footprint
@@ -251,6 +252,36 @@ def _pbs_header(config: JobQueueConfig, directory: Path, driver: int) -> list[st
     return [f"#PBS {line}" for line in lines]
 
 
+#: Dask's configuration, as environment variables, for TLS with a job's credentials
+#: (:mod:`.credentials`): its scheduler, workers and run read them. (Given as `dask
+#: scheduler`'s --tls-* options they conflict with --interface: "Can not specify both
+#: interface and host".)
+_TLS_ENV = {
+    "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": None,
+    "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": CERT,
+    **{f"DASK_DISTRIBUTED__COMM__TLS__{role}__{part.upper()}": name
+       for role in ("SCHEDULER", "WORKER", "CLIENT")
+       for part, name in (("cert", CERT), ("key", KEY))},
+}  # fmt: skip
+
+
+def _tls_env(config: JobQueueConfig, directory: Path) -> list[str]:
+    """The script line exporting :data:`_TLS_ENV` for a job whose credentials are in its
+    folder's ``tls/``; none with ``tls: false``."""
+    if not config.tls:
+        return []
+    folder = directory / TLS_FOLDER
+    values = [
+        f"{name}={'True' if file is None else shlex.quote(str(folder / file))}"
+        for name, file in _TLS_ENV.items()
+    ]
+    return ["export " + " \\\n  ".join(values)]
+
+
+#: The folder of a job's TLS credentials, in its job folder (readable by its user only).
+TLS_FOLDER = "tls"
+
+
 def _prologue(config: JobQueueConfig) -> list[str]:
     """The cluster file's prologue lines, run without ``set -u``: environment scripts
     (conda's ``activate``, some sites' ``module`` functions) read unset variables, and
@@ -272,6 +303,7 @@ def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
     per_node = config.workers_per_node
     lines = ["#!/usr/bin/env bash", "# raygrid: the Dask workers of one node", "set -eu"]
     lines += _prologue(config)
+    lines += _tls_env(config, directory)  # pbsdsh passes on no environment
     lines += [f"cd {shlex.quote(str(workdir))}"]
     if gpus:
         lines += [
@@ -372,6 +404,17 @@ def batch_script(
             else []
         ),
         *_prologue(config),
+        *(
+            [
+                "# TLS: credentials of this job's own, new at each start, readable by you",
+                "# alone: only their holders reach its scheduler and workers.",
+                _join([_python(config), "-m", "raygrid.pipeline.credentials",
+                       str(directory / TLS_FOLDER)]),
+                *_tls_env(config, directory),
+            ]
+            if config.tls
+            else []
+        ),
         f"cd {shlex.quote(str(workdir))}",
         *([f"export {RESUME_ENV}={shlex.quote(resume)}"] if resume else []),
         f"rm -f {shlex.quote(str(scheduler_file))}",
@@ -416,6 +459,7 @@ def batch_script(
             f"for _ in $(seq {WORKERS_CLOSE_S * 10}); do "
             'kill -0 "$workers" 2>/dev/null || break; sleep 0.1; done; '
             'kill "$workers" "$scheduler" 2>/dev/null || true; wait'
+            + (f"; rm -rf {shlex.quote(str(directory / TLS_FOLDER))}" if config.tls else "")
         )
         + " EXIT",
     ]
@@ -532,6 +576,16 @@ def submit_workflow(
                 "scheduler_file": str(directory / "scheduler.json"),
                 "wait_for_workers": config.workers,
                 "timeout": config.wait_timeout,
+                **(
+                    {
+                        "tls": {
+                            name: str(directory / TLS_FOLDER / file)
+                            for name, file in (("ca_file", CERT), ("cert", CERT), ("key", KEY))
+                        }
+                    }
+                    if config.tls
+                    else {}
+                ),
             },
             sort_keys=False,
         )

@@ -303,10 +303,11 @@ def test_a_local_cluster_of_threads_in_this_process_starts():
     # processes: false with the default host (127.0.0.1) never started: distributed's
     # in-process transport has no host ("not enough values to unpack").
     config = LocalConfig(cluster="local", n_workers=1, processes=False, dashboard_address=":0")
-    with connect(config) as client:
-        assert client.submit(lambda x: x + 1, 1).result() == 2
-        assert client.scheduler.address.startswith("tcp://127.0.0.1:")
-    assert client.status == "closed"
+    for tls, scheme in ((True, "tls"), (False, "tcp")):  # a host: a port, guarded by default
+        with connect(config.model_copy(update={"tls": tls})) as client:
+            assert client.submit(lambda x: x + 1, 1).result() == 2
+            assert client.scheduler.address.startswith(f"{scheme}://127.0.0.1:")
+        assert client.status == "closed"
 
 
 def _listening(pid: int) -> set[str]:

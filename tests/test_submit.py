@@ -85,6 +85,35 @@ def setup(tmp_path: Path, kind: str = "slurm", **config) -> tuple[Path, Path]:
     return tmp_path / "survey.yaml", tmp_path / "cluster.yaml"
 
 
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_a_jobs_scheduler_and_workers_speak_tls_with_credentials_of_its_own(tmp_path, kind):
+    # Its scheduler listened on the node's interfaces unauthenticated: any user of the
+    # batch cluster's network could run code as the job's user.
+    workflow, cluster = setup(tmp_path, kind=kind)
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    script = job.script.read_text()
+    folder = job.directory / "tls"
+    made = script.index(f"-m raygrid.pipeline.credentials {folder}")
+    assert made < script.index("distributed.cli.dask_scheduler")  # before anything listens
+    exported = f"DASK_DISTRIBUTED__COMM__TLS__SCHEDULER__KEY={folder}/key.pem"
+    assert "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True" in script and exported in script
+    assert f"rm -rf {folder}' EXIT" in script  # the key goes with the job
+    if kind == "pbs":  # pbsdsh passes no environment on: the node script sets it
+        assert exported in (job.directory / "node.sh").read_text()
+    assert not folder.exists()  # written as the job starts (again if requeued), not before
+    written = yaml.safe_load((job.directory / "scheduler.yaml").read_text())
+    assert written["tls"] == {"ca_file": f"{folder}/cert.pem", "cert": f"{folder}/cert.pem",
+                              "key": f"{folder}/key.pem"}  # fmt: skip
+    bash = subprocess.run(["bash", "-n", str(job.script)], capture_output=True, text=True)
+    assert bash.returncode == 0, bash.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    workflow, cluster = setup(plain, kind=kind, tls=False)
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=plain)
+    assert "TLS" not in job.script.read_text()
+    assert "tls" not in yaml.safe_load((job.directory / "scheduler.yaml").read_text())
+
+
 def test_solver_threads_beyond_the_cores_asked_for_are_warned_about(tmp_path):
     # cores_per_worker: 2 and compute.threads: 2 ran 4 threads on the 2 cores a task
     # asked for, without a word.
@@ -509,6 +538,10 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     assert (job.directory / "workers.ended").read_text().strip() == "0", workers_log
     scratch = re.findall(r"Local Directory: (\S+)", workers_log)
     assert len(scratch) == 2 and not any(Path(folder).exists() for folder in scratch)
+    # Over TLS with the job's own credentials, removed when it ended.
+    assert "Scheduler at:     tls://" in (job.directory / "scheduler.log").read_text()
+    assert len(re.findall(r"Start worker at: +tls://", workers_log)) == 2, workers_log
+    assert not (job.directory / "tls").exists()
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     assert dataset.attrs["complete"] == 1
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
@@ -592,7 +625,12 @@ def test_run_with_dask_jobqueue_workers_as_slurm_jobs(tmp_path):
     assert "dashboard: http://" in run.stdout
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
-    assert list((tmp_path / "jobs").glob("*.err")), "the worker ran as a SLURM job"
+    errs = list((tmp_path / "jobs").glob("*.err"))
+    assert errs, "the worker ran as a SLURM job"
+    # Over TLS: dask-jobqueue wrote the workers' credentials beside their logs, and
+    # removed them when the cluster closed.
+    assert re.search(r"Start worker at: +tls://", errs[0].read_text()), errs[0].read_text()
+    assert not list((tmp_path / "jobs").glob(".dask-jobqueue.*"))
 
 
 @pytest.mark.slurm
