@@ -405,9 +405,18 @@ class TLSFiles(Strict):
     @classmethod
     def _exists(cls, path: Path | None) -> Path | None:
         if path is not None and not path.is_file():
-            message = f"{path}: no such file (paths are relative to where raygrid runs)"
-            raise schema_error("tls_file", message)
+            where = "" if path.is_absolute() else " (paths are relative to where raygrid runs)"
+            raise schema_error("tls_file", f"{path}: no such file{where}")
         return path
+
+    @model_validator(mode="after")
+    def _usable(self) -> TLSFiles:
+        from .credentials import unusable
+
+        said = unusable(self.ca_file, self.cert, self.key)
+        if said:
+            raise schema_error("tls_files", said)
+        return self
 
 
 class SchedulerConfig(Strict):

@@ -20,7 +20,7 @@ from typing import Any
 
 from .errors import InputError
 
-__all__ = ["CERT", "KEY", "temporary_security", "write_credentials", "files_security"]
+__all__ = ["CERT", "KEY", "temporary_security", "write_credentials", "files_security", "unusable"]
 
 #: The files :func:`write_credentials` writes: the certificate (its own authority) and key.
 CERT, KEY = "cert.pem", "key.pem"
@@ -49,9 +49,9 @@ def write_credentials(folder: str | Path) -> tuple[Path, Path]:
     another user, whatever the umask.
     """
     folder = Path(folder)
+    security = temporary_security()  # first: without cryptography, no empty folder is left
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
-    security = temporary_security()
     paths = folder / CERT, folder / KEY
     for path, text in zip(paths, (security.tls_ca_file, security.tls_client_key)):
         path.unlink(missing_ok=True)  # a file another user could have opened is not reused
@@ -59,6 +59,26 @@ def write_credentials(folder: str | Path) -> tuple[Path, Path]:
         with os.fdopen(descriptor, "w") as file:
             file.write(text)
     return paths
+
+
+def unusable(ca_file: str | Path, cert: str | Path, key: str | Path | None) -> str | None:
+    """Why a client could not use these TLS files, as OpenSSL says it ("the certificate
+    holds no private key: give key"), or ``None``: Dask's client read them only as it
+    connected, and said "cannot reach the Dask scheduler: [SSL] PEM lib"."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        context.load_verify_locations(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as error:
+        return f"ca_file {ca_file} is not a PEM certificate ({error})"
+    try:
+        context.load_cert_chain(str(cert), None if key is None else str(key))
+    except (OSError, ssl.SSLError) as error:
+        if key is None:
+            return f"cert {cert} holds no private key, or not one OpenSSL reads: give key ({error})"
+        return f"cert {cert} and key {key} are not a certificate and its private key ({error})"
+    return None
 
 
 def files_security(ca_file: str | Path, cert: str | Path, key: str | Path) -> Any:

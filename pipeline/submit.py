@@ -30,16 +30,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .cluster import (
-    SCHEDULER_ENDED_ENV,
-    SCHEDULER_LOG_ENV,
-    SUBMIT_COMMANDS,
-    WORKERS_ENDED_ENV,
-    WORKERS_LOG_ENV,
-    cannot_start,
-    job_ended,
-    refusal_hint,
-)
+from .batchjobs import SUBMIT_COMMANDS, cannot_start, job_ended, refusal_hint
+from .cluster import SCHEDULER_ENDED_ENV, SCHEDULER_LOG_ENV, WORKERS_ENDED_ENV, WORKERS_LOG_ENV
 from .clusterfile import JobQueueConfig, cluster_notes, memory_mb, worker_threads
 from .credentials import CERT, KEY
 from .errors import RESUME_ENV, InputError, warn_input
@@ -265,21 +257,21 @@ _TLS_ENV = {
 }  # fmt: skip
 
 
-def _tls_env(config: JobQueueConfig, directory: Path) -> list[str]:
-    """The script line exporting :data:`_TLS_ENV` for a job whose credentials are in its
-    folder's ``tls/``; none with ``tls: false``."""
+def _tls_env(config: JobQueueConfig) -> list[str]:
+    """The script line exporting :data:`_TLS_ENV` for credentials in the folder ``$tls``;
+    none with ``tls: false``."""
     if not config.tls:
         return []
-    folder = directory / TLS_FOLDER
     values = [
-        f"{name}={'True' if file is None else shlex.quote(str(folder / file))}"
-        for name, file in _TLS_ENV.items()
+        f"{name}={'True' if file is None else f'$tls/{file}'}" for name, file in _TLS_ENV.items()
     ]
     return ["export " + " \\\n  ".join(values)]
 
 
-#: The folder of a job's TLS credentials, in its job folder (readable by its user only).
-TLS_FOLDER = "tls"
+#: A start's folder of TLS credentials, in its job folder (readable by its user only): one
+#: a start (host and shell), so that a late end of an earlier start of a requeued job
+#: removes only its own.
+TLS_FOLDER = '"tls-$(hostname)-$$"'
 
 
 def _prologue(config: JobQueueConfig) -> list[str]:
@@ -303,7 +295,8 @@ def _node_script(config: JobQueueConfig, directory: Path, workdir: Path) -> str:
     per_node = config.workers_per_node
     lines = ["#!/usr/bin/env bash", "# raygrid: the Dask workers of one node", "set -eu"]
     lines += _prologue(config)
-    lines += _tls_env(config, directory)  # pbsdsh passes on no environment
+    if config.tls:  # pbsdsh passes on no environment: the job's folder comes as $1
+        lines += ['tls="${1:?the TLS folder of the job, as job.sh passes it}"', *_tls_env(config)]
     lines += [f"cd {shlex.quote(str(workdir))}"]
     if gpus:
         lines += [
@@ -406,11 +399,14 @@ def batch_script(
         *_prologue(config),
         *(
             [
-                "# TLS: credentials of this job's own, new at each start, readable by you",
-                "# alone: only their holders reach its scheduler and workers.",
-                _join([_python(config), "-m", "raygrid.pipeline.credentials",
-                       str(directory / TLS_FOLDER)]),
-                *_tls_env(config, directory),
+                "# TLS: credentials of this start's own, readable by you alone: only their",
+                "# holders reach its scheduler and workers. Removed when the job ends (the",
+                "# trap below, once set, removes them too); one killed outright leaves",
+                "# them, useless once its scheduler has stopped.",
+                f"tls={quoted_dir}/{TLS_FOLDER}",
+                """trap 'rm -rf "$tls"' EXIT""",
+                _join([_python(config), "-m", "raygrid.pipeline.credentials"]) + ' "$tls"',
+                *_tls_env(config),
             ]
             if config.tls
             else []
@@ -439,7 +435,8 @@ def batch_script(
     else:
         # PBS Pro's pbsdsh runs it once per node-file entry: one a node (mpiprocs=1).
         # (Torque's -u is not PBS Pro's: there pbsdsh printed its usage and no worker came.)
-        launch = [f"  pbsdsh -- bash {quoted_dir}/node.sh &"]
+        tls = ' "$tls"' if config.tls else ""
+        launch = [f"  pbsdsh -- bash {quoted_dir}/node.sh{tls} &"]
     lines += [
         *_watched(launch, directory / "workers.ended", directory / "workers.log"),
         "workers=$!",
@@ -459,7 +456,7 @@ def batch_script(
             f"for _ in $(seq {WORKERS_CLOSE_S * 10}); do "
             'kill -0 "$workers" 2>/dev/null || break; sleep 0.1; done; '
             'kill "$workers" "$scheduler" 2>/dev/null || true; wait'
-            + (f"; rm -rf {shlex.quote(str(directory / TLS_FOLDER))}" if config.tls else "")
+            + ('; rm -rf "$tls"' if config.tls else "")
         )
         + " EXIT",
     ]
@@ -575,17 +572,9 @@ def submit_workflow(
                 "cluster": "scheduler",
                 "scheduler_file": str(directory / "scheduler.json"),
                 "wait_for_workers": config.workers,
+                # (Its TLS credentials, new at each start, come through the job's
+                # Dask configuration variables.)
                 "timeout": config.wait_timeout,
-                **(
-                    {
-                        "tls": {
-                            name: str(directory / TLS_FOLDER / file)
-                            for name, file in (("ca_file", CERT), ("cert", CERT), ("key", KEY))
-                        }
-                    }
-                    if config.tls
-                    else {}
-                ),
             },
             sort_keys=False,
         )
@@ -653,7 +642,7 @@ def refuse_if_queued(
     A submit with another ``log_directory`` (or from another folder, the store's path
     absolute) found no earlier job: both ran, the second failing on the store's lock.
     """
-    from .cluster import job_states
+    from .batchjobs import job_states
 
     store = store.resolve()
     earlier = {}
@@ -689,14 +678,14 @@ def refuse_if_queued(
 
 def _warn_if_stuck(config: JobQueueConfig, job_id: str, wait: float = 3.0) -> str | None:
     """Warn if SLURM holds the job just submitted for a reason that will not pass (more
-    nodes or CPUs than its partition has: :func:`~raygrid.pipeline.cluster.cannot_start`),
+    nodes or CPUs than its partition has: :func:`~raygrid.pipeline.batchjobs.cannot_start`),
     asked for ``wait`` seconds at most: the controller gives a pending job its reason at its
     next scheduling pass. Such a job sat in the queue without a word until cancelled.
     Returns the warning, if any (``raygrid submit`` then exits 3: the job is queued, and
     left there, since nodes that are down come back)."""
     import time
 
-    from .cluster import job_states
+    from .batchjobs import job_states
 
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

@@ -707,7 +707,7 @@ def test_a_scheduler_file_that_is_not_one_is_said(tmp_path):
 
 
 def test_a_batch_systems_gpu_refusal_hints_at_the_gpu_request():
-    from raygrid.pipeline.cluster import refusal_hint
+    from raygrid.pipeline.batchjobs import refusal_hint
 
     for said in [
         "sbatch: error: Invalid generic resource (gres) specification",

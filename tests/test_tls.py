@@ -183,3 +183,54 @@ def test_a_local_cuda_cluster_gets_credentials_of_its_own(monkeypatch):
         assert not _refused(client.scheduler.address, client.security)
         assert _refused(client.scheduler.address)
     assert given["security"].require_encryption
+
+
+def test_dasks_own_tls_configuration_is_used_and_a_partial_one_said(tmp_path):
+    import dask
+
+    with _scheduler_with(tmp_path / "tls") as cluster:
+        cert, key = str(tmp_path / "tls" / "cert.pem"), str(tmp_path / "tls" / "key.pem")
+        config = SchedulerConfig(cluster="scheduler", address=cluster.scheduler_address, timeout=3)
+        full = {"distributed.comm.tls.ca-file": cert, "distributed.comm.tls.client.cert": cert,
+                "distributed.comm.tls.client.key": key}  # fmt: skip
+        with dask.config.set(full):
+            with connect(config, echo=lambda line: None) as client:
+                assert client.submit(sum, [1, 1]).result() == 2
+        # Only the authority's certificate: Dask's client failed with a TypeError traceback.
+        with dask.config.set({"distributed.comm.tls.ca-file": cert}):
+            with pytest.raises(InputError, match=r"tls.client.cert is not set \(or give them"):
+                with connect(config, echo=lambda line: None):
+                    pass
+        with dask.config.set(full | {"distributed.comm.tls.client.key": cert}):
+            with pytest.raises(InputError, match=r"configured TLS credentials .*: cert .* and key"):
+                with connect(config, echo=lambda line: None):
+                    pass
+
+
+def test_a_certificate_without_its_key_is_said_when_the_file_is_read(tmp_path):
+    # It was "cannot reach the Dask scheduler at tls://...: [SSL] PEM lib (_ssl.c:3926)".
+    cert, key = write_credentials(tmp_path / "tls")
+    address = "tls://127.0.0.1:8786"
+    with pytest.raises(ValueError, match=r"cert .*cert.pem holds no private key.*: give key"):
+        SchedulerConfig(cluster="scheduler", address=address,
+                        tls={"ca_file": str(cert), "cert": str(cert)})  # fmt: skip
+    both = tmp_path / "both.pem"  # a certificate with its key in one file needs no key:
+    both.write_text(cert.read_text() + key.read_text())
+    config = SchedulerConfig(cluster="scheduler", address=address,
+                             tls={"ca_file": str(cert), "cert": str(both)})  # fmt: skip
+    assert config.tls.key is None
+    with pytest.raises(ValueError, match=r"ca_file .*key.pem is not a PEM certificate"):
+        SchedulerConfig(cluster="scheduler", address=address,
+                        tls={"ca_file": str(key), "cert": str(both)})  # fmt: skip
+
+
+def test_no_folder_is_left_when_the_credentials_cannot_be_made(tmp_path, monkeypatch):
+    # A node's interpreter without cryptography left an empty tls/ behind.
+    import raygrid.pipeline.credentials as credentials
+
+    def without_cryptography():
+        raise InputError("needs the cryptography package")
+
+    monkeypatch.setattr(credentials, "temporary_security", without_cryptography)
+    assert credentials.main([str(tmp_path / "tls")]) == 1
+    assert not (tmp_path / "tls").exists()
