@@ -393,8 +393,11 @@ def solve_tiled(
     """
     # Asked of the scheduler, not read from client.scheduler_info(), whose cache can hold
     # no workers (cluster.worker_info; CI: a ZeroDivisionError in _owners below).
+    from .fanout import joined_threads
+
+    joined_threads(client)  # a first one waited for (an adaptive cluster's: asked for)
     workers = sorted(client.nthreads())
-    if not workers:
+    if not workers:  # left again meanwhile
         raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
     free_orphaned_tasks(client)
     workflow = workflow_spelling()  # (a context of this thread: the tasks are told)

@@ -154,15 +154,45 @@ def joined_threads(client: Any) -> int:
         if paused:
             raise RunFailed(f"the Dask cluster's workers run nothing: {paused}")
     if not client.nthreads():
+        cluster = getattr(client, "cluster", None)
+        adaptive = _adapting(cluster)
+        if not adaptive and getattr(cluster, "worker_spec", None) == {}:
+            raise RunFailed(  # it was waited for a minute
+                f"the client's cluster ({type(cluster).__name__}) has no workers and asks "
+                "for none: scale it first (cluster.scale(n), then client.wait_for_workers(n)), "
+                "or make it adaptive (cluster.adapt(...)), or leave client out to solve here"
+            )
+        # A task no worker can run yet: an adaptive cluster (cluster.adapt(), dask-jobqueue's
+        # usual way) starts workers for tasks waiting, not for a client waiting for workers
+        # (the call then failed after the whole wait).
+        waiting = client.submit(_joined, pure=False)
         try:
             client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
         except TimeoutError:
+            said = (
+                "its adaptive scaling asked for workers and none has joined (queued?): call "
+                "again once one has (client.wait_for_workers(1))"
+                if adaptive
+                else "start some (cluster.scale(n), then client.wait_for_workers(n))"
+            )
             raise RunFailed(
                 f"no Dask worker joined the client's cluster within {WORKERS_WAIT_S:g} s: "
-                "start some (cluster.scale(n), then client.wait_for_workers(n)), or leave "
-                "client out to solve here"
+                f"{said}, or leave client out to solve here"
             ) from None
+        finally:
+            waiting.cancel()
     return sum(client.nthreads().values())
+
+
+def _joined() -> None:
+    """The task :func:`joined_threads` leaves waiting for a first worker."""
+
+
+def _adapting(cluster: Any) -> bool:
+    """Whether ``cluster`` (a client's, if any) scales itself to the tasks waiting
+    (``cluster.adapt()``, not stopped by a ``scale()`` since)."""
+    adaptive = getattr(cluster, "_adaptive", None)
+    return adaptive is not None and getattr(adaptive, "periodic_callback", None) is not None
 
 
 def workers_left(error: BaseException, client: Any) -> RunFailed:

@@ -518,11 +518,11 @@ def _traveltimes(
 ) -> xr.DataArray | xr.Dataset:  # fmt: skip
     """:func:`traveltimes`' work."""
     check_client(client)
-    hardware = {}
-    if client is not None:  # the names first, without asking the workers anything
-        check_options(weights, backend, precision, algorithm, batch, precompute, here=False)
-        hardware = _checked_workers(client, backend, algorithm)
-    options = check_options(weights, backend, precision, algorithm, batch, precompute, **hardware)
+    # With a client, the names first, the workers asked only once the model and the
+    # sources are known good: waited for (a cluster still scaling up, a batch queue), a
+    # bad source was said only once a worker had joined.
+    here = {} if client is None else {"here": False}
+    options = check_options(weights, backend, precision, algorithm, batch, precompute, **here)
     check_flag("predecessors", predecessors)
     check_flag("progress", progress)
     counted = isinstance(threads, Integral) and not isinstance(threads, bool)
@@ -530,22 +530,27 @@ def _traveltimes(
         raise InputError(
             f"threads must be a positive integer or None (one per core), got {threads!r}"
         )
-    unused = unused_settings(options, backend, batch, threads)
-    if unused:
-        warn_input(unused)
-    if client is not None and threads is None:
-        threads = 1  # each task's: the workers' threads run tasks side by side
     # The model's dims and coordinates first, its values not yet read: a solve too big
     # for this machine is refused before the model is copied to float64 slowness (4 GB,
     # seconds, for 10001 x 50001 nodes), as the sources and options are.
     grid = grid_from_velocity(velocity, load=False, check_values=False)
     star = forward_star(grid.radius3(radius))
-    warn_star(grid, star)
     points, names = source_list(sources, grid.dims)
     path = given_path(sources)
     if not points:
         raise InputError("no sources given")
     positions = locate_points(grid, points, "source", names, path)  # all checked first
+    if client is not None:  # the backend as the workers resolve it
+        hardware = _checked_workers(client, backend, algorithm)
+        options = check_options(
+            weights, backend, precision, algorithm, batch, precompute, **hardware
+        )  # fmt: skip
+    unused = unused_settings(options, backend, batch, threads)
+    if unused:
+        warn_input(unused)
+    if client is not None and threads is None:
+        threads = 1  # each task's: the workers' threads run tasks side by side
+    warn_star(grid, star)
     repeated = repeated_sources(positions, names)
     if repeated is not None:
         warn_input(repeated)

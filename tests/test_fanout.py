@@ -177,9 +177,34 @@ def test_a_cluster_still_starting_its_workers_is_waited_for(model, monkeypatch):
         deadline = time.monotonic() + 10
         while client.nthreads() and time.monotonic() < deadline:
             time.sleep(0.05)
-        monkeypatch.setattr(fanout, "WORKERS_WAIT_S", 0.5)
-        with pytest.raises(rg.RunFailed, match=r"no Dask worker joined .* within 0.5 s"):
+        # Scaled to none: said at once (it was waited for a minute).
+        start = time.monotonic()
+        with pytest.raises(rg.RunFailed, match=r"\(LocalCluster\) has no workers and asks for"):
             rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+        assert time.monotonic() - start < 5
+        # A client without its cluster object (by address) cannot tell: waited for.
+        monkeypatch.setattr(fanout, "WORKERS_WAIT_S", 0.5)
+        with Client(cluster.scheduler_address) as by_address:
+            with pytest.raises(rg.RunFailed, match=r"no Dask worker joined .* within 0.5 s"):
+                rg.traveltimes(model, SOURCES[:2], radius=2, client=by_address)
+
+
+def test_an_adaptive_cluster_gets_its_workers_asked_for(model):
+    # cluster.adapt() (dask-jobqueue's usual way) starts workers for tasks that wait, and
+    # the call waited for workers before it sent any: none came, RunFailed after 60 s.
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=2, interval="50ms")
+        start = time.monotonic()
+        field = rg.traveltimes(model, SOURCES[:3], radius=2, client=client)
+        assert time.monotonic() - start < 30
+        np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:3], radius=2))
+        assert not [key for key in client.who_has() if key.startswith("_joined")]
 
 
 def test_a_closed_client_and_a_typo_are_refused_before_the_workers_are_asked(model, monkeypatch):
@@ -310,3 +335,20 @@ def test_the_workers_are_checked_once_one_has_joined(model, monkeypatch):
         cluster.scale(1)
         rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
     assert seen and seen[0] >= 1
+
+
+def test_a_bad_source_is_said_before_the_workers_are_waited_for(model):
+    # On a cluster still scaling up (its workers queued), a source outside the model was
+    # said only once a worker had joined, or not at all ("no Dask worker joined").
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster.scheduler_address) as client,  # (no cluster object: waits)
+    ):  # fmt: skip
+        start = time.monotonic()
+        with pytest.raises(rg.InputError, match="source"):
+            rg.traveltimes(model, [{"z": 0.0, "x": 1e6}], radius=2, client=client)
+        with pytest.raises(rg.InputError, match="no sources given"):
+            rg.traveltimes(model, [], radius=2, client=client)
+        assert time.monotonic() - start < 10

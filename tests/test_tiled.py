@@ -484,3 +484,21 @@ def test_an_unguarded_script_is_told_to_guard_its_tiled_solve(tmp_path):
     # Each worker process stopped at the call, in a line of its own, not a traceback.
     assert "raygrid: a script that calls raygrid with tiles=" in done.stderr
     assert done.stderr.count("Traceback") <= 4
+
+
+def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2d):
+    # cluster.adapt() starts workers for tasks that wait: a tiled solve on one with none
+    # yet was refused at once ("the cluster has no workers").
+    from distributed import Client, LocalCluster
+
+    source = {"z": 0.0, "x": 150.0}
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=2, interval="50ms")
+        tiled = rg.traveltime(model_2d, source, radius=3, tiles={"z": 13, "x": 16}, client=client)
+        np.testing.assert_array_equal(
+            tiled.values, rg.traveltime(model_2d, source, radius=3).values
+        )
