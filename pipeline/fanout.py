@@ -105,20 +105,26 @@ def check_workers_raygrid(client: Any) -> None:
     InputError
         Naming how many, the first and what it has instead.
     """
-    from .version import __version__
+    from .version import __version__, code_digest
 
     def installed() -> str:  # nested: sent by value, so a worker without raygrid runs it
         try:
             from raygrid.pipeline.version import __version__ as version
+            from raygrid.pipeline.version import code_digest as digest
         except Exception as error:  # (ImportError, or raygrid's own failing to import)
             return f"{type(error).__name__}: {error}"
-        return f"raygrid {version}"
+        return f"raygrid {version} (code {digest()})"
 
+    # The code, not only the version: every development build is 0.1.0, and workers of
+    # another checkout (or started before an edit) solved with other code than the store
+    # records, without a word.
+    here = f"raygrid {__version__} (code {code_digest()})"
     _refuse_workers(
-        client.run(installed), lambda said: said != f"raygrid {__version__}",
-        f"{{n}} of the {{of}} Dask workers do not run raygrid {__version__}: worker "
+        client.run(installed), lambda said: said != here,
+        f"{{n}} of the {{of}} Dask workers do not run this raygrid, {here}: worker "
         "{worker}: {said}; start them from the environment raygrid runs in here (its "
-        "Python, or one where the same raygrid is installed)",
+        "Python, or one where the same raygrid is installed), or restart them after an "
+        "edit (client.restart())",
     )  # fmt: skip
 
 

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import functools
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 try:
     __version__ = version("raygrid")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
+
+
+@functools.cache
+def code_digest() -> str:
+    """12 hex digits of a digest of raygrid's own code (every module's path and bytes), read
+    once a process: two environments of the same version whose code differs (another
+    checkout, a copy edited since) differ here, where their version strings agreed."""
+    import hashlib
+
+    import raygrid.kernels
+    import raygrid.pipeline
+
+    digest = hashlib.sha256()
+    for package in (raygrid.kernels, raygrid.pipeline):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{package.__name__}/{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def software() -> str:
@@ -16,7 +37,6 @@ def software() -> str:
     numbers depend on. No date or host: a store made twice is the same bytes."""
     import platform
     import subprocess
-    from pathlib import Path
 
     here = Path(__file__).resolve().parents[1]
     made = f"raygrid {__version__}"

@@ -267,7 +267,7 @@ def test_workers_without_this_raygrid_are_refused_before_anything_is_sent(model,
         Client(cluster) as client,
     ):  # fmt: skip
         client.run(hide_raygrid)
-        said = r"1 of the 1 Dask workers do not run raygrid .*: worker tcp://.*ModuleNotFoundError"
+        said = r"1 of the 1 Dask workers do not run this raygrid, .*: worker tcp://.*ModuleNotFound"
         with pytest.raises(rg.InputError, match=said):
             rg.traveltimes(model, SOURCES, radius=2, client=client)
         from raygrid.pipeline.workflow import read_workflow, run_workflow
@@ -281,6 +281,32 @@ def test_workers_without_this_raygrid_are_refused_before_anything_is_sent(model,
         with pytest.raises(rg.InputError, match=said):
             run_workflow(read_workflow(workflow), client=client)
         assert not (tmp_path / "s.zarr").exists()
+
+
+def test_workers_running_other_code_of_the_same_version_are_refused(model):
+    # Every development build is 0.1.0: workers of another checkout, or started before an
+    # edit, passed the version check and solved with other code than the store records.
+    from distributed import Client, LocalCluster
+
+    def other_code():  # in the worker's own process
+        import raygrid.pipeline.version as version
+
+        version.code_digest = lambda: "0123456789ab"
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        assert rg.traveltimes(model, SOURCES[:1], radius=2, client=client).shape[0] == 1
+        client.run(other_code)
+        with pytest.raises(
+            rg.InputError,
+            match=r"do not run this raygrid, raygrid \S+ \(code [0-9a-f]{12}\): worker "
+            r"tcp://\S+: raygrid \S+ \(code 0123456789ab\); .*\(client.restart\(\)\)",
+        ):
+            rg.traveltimes(model, SOURCES[:1], radius=2, client=client)
 
 
 def test_a_lost_share_names_its_own_sources(model, monkeypatch):
