@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import shlex
 import shutil
@@ -255,6 +256,39 @@ _TLS_ENV = {
        for role in ("SCHEDULER", "WORKER", "CLIENT")
        for part, name in (("cert", CERT), ("key", KEY))},
 }  # fmt: skip
+
+
+def _interpreter_notes(config: JobQueueConfig) -> list[str]:
+    """What the cluster file's ``python`` lacks of what the job runs first, where that
+    interpreter runs here too (a shared file system): raygrid, and cryptography for the
+    job's TLS credentials. Found out on the nodes, it ended the job after its queue wait.
+    An interpreter that does not run here (a node-only path) is left to the job."""
+    if not config.python or "/" not in config.python:
+        return []  # this one, which has both; or a name the prologue's PATH resolves
+    python = shutil.which(os.path.expanduser(os.path.expandvars(config.python)))
+    if python is None:
+        return []
+    needed = ["raygrid.pipeline", *(["cryptography"] if config.tls else [])]
+    code = "import importlib, sys\n" + "".join(
+        f"try: importlib.import_module({name!r})\nexcept Exception: print('missing', {name!r})\n"
+        for name in needed
+    )
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    # (Only the probe's own lines: a wrapper may print more.)
+    said = [line.partition(" ") for line in done.stdout.splitlines()]
+    missing = [name for word, _, name in said if word == "missing" and name in needed]
+    if done.returncode != 0 or not missing:
+        return []
+    why = {"raygrid.pipeline": "raygrid", "cryptography": "cryptography (tls: true: the "
+           "job's TLS credentials; or set tls: false)"}  # fmt: skip
+    prologue = " (run without the cluster file's prologue)" if config.prologue else ""
+    return [
+        f"python: {config.python} cannot import {' nor '.join(why[name] for name in missing)} "
+        f"here{prologue}: the job would stop as it starts; install them for that interpreter"
+    ]
 
 
 def _tls_env(config: JobQueueConfig) -> list[str]:
@@ -533,7 +567,8 @@ def submit_workflow(
     # as the job fingerprints it: a store a GPU job made was refused as another workflow's.
     gpu = config.gpus_per_worker > 0
     prepared = prepare_workflow(spec, here=False, values=resumed, gpu=gpu)
-    for note in cluster_notes(config, prepared.options.backend, spec.compute):
+    for note in [*cluster_notes(config, prepared.options.backend, spec.compute),
+                 *_interpreter_notes(config)]:  # fmt: skip
         warn_input(f"{cluster}: {note}")  # before the queue wait, not found out on the nodes
     store = store_spec(prepared)
     state = check_store(

@@ -1308,3 +1308,31 @@ def test_a_queued_jobs_state_is_read_by_one_rule(tmp_path, monkeypatch, state, r
             refuse_if_queued(config, tmp_path, store)
     else:
         refuse_if_queued(config, tmp_path, store)
+
+
+@pytest.mark.parametrize(
+    "hidden, said",
+    [
+        (["cryptography"], "cannot import cryptography (tls: true"),
+        (["raygrid", "cryptography"], "cannot import raygrid nor cryptography"),
+        ([], None),
+    ],
+)
+def test_a_node_interpreter_lacking_what_the_job_runs_first_is_warned_about(tmp_path, hidden, said):
+    # A `python:` without cryptography stopped the job as it started, after its queue wait.
+    stub = tmp_path / "python3-nodes"
+    blocked = "".join(f"sys.modules[{name!r}] = None; " for name in hidden)
+    stub.write_text(f'#!/bin/sh\nexec {sys.executable} -c "import sys; {blocked}\n$2"\n')
+    stub.chmod(0o755)
+    for tls in (True, False):
+        workflow, cluster = setup(tmp_path, python=str(stub), tls=tls)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+        told = [str(w.message) for w in caught if "cannot import" in str(w.message)]
+        expected = said if tls else ("cannot import raygrid" if "raygrid" in hidden else None)
+        if expected is None:
+            assert told == []
+        else:
+            assert len(told) == 1 and expected in told[0], told
+            assert f"python: {stub} cannot import" in told[0]
