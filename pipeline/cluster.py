@@ -174,12 +174,60 @@ _GONE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def workers_lost(client: Any) -> str | None:
-    """A note, once, when some of ``client``'s worker jobs have ended and others run (the
-    run goes on with fewer workers, and said nothing: a cancelled job or a lost node went
-    unnoticed); ``None`` otherwise, and for clusters without worker jobs."""
-    lost = _LOST.get(client)
-    return lost() if lost is not None else None
+def workers_lost(client: Any) -> Callable[[], str | None]:
+    """For a run on ``client``: what says, once, that some of its workers have gone and
+    others run (the run goes on with fewer, and said nothing: a cancelled job or a lost
+    node went unnoticed), or ``None``: its worker jobs' states where dask-jobqueue
+    submitted them (:func:`_jobs_lost`), else its workers counted from now on
+    (:func:`_workers_dropped`: a submitted job's, a scheduler's, a local cluster's)."""
+    return _LOST.get(client) or _workers_dropped(client)
+
+
+#: Seconds :func:`_workers_dropped` lets a worker be gone before it is said (a nanny
+#: restarts its worker within seconds, under the same name), and asks at most every.
+WORKERS_BACK_S, WORKERS_ASKED_S = 30.0, 10.0
+
+
+def _workers_dropped(client: Any) -> Callable[[], str | None]:
+    """What to say when fewer of ``client``'s workers are there than have been, for
+    :data:`WORKERS_BACK_S` s; each loss said once. A worker of a submitted job on a lost
+    node, or one of an existing scheduler's stopped, left the run going on with fewer,
+    without a word. Counted, not named: a nanny's restarted worker may come back under
+    another name (its new address). None left at all is said otherwise (the survey waits
+    for one to join, :func:`workers_gone`)."""
+    import time
+
+    seen = {"most": 0, "names": set(), "asked": float("-inf"), "since": None}
+
+    def dropped() -> str | None:
+        now = time.monotonic()
+        if now - seen["asked"] < WORKERS_ASKED_S:
+            return None
+        seen["asked"] = now
+        try:
+            workers = worker_info(client)
+        except Exception:  # the scheduler gone: said otherwise
+            return None
+        names = {str(info.get("name", address)) for address, info in workers.items()}
+        if len(names) >= seen["most"] or not names:  # all back (or more); or none: not this
+            if len(names) >= seen["most"]:
+                seen.update(most=len(names), names=names)
+            seen["since"] = None
+            return None
+        if seen["since"] is None:
+            seen["since"] = now
+        if now - seen["since"] < WORKERS_BACK_S:
+            return None
+        lost, was, gone = seen["most"] - len(names), seen["most"], sorted(seen["names"] - names)
+        seen.update(most=len(names), names=names, since=None)  # the next loss said anew
+        named = f" ({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})" if gone else ""
+        return (
+            f"{lost} of the {was} Dask workers left{named} and have not come back within "
+            f"{WORKERS_BACK_S:g} s: the run goes on with {len(names)} (the tasks they held "
+            "run again elsewhere)"
+        )
+
+    return dropped
 
 
 def workers_gone(client: Any) -> str | None:

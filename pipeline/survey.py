@@ -492,7 +492,7 @@ def _solve_pending(
     spec = replace(spec, path=spec.path.resolve())
     bar = Progress(
         spec.n_sources, spec.n_sources - len(pending), progress,
-        stalled=partial(_in_flight, client), noted=partial(workers_lost, client),
+        stalled=partial(_in_flight, client), noted=workers_lost(client),
     )  # fmt: skip
     if compute.tiles is not None:
         with bar.ticking():

@@ -774,3 +774,34 @@ def test_a_local_cluster_asking_more_than_the_machine_has_is_said(monkeypatch):
     )
     fits = clusterfile.LocalConfig(cluster="local", n_workers=2, memory_limit="4GB")
     assert clusterfile.machine_oversold(fits) is None
+
+
+def test_workers_that_left_and_did_not_come_back_are_said_once(monkeypatch):
+    # A submitted job's worker on a lost node, or an existing scheduler's worker stopped:
+    # the run went on with fewer, without a word (worker jobs of dask-jobqueue were said).
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline import cluster as clusters
+
+    monkeypatch.setattr(clusters, "WORKERS_BACK_S", 0.3)
+    monkeypatch.setattr(clusters, "WORKERS_ASKED_S", 0.0)
+    with (
+        LocalCluster(n_workers=3, processes=False, dashboard_address=":0") as local,
+        Client(local) as client,
+    ):  # fmt: skip
+        lost = clusters.workers_lost(client)  # a run's watch
+        assert lost() is None  # three seen
+        local.scale(1)
+        deadline = time.monotonic() + 10
+        while len(client.nthreads()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lost() is None  # not yet: it may come back
+        time.sleep(0.4)
+        said = lost()
+        assert said is not None and said.startswith("2 of the 3 Dask workers left (")
+        assert said.endswith("the run goes on with 1 (the tasks they held run again elsewhere)")
+        time.sleep(0.4)
+        assert lost() is None  # said once
+        local.scale(2)  # back to two: nothing to say
+        client.wait_for_workers(2, timeout=10)
+        assert lost() is None
