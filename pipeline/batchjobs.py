@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from .clusterfile import JobQueueConfig
 
 __all__ = [
     "SUBMIT_COMMANDS", "SLURM_CANNOT_START", "UNREACHABLE", "Echo", "cannot_start",
-    "job_ended", "job_states", "refusal_hint",
+    "job_ended", "job_states", "refusal_hint", "SUBMITTED", "store_record", "recorded_job",
 ]  # fmt: skip
 
 
@@ -311,3 +312,53 @@ def _answers_kept(job: type, kind: str) -> type:
 
     Answered.submitted, Answered.refused = [], []  # this cluster's own
     return Answered
+
+
+#: The file in a submitted job's folder naming its job id and store (``raygrid submit``).
+SUBMITTED = "submitted.json"
+
+
+def store_record(store: Path) -> Path:
+    """The record of the last job submitted for ``store``, beside it (hidden)."""
+    store = store.resolve()
+    return store.parent / f".{store.name}.{SUBMITTED}"
+
+
+def recorded_job(store: Path) -> str | None:
+    """What ``raygrid info`` says of the last batch job submitted for ``store``
+    (:func:`store_record`): its id, its state as the batch system tells it here, and its
+    folder; ``None`` where none was. ("store does not exist" was all it said of a store a
+    queued job will make.)"""
+    import json
+    import subprocess
+
+    try:
+        said = json.loads(store_record(store).read_text())
+        job, folder = str(said["job_id"]), Path(said["directory"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if said.get("store") != str(store.resolve()) or not job:
+        return None
+    try:
+        header = (folder / "job.sh").read_text(errors="replace")[:4096]
+    except OSError:
+        header = ""
+    kind = "slurm" if "#SBATCH" in header else "pbs" if "#PBS" in header else None
+    state = "its state unknown here"
+    if kind is not None:
+        command = "squeue" if kind == "slurm" else "qstat"
+        if shutil.which(command) is None:
+            state = f"its state unknown here ({command} not found)"
+        else:
+            try:
+                states = job_states(JobQueueConfig(cluster=kind), [job])
+            except (OSError, subprocess.TimeoutExpired):
+                states = None
+            if states is None:
+                state = f"its state unknown ({command} did not answer)"
+            elif job not in states:
+                state = f"ended ({command} no longer names it)"
+            else:
+                name = states[job]
+                state = f"{'ended' if job_ended(name) else 'not ended'}: {name}"
+    return f"job {job} ({kind or 'batch'}), {state}; its files: {folder}"

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 from dask.utils import format_bytes
 
+from .batchjobs import recorded_job
 from .errors import InputError, as_path
 from .integrity import (
     damage,
@@ -124,10 +125,17 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
     with a bare ``[Errno 2] No such file or directory: '.../ray_parts/0000104'``.
     """
     path = as_path(path, "a survey store")  # (~ the home folder, as in workflows)
+    job = recorded_job(path)
+    if job is not None and not path.exists():  # a queued job makes it as it starts
+        raise InputError(f"store {path} does not exist yet: batch job submitted for it: {job}")
     read = 1
     while True:
         try:
-            return _describe(path, workflow, verify)
+            said = _describe(path, workflow, verify)
+            if job is None:
+                return said
+            first, _, rest = said.partition("\nsources done:")
+            return f"{first}\nbatch job: {job}\nsources done:{rest}"
         except FileNotFoundError:
             if not path.exists():
                 raise  # gone for good (overwritten, deleted): said as such by the caller

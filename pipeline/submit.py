@@ -31,7 +31,14 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .batchjobs import SUBMIT_COMMANDS, cannot_start, job_ended, refusal_hint
+from .batchjobs import (
+    SUBMIT_COMMANDS,
+    SUBMITTED,
+    cannot_start,
+    job_ended,
+    refusal_hint,
+)
+from .batchjobs import store_record as _store_record
 from .cluster import SCHEDULER_ENDED_ENV, SCHEDULER_LOG_ENV, WORKERS_ENDED_ENV, WORKERS_LOG_ENV
 from .clusterfile import JobQueueConfig, cluster_notes, memory_mb, worker_threads
 from .credentials import CERT, KEY
@@ -647,16 +654,6 @@ def submit_workflow(
     beside.write_text(record)
     stuck = _warn_if_stuck(config, job_id) if tool == "sbatch" and job_id else None
     return Job(script, directory, shown, job_id, stuck)
-
-
-#: The file in a submitted job's folder naming its job id and store.
-SUBMITTED = "submitted.json"
-
-
-def _store_record(store: Path) -> Path:
-    """The record of the last job submitted for ``store``, beside it (hidden)."""
-    store = store.resolve()
-    return store.parent / f".{store.name}.{SUBMITTED}"
 
 
 def refuse_if_queued(

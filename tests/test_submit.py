@@ -548,6 +548,10 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     dataset = xr.open_zarr(tmp_path / "out" / "survey.zarr", consolidated=False)
     assert dataset.attrs["complete"] == 1
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
+    # raygrid info names the job and how it ended.
+    said = rg.inspect.describe(tmp_path / "out" / "survey.zarr")
+    assert f"\nbatch job: job {job.job_id} (slurm), ended: COMPLETED" in said, said
+    assert said.index("batch job:") < said.index("sources done:")
 
 
 def test_an_overwrite_job_replaces_the_store_until_a_start_has_done_so(tmp_path, monkeypatch):
@@ -1336,3 +1340,33 @@ def test_a_node_interpreter_lacking_what_the_job_runs_first_is_warned_about(tmp_
         else:
             assert len(told) == 1 and expected in told[0], told
             assert f"python: {stub} cannot import" in told[0]
+
+
+def test_info_of_a_store_a_queued_job_will_make_names_the_job(tmp_path, monkeypatch):
+    # "store ... does not exist" was all it said while the job waited in the queue.
+    import json
+
+    from raygrid.pipeline import batchjobs
+    from raygrid.pipeline.inspect import describe
+
+    workflow, cluster = setup(tmp_path)
+    job = submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)  # its files
+    store = tmp_path / "out" / "survey.zarr"
+    record = batchjobs.store_record(store)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"store": str(store.resolve()), "job_id": "41",
+                                  "directory": str(job.directory)}))  # fmt: skip
+    monkeypatch.setattr(batchjobs.shutil, "which", lambda command: f"/usr/bin/{command}")
+    monkeypatch.setattr(batchjobs, "job_states", lambda config, ids: {"41": "PENDING Priority"})
+    with pytest.raises(InputError) as told:
+        describe(store)
+    assert str(told.value) == (
+        f"store {store} does not exist yet: batch job submitted for it: job 41 (slurm), not "
+        f"ended: PENDING Priority; its files: {job.directory}"
+    )
+    monkeypatch.setattr(batchjobs, "job_states", lambda config, ids: {})
+    with pytest.raises(InputError, match=r"job 41 \(slurm\), ended \(squeue no longer names"):
+        describe(store)
+    monkeypatch.setattr(batchjobs.shutil, "which", lambda command: None)
+    with pytest.raises(InputError, match=r"job 41 \(slurm\), its state unknown here \(squeue not"):
+        describe(store)
