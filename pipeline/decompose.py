@@ -30,7 +30,7 @@ from dask.sizeof import sizeof
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ..kernels import Star, dijkstra
-from .errors import RunFailed, setting, spelt_for_workflows, workflow_spelling
+from .errors import RunFailed, setting, spelt_for_workflows, warn_input, workflow_spelling
 from .memory import device_memory_said, float32_hint
 from .tiles import Box, Index, TileGrid
 
@@ -393,12 +393,15 @@ def solve_tiled(
     """
     # Asked of the scheduler, not read from client.scheduler_info(), whose cache can hold
     # no workers (cluster.worker_info; CI: a ZeroDivisionError in _owners below).
-    from .fanout import joined_threads
+    from .fanout import adaptive_unused, joined_threads, release_held
 
     joined_threads(client)  # a first one waited for (an adaptive cluster's: asked for)
     workers = sorted(client.nthreads())
     if not workers:  # left again meanwhile
         raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
+    unused = adaptive_unused(client, len(workers))
+    if unused:
+        warn_input(unused)
     free_orphaned_tasks(client)
     workflow = workflow_spelling()  # (a context of this thread: the tasks are told)
     owner = _owners(geometry, workers)
@@ -423,6 +426,7 @@ def solve_tiled(
             start_tile, index, values, dtype, star.predecessor_dtype,
             key=_key("start-tile", 0, index), **_on(owner[index]),
         )  # fmt: skip
+    release_held(client)  # the tiles' tasks wait on their owners now
 
     seed_owner = [tuple(o) for o in geometry.owner(seed_nodes)]
     seeds = defaultdict(lambda: ([], []))

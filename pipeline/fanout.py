@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from contextlib import closing
@@ -28,6 +29,7 @@ __all__ = [
     "SolveTask", "solve_chunk", "solve_on_client", "chunk_size", "TASK_BYTES",
     "check_workers_gpu", "check_workers_raygrid", "workers_gpu", "unusable_reason",
     "gpu_usable", "submit_shares", "finished_in_turn", "joined_threads", "workers_left",
+    "release_held", "sizing_threads", "adaptive_unused",
 ]  # fmt: skip
 
 #: The most bytes of fields (and predecessors) one task returns: a worker holds them until
@@ -124,7 +126,8 @@ def check_workers_raygrid(client: Any) -> None:
         f"{{n}} of the {{of}} Dask workers do not run this raygrid, {here}: worker "
         "{worker}: {said}; start them from the environment raygrid runs in here (its "
         "Python, or one where the same raygrid is installed), or restart them after an "
-        "edit (client.restart())",
+        "edit (client.restart(); and this Python, if the edit came after it imported "
+        "raygrid)",
     )  # fmt: skip
 
 
@@ -141,17 +144,35 @@ def solve_chunk(task: SolveTask, share: tuple[int, list]) -> tuple[np.ndarray, n
     )  # fmt: skip
 
 
-#: Seconds :func:`solve_on_client` waits for a first worker to join a cluster that has none
-#: yet (scaled up just before, a nanny's restart).
-WORKERS_WAIT_S = 60.0
+#: Seconds :func:`joined_threads` waits for a first worker to join a cluster that has none
+#: yet (scaled up just before, a nanny's restart), and one that asks for none (workers
+#: started by hand): an adaptive cluster's is waited for as long as it takes (a batch
+#: queue), said once this has passed.
+WORKERS_WAIT_S, ASKED_NONE_WAIT_S = 60.0, 10.0
+
+#: Seconds a held worker (:func:`joined_threads`) is held at most, if nothing releases it.
+HOLD_S = 600.0
+
+#: For each client: what releases the task holding its adaptive cluster's first worker
+#: (:func:`joined_threads`), once the call's own tasks wait (:func:`release_held`).
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def joined_threads(client: Any) -> int:
-    """The threads of ``client``'s workers that run tasks, once at least one has joined
-    (waiting up to :data:`WORKERS_WAIT_S`): asked before the workers are (their GPUs, their
-    raygrid), which right after a cluster's ``scale()`` would ask none, and each pass.
-    Workers Dask has paused (their memory past its pause fraction) run nothing: a cluster
-    of only those is said to be so at once."""
+    """The threads of ``client``'s workers that run tasks, once at least one has joined:
+    asked before the workers are (their GPUs, their raygrid), which right after a
+    cluster's ``scale()`` would ask none, and each pass. Workers Dask has paused (their
+    memory past its pause fraction) run nothing: a cluster of only those is said to be so
+    at once.
+
+    With none there, a task is left waiting for a worker: an adaptive cluster
+    (``cluster.adapt()``, dask-jobqueue's usual way) starts workers for tasks that wait,
+    not for a client waiting for workers (the call failed after a minute). The task holds
+    the first worker until :func:`release_held` (the call's own tasks submitted): idle
+    while the call checked it and scattered the model, it was retired (a second queue
+    wait, and the next one unchecked). It is nested, sent by value: a worker without
+    raygrid runs it, and is then refused by name, not killed by its unpickling.
+    """
     from .cluster import paused_said, worker_info
 
     workers = worker_info(client)
@@ -160,38 +181,87 @@ def joined_threads(client: Any) -> int:
         if paused:
             raise RunFailed(f"the Dask cluster's workers run nothing: {paused}")
     if not client.nthreads():
-        cluster = getattr(client, "cluster", None)
-        adaptive = _adapting(cluster)
-        if not adaptive and getattr(cluster, "worker_spec", None) == {}:
-            raise RunFailed(  # it was waited for a minute
-                f"the client's cluster ({type(cluster).__name__}) has no workers and asks "
-                "for none: scale it first (cluster.scale(n), then client.wait_for_workers(n)), "
-                "or make it adaptive (cluster.adapt(...)), or leave client out to solve here"
-            )
-        # A task no worker can run yet: an adaptive cluster (cluster.adapt(), dask-jobqueue's
-        # usual way) starts workers for tasks waiting, not for a client waiting for workers
-        # (the call then failed after the whole wait).
-        waiting = client.submit(_joined, pure=False)
-        try:
-            client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
-        except TimeoutError:
-            said = (
-                "its adaptive scaling asked for workers and none has joined (queued?): call "
-                "again once one has (client.wait_for_workers(1))"
-                if adaptive
-                else "start some (cluster.scale(n), then client.wait_for_workers(n))"
-            )
-            raise RunFailed(
-                f"no Dask worker joined the client's cluster within {WORKERS_WAIT_S:g} s: "
-                f"{said}, or leave client out to solve here"
-            ) from None
-        finally:
-            waiting.cancel()
+        _wait_for_one(client)
     return sum(client.nthreads().values())
 
 
-def _joined() -> None:
-    """The task :func:`joined_threads` leaves waiting for a first worker."""
+def _wait_for_one(client: Any) -> None:
+    """:func:`joined_threads`' wait for a first worker, with a held task."""
+    import time
+    import warnings
+
+    from distributed import Event
+
+    from .errors import InputWarning
+
+    cluster = getattr(client, "cluster", None)
+    adaptive = _adapting(cluster)
+    asks_none = not adaptive and getattr(cluster, "worker_spec", None) == {}
+    name = f"raygrid-hold-a-worker-{uuid.uuid4().hex[:8]}"
+    event = Event(name, client=client)
+
+    def hold(name: str, most: float) -> None:  # nested: sent by value (see above)
+        from distributed import Event
+
+        Event(name).wait(timeout=most)
+
+    held = client.submit(hold, name, HOLD_S, key=name, pure=False)
+    _HELD[client] = (event, held)
+    limit = ASKED_NONE_WAIT_S if asks_none else WORKERS_WAIT_S
+    start, warned = time.monotonic(), False
+    try:
+        while not client.nthreads():
+            check_interrupts()
+            try:
+                client.wait_for_workers(1, timeout=1.0)
+            except TimeoutError:
+                pass
+            waited = time.monotonic() - start
+            if waited < limit or client.nthreads():
+                continue
+            if adaptive:  # queued batch jobs: waited for, as Dask's own computations do
+                if not warned:
+                    warnings.warn(
+                        f"no worker has joined the client's adaptive cluster within "
+                        f"{WORKERS_WAIT_S:g} s (its jobs queued?): still waiting for one; "
+                        "Ctrl-C stops the call",
+                        InputWarning, stacklevel=4,
+                    )  # fmt: skip
+                    warned = True
+                continue
+            if asks_none:  # it was waited for a minute
+                raise RunFailed(
+                    f"the client's cluster ({type(cluster).__name__}) has no workers and asks "
+                    f"for none (none joined within {limit:g} s): scale it first (cluster."
+                    "scale(n), then client.wait_for_workers(n)), or make it adaptive "
+                    "(cluster.adapt(...)), or leave client out to solve here"
+                )
+            raise RunFailed(
+                f"no Dask worker joined the client's cluster within {limit:g} s: start some "
+                "(cluster.scale(n), then client.wait_for_workers(n)), or leave client out "
+                "to solve here"
+            )
+    except BaseException:
+        release_held(client)
+        raise
+
+
+def release_held(client: Any) -> None:
+    """End the task :func:`joined_threads` left holding ``client``'s first worker, if
+    any: once the call's own tasks wait (an adaptive cluster keeps its workers for them),
+    or as the call ends."""
+    try:
+        held = _HELD.pop(client, None)
+    except TypeError:  # not a client (refused by the caller): nothing held
+        return
+    if held is None:
+        return
+    event, future = held
+    try:
+        event.set()
+        future.cancel()
+    except Exception:  # noqa: BLE001 - the cluster gone: nothing left to hold
+        pass
 
 
 def _adapting(cluster: Any) -> bool:
@@ -199,6 +269,39 @@ def _adapting(cluster: Any) -> bool:
     (``cluster.adapt()``, not stopped by a ``scale()`` since)."""
     adaptive = getattr(cluster, "_adaptive", None)
     return adaptive is not None and getattr(adaptive, "periodic_callback", None) is not None
+
+
+def adaptive_unused(client: Any, workers: int) -> str | None:
+    """What to say when a tiled solve starts on an adaptive cluster with fewer workers than
+    it may grow to: its tiles are dealt to the ``workers`` there (they keep their tiles to
+    the end), the others get none; ``None`` otherwise."""
+    cluster = getattr(client, "cluster", None)
+    if not _adapting(cluster):
+        return None
+    most = getattr(cluster._adaptive, "maximum", math.inf)
+    if workers >= most:
+        return None
+    return (
+        f"the client's cluster is adaptive and has {workers} worker(s) as this tiled solve "
+        "starts: its tiles are dealt to those alone, to the end (tiles spread a model over "
+        "the workers there, and a model too large for them will not fit): scale it first "
+        "(cluster.scale(n), then client.wait_for_workers(n))"
+    )
+
+
+def sizing_threads(client: Any, threads: int) -> int:
+    """The worker threads to size a call's shares for: those joined (``threads``), or on
+    an adaptive cluster those it may grow to (its ``maximum`` workers of the joined ones'
+    threads each; unbounded: a share a source), so that its tasks are enough to make it
+    grow (sized for its first worker, 20 sources went out in 2 tasks, to 2 workers)."""
+    cluster = getattr(client, "cluster", None)
+    if not _adapting(cluster):
+        return threads
+    most = getattr(cluster._adaptive, "maximum", math.inf)
+    workers = max(len(client.nthreads()), 1)
+    if most == math.inf:
+        return 2**31
+    return max(threads, math.ceil(threads / workers * most))
 
 
 def workers_left(error: BaseException, client: Any) -> RunFailed:
@@ -276,6 +379,7 @@ def submit_shares(
     for share, (first, last) in shares:
         key = f"raygrid-{name}-{first}-{last}-{run}"
         tasks[key] = (client.submit(function, scattered, share, key=key, pure=False), share)
+    release_held(client)  # the tasks wait now: they keep an adaptive cluster's workers
     return tasks
 
 
@@ -329,7 +433,8 @@ def solve_on_client(
         else None
     )
     node_bytes = n_nodes * (times.itemsize + (predecessor.itemsize if task.predecessors else 0))
-    size = chunk_size(len(seeds), joined_threads(client), node_bytes, options.batch)
+    threads = sizing_threads(client, joined_threads(client))
+    size = chunk_size(len(seeds), threads, node_bytes, options.batch)
     shares = [
         ((start, seeds[start : start + size]), (start, min(start + size, len(seeds)) - 1))
         for start in range(0, len(seeds), size)

@@ -508,8 +508,13 @@ def traveltimes(
         return _traveltimes(velocity, sources, **settings)
     # A Ctrl-C is kept, not lost where Python drops exceptions: a LocalCluster's scheduler
     # in this process runs Dask's gc callback, in which one was dropped and the call went on.
+    from .fanout import release_held
+
     with interrupts_kept():
-        return _traveltimes(velocity, sources, **settings)
+        try:
+            return _traveltimes(velocity, sources, **settings)
+        finally:  # a task held for an adaptive cluster's first worker, if the call failed
+            release_held(client)  # before it submitted its own (check_client: any object)
 
 
 def _traveltimes(

@@ -17,6 +17,7 @@ Everything goes into ``<log_directory>/<workflow>-<time>/``: the script, the nod
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -265,36 +266,63 @@ _TLS_ENV = {
 }  # fmt: skip
 
 
+#: What a job's interpreter imports first (its scheduler, its run, its credentials), by
+#: what to call it when it cannot; and how long :func:`_interpreter_notes` waits for it.
+_JOB_IMPORTS = {
+    "raygrid.pipeline.cli": "raygrid (its command line, with click and the rest)",
+    "distributed.cli.dask_scheduler": "distributed (the job's Dask scheduler and workers)",
+    "cryptography": "cryptography (tls: true: the job's TLS credentials; or set tls: false)",
+}
+INTERPRETER_WAIT_S = 15.0
+
+
 def _interpreter_notes(config: JobQueueConfig) -> list[str]:
-    """What the cluster file's ``python`` lacks of what the job runs first, where that
-    interpreter runs here too (a shared file system): raygrid, and cryptography for the
-    job's TLS credentials. Found out on the nodes, it ended the job after its queue wait.
-    An interpreter that does not run here (a node-only path) is left to the job."""
+    """What the cluster file's ``python`` cannot import of what the job runs first
+    (:data:`_JOB_IMPORTS`), where that interpreter runs here too (a shared file system):
+    found out on the nodes, it ended the job after its queue wait. An interpreter that does
+    not run here (a node-only path), or a bare name (the prologue's PATH resolves it on the
+    nodes), is left to the job; one that does not answer within
+    :data:`INTERPRETER_WAIT_S` s is said to be unchecked (its processes stopped)."""
+    import signal
+
     if not config.python or "/" not in config.python:
-        return []  # this one, which has both; or a name the prologue's PATH resolves
+        return []  # this one, which has them all; or a name the prologue's PATH resolves
     python = shutil.which(os.path.expanduser(os.path.expandvars(config.python)))
     if python is None:
         return []
-    needed = ["raygrid.pipeline", *(["cryptography"] if config.tls else [])]
-    code = "import importlib, sys\n" + "".join(
+    needed = [name for name in _JOB_IMPORTS if config.tls or name != "cryptography"]
+    code = "import importlib\n" + "".join(
         f"try: importlib.import_module({name!r})\nexcept Exception: print('missing', {name!r})\n"
         for name in needed
     )
     try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        probe = subprocess.Popen(
+            [python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            start_new_session=True,  # a wrapper's children stopped with it
+        )  # fmt: skip
+    except OSError:
         return []
+    try:
+        out, _ = probe.communicate(timeout=INTERPRETER_WAIT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(probe.pid, signal.SIGKILL)
+        probe.communicate()
+        return [
+            f"python: {config.python} did not answer within {INTERPRETER_WAIT_S:g} s here: "
+            "not checked for what the job imports (raygrid, distributed, cryptography)"
+        ]
     # (Only the probe's own lines: a wrapper may print more.)
-    said = [line.partition(" ") for line in done.stdout.splitlines()]
+    said = [line.partition(" ") for line in out.splitlines()]
     missing = [name for word, _, name in said if word == "missing" and name in needed]
-    if done.returncode != 0 or not missing:
+    if probe.returncode != 0 or not missing:
         return []
-    why = {"raygrid.pipeline": "raygrid", "cryptography": "cryptography (tls: true: the "
-           "job's TLS credentials; or set tls: false)"}  # fmt: skip
     prologue = " (run without the cluster file's prologue)" if config.prologue else ""
+    them = "them" if len(missing) > 1 else "it"
     return [
-        f"python: {config.python} cannot import {' nor '.join(why[name] for name in missing)} "
-        f"here{prologue}: the job would stop as it starts; install them for that interpreter"
+        f"python: {config.python} cannot import "
+        f"{' nor '.join(_JOB_IMPORTS[name] for name in missing)} here{prologue}: the job "
+        f"would stop as it starts; install {them} for that interpreter"
     ]
 
 

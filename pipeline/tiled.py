@@ -19,6 +19,7 @@ from .cluster import connect
 from .clusterfile import LocalConfig
 from .decompose import solve_tiled
 from .errors import InputError, setting, warn_input
+from .fanout import release_held
 from .grid import Grid, grid_from_velocity, in_memory
 from .options import Options
 from .solve import (
@@ -215,11 +216,14 @@ def traveltime_tiled(
 
     stats: dict = {}
     with cluster_client(client) as (active, owned):
-        times, predecessor = solve_tiled(
-            active, geometry, slowness_tiles, star, grid.spacing3, options.rule,
-            options.dtype, seed_nodes, seed_times.astype(options.dtype), stats=stats,
-            backend=options.backend, kept=kept,
-        )  # fmt: skip
+        try:
+            times, predecessor = solve_tiled(
+                active, geometry, slowness_tiles, star, grid.spacing3, options.rule,
+                options.dtype, seed_nodes, seed_times.astype(options.dtype), stats=stats,
+                backend=options.backend, kept=kept,
+            )  # fmt: skip
+        finally:
+            release_held(active)  # (released as its tasks were submitted, unless it failed)
         times, predecessor = times.reshape(grid.shape), predecessor.reshape(grid.shape)
         if owned and predecessors:  # the cluster closes with this block: results home
             times, predecessor = active.compute([times, predecessor], sync=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -12,23 +11,42 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0+unknown"
 
 
-@functools.cache
-def code_digest() -> str:
-    """12 hex digits of a digest of raygrid's own code (every module's path and bytes), read
-    once a process: two environments of the same version whose code differs (another
-    checkout, a copy edited since) differ here, where their version strings agreed."""
+def _code_digest() -> str:
+    """12 hex digits of a digest of raygrid's own code: every module's path and bytes, as
+    they are on disk when this module is first imported (a worker's: as it checks its
+    code). Files that are not modules (an editor's lock file) are left out; an untracked
+    module in the package's folders counts."""
     import hashlib
-
-    import raygrid.kernels
-    import raygrid.pipeline
+    from importlib.util import find_spec
 
     digest = hashlib.sha256()
-    for package in (raygrid.kernels, raygrid.pipeline):
-        root = Path(package.__file__).parent
-        for path in sorted(root.rglob("*.py")):
-            digest.update(f"{package.__name__}/{path.relative_to(root).as_posix()}\0".encode())
-            digest.update(path.read_bytes())
+    for name in ("raygrid.kernels", "raygrid.pipeline"):  # found, not imported (numba)
+        spec = find_spec(name)
+        for root in map(Path, spec.submodule_search_locations if spec else ()):
+            for path in sorted(root.rglob("*.py")):
+                relative = path.relative_to(root)
+                # Modules only: an editor's lock file (.#solve.py, a dangling link) is none.
+                if not path.is_file() or not all(
+                    part.isidentifier() for part in relative.with_suffix("").parts
+                ):
+                    continue
+                try:
+                    content = path.read_bytes()
+                except OSError:  # unreadable: no module of this raygrid either
+                    continue
+                digest.update(f"{name}/{relative.as_posix()}\0".encode())
+                digest.update(content)
     return digest.hexdigest()[:12]
+
+
+_CODE = _code_digest()
+
+
+def code_digest() -> str:
+    """A digest of raygrid's own code as this process read it (:func:`_code_digest`):
+    two environments of the same version whose code differs (another checkout, a copy
+    edited since one of them started) differ here, where their version strings agreed."""
+    return _CODE
 
 
 def software() -> str:

@@ -3,6 +3,8 @@ solved in this process (pipeline/fanout.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 
@@ -177,11 +179,17 @@ def test_a_cluster_still_starting_its_workers_is_waited_for(model, monkeypatch):
         deadline = time.monotonic() + 10
         while client.nthreads() and time.monotonic() < deadline:
             time.sleep(0.05)
-        # Scaled to none: said at once (it was waited for a minute).
+        # Scaled to none: said after a short wait (workers started by hand may come), not
+        # after a minute.
+        monkeypatch.setattr(fanout, "ASKED_NONE_WAIT_S", 0.5)
         start = time.monotonic()
-        with pytest.raises(rg.RunFailed, match=r"\(LocalCluster\) has no workers and asks for"):
+        with pytest.raises(
+            rg.RunFailed, match=r"\(LocalCluster\) has no workers and asks for none \(none "
+            r"joined within 0.5 s\)"
+        ):  # fmt: skip
             rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
         assert time.monotonic() - start < 5
+        assert not _held_tasks(client)  # the task left waiting for a worker: gone
         # A client without its cluster object (by address) cannot tell: waited for.
         monkeypatch.setattr(fanout, "WORKERS_WAIT_S", 0.5)
         with Client(cluster.scheduler_address) as by_address:
@@ -204,7 +212,77 @@ def test_an_adaptive_cluster_gets_its_workers_asked_for(model):
         field = rg.traveltimes(model, SOURCES[:3], radius=2, client=client)
         assert time.monotonic() - start < 30
         np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:3], radius=2))
-        assert not [key for key in client.who_has() if key.startswith("_joined")]
+        assert not _held_tasks(client) and client not in fanout._HELD
+
+
+def _held_tasks(client) -> list[str]:
+    """The scheduler's tasks holding a worker for a call (:func:`fanout.joined_threads`)."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: [
+            str(key) for key in dask_scheduler.tasks if str(key).startswith("raygrid-hold")
+        ]
+    )
+
+
+def test_an_adaptive_clusters_first_worker_is_held_until_the_calls_tasks_wait(model):
+    # Idle while the call checked it and scattered the model, it was retired by the
+    # cluster's adaptive scaling (a second queue wait on dask-jobqueue).
+    import cloudpickle
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=2, interval="50ms", wait_count=1)
+        submitted = []
+        submit = client.submit
+        client.submit = lambda function, *args, **kwargs: (
+            submitted.append(function) or submit(function, *args, **kwargs)
+        )
+        assert fanout.joined_threads(client) == 1
+        del client.submit
+        # Sent by value: a worker without raygrid unpickles it (by reference, the worker
+        # died of a ModuleNotFoundError, and its clear refusal never came).
+        blocked = (
+            "import sys, cloudpickle; sys.modules['raygrid'] = None; "
+            "cloudpickle.loads(sys.stdin.buffer.read()); print('unpickled')"
+        )
+        loaded = subprocess.run([sys.executable, "-c", blocked], capture_output=True,
+                                input=cloudpickle.dumps(submitted[0]), timeout=60)  # fmt: skip
+        assert loaded.stdout.strip() == b"unpickled", loaded.stderr.decode()
+        time.sleep(0.5)  # ten of adaptive's intervals: an idle worker would have gone
+        assert len(client.nthreads()) == 1 and _held_tasks(client)
+        fanout.release_held(client)
+        deadline = time.monotonic() + 10
+        while _held_tasks(client) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _held_tasks(client)
+        # Sized for what it may grow to (2 workers of one thread), not the one there.
+        assert fanout.sizing_threads(client, 1) == 2
+
+
+def test_a_long_wait_for_an_adaptive_clusters_first_worker_is_said_and_goes_on(model, monkeypatch):
+    # Its jobs queued for longer than a minute: the call failed, and cancelling the task
+    # that waited withdrew the job the cluster had asked for.
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setattr(fanout, "WORKERS_WAIT_S", 0.0)
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # (queued: none comes yet)
+        later = threading.Timer(2.0, lambda: cluster.adapt(minimum=0, maximum=1, interval="50ms"))
+        later.start()
+        with pytest.warns(rg.InputWarning, match=r"adaptive cluster within 0 s \(its jobs queued"):
+            field = rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+        later.join()
+        np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:2], radius=2))
 
 
 def test_a_closed_client_and_a_typo_are_refused_before_the_workers_are_asked(model, monkeypatch):
@@ -304,7 +382,8 @@ def test_workers_running_other_code_of_the_same_version_are_refused(model):
         with pytest.raises(
             rg.InputError,
             match=r"do not run this raygrid, raygrid \S+ \(code [0-9a-f]{12}\): worker "
-            r"tcp://\S+: raygrid \S+ \(code 0123456789ab\); .*\(client.restart\(\)\)",
+            r"tcp://\S+: raygrid \S+ \(code 0123456789ab\); .*\(client.restart\(\); and "
+            r"this Python",
         ):
             rg.traveltimes(model, SOURCES[:1], radius=2, client=client)
 
