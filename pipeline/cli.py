@@ -139,7 +139,8 @@ def _identity(store: str | Path) -> tuple[int, int] | None:
 def _kept(store: str | Path, pictures: bool = True) -> str:
     """What an interrupted run left in its store, and what to do next (``pictures``: its
     workflow draws some)."""
-    from .store import empty_folder, open_store
+    from .store import open_store
+    from .storepaths import empty_folder
 
     # A submitted job's way to resume (RESUME_ENV) is a command of its own, without it.
     again = run_again() if os.environ.get(RESUME_ENV) else f"{run_again()} (without --overwrite)"

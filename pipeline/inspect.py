@@ -25,8 +25,9 @@ from .integrity import (
     unreadable_message,
 )
 from .lock import is_locked
-from .store import DamagedStore, StoreState, check_writable, holds, open_store, point_names
+from .store import DamagedStore, StoreState, open_store, point_names
 from .storenames import RAY_PARTS
+from .storepaths import check_writable, holds
 
 __all__ = [
     "describe", "numbered", "open_survey", "plot_directory", "point_number", "write_workflow",

@@ -19,7 +19,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from .errors import InputError
-from .store import check_writable
+from .storepaths import check_writable
 
 __all__ = ["is_locked", "lock_path", "store_lock"]
 

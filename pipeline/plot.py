@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 
 from .errors import InputError
 from .inspect import point_number
-from .store import hidden_sibling, point_names, remove_left
+from .store import point_names
+from .storepaths import hidden_sibling, remove_left
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -680,7 +681,7 @@ def plot_store(
 
 def _save(fig: Figure, path: str | Path, dpi: float = DPI) -> Path:
     """Write ``fig`` to ``path`` whole or not at all: drawn beside it under a hidden name
-    (:func:`~raygrid.pipeline.store.hidden_sibling`, as stores are made) and renamed, so
+    (:func:`~raygrid.pipeline.storepaths.hidden_sibling`, as stores are made) and renamed, so
     that a full disk or an interrupt never leaves a picture cut short under its name, nor
     spoils the one a rerun would replace. What killed drawings left is removed first."""
     path = Path(path)

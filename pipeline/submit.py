@@ -46,7 +46,8 @@ from .credentials import CERT, KEY
 from .errors import RESUME_ENV, InputError, warn_input
 from .lock import store_lock
 from .memory import footprint
-from .store import check_store, empty_folder, store_path, tidy_siblings
+from .store import check_store
+from .storepaths import empty_folder, store_path, tidy_siblings
 from .survey import OVERWRITTEN_ENV, store_spec
 from .surveymemory import check_job_memory
 from .workflow import PreparedWorkflow, prepare_workflow, read_workflow, workflow_cluster

@@ -71,10 +71,9 @@ from .store import (
     field_chunks,
     point_names,
     prepare_store,
-    store_path,
-    tidy_siblings,
     version_attrs,
 )
+from .storepaths import store_path, tidy_siblings
 from .storewrite import SourceResult, SourceWriter, finish_store, write_field, write_source
 from .surveymemory import check_job_memory, check_local_workers, check_survey_memory
 from .workflow import (

@@ -48,7 +48,7 @@ from .options import ALGORITHMS, Algorithm, Backend, Options, Precision, Weights
 from .points import PointError, locate_points, repeated_sources
 from .positions import CsvPoints, Points, resolve_points
 from .solve import check_launchable
-from .store import check_writable, holds
+from .storepaths import check_writable, holds
 from .yamlfile import (
     FilePath,
     PositiveFloat,

@@ -1553,7 +1553,7 @@ def test_a_store_that_cannot_be_created_is_refused_before_anything_runs(tmp_path
 def test_a_place_no_folder_can_be_made_in_is_refused_though_permissions_allow_it():
     # /proc passes the permission check as root, yet nothing can be made there: the
     # refusal came only after the cluster had started.
-    from raygrid.pipeline.store import check_writable
+    from raygrid.pipeline.storepaths import check_writable
 
     with pytest.raises(InputError, match="cannot create store /proc/survey.zarr: /proc is not"):
         check_writable(Path("/proc/survey.zarr"))
