@@ -400,7 +400,7 @@ def solve_tiled(
     if not workers:  # left again meanwhile
         raise RunFailed("the cluster has no workers: a tiled solve needs at least one")
     unused = adaptive_unused(client, len(workers))
-    if unused:
+    if unused and not kept:  # a survey's next sources (its tiles kept): said once
         warn_input(unused)
     free_orphaned_tasks(client)
     workflow = workflow_spelling()  # (a context of this thread: the tasks are told)

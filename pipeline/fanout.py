@@ -8,6 +8,7 @@ graph, built once on the client and sent once to every worker).
 
 from __future__ import annotations
 
+import contextvars
 import math
 import uuid
 import weakref
@@ -153,9 +154,13 @@ WORKERS_WAIT_S, ASKED_NONE_WAIT_S = 60.0, 10.0
 #: Seconds a held worker (:func:`joined_threads`) is held at most, if nothing releases it.
 HOLD_S = 600.0
 
-#: For each client: what releases the task holding its adaptive cluster's first worker
-#: (:func:`joined_threads`), once the call's own tasks wait (:func:`release_held`).
+#: For each client: what releases the tasks holding its first worker, by task
+#: (:func:`joined_threads`), once a call's own tasks wait (:func:`release_held`).
 _HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: The held task of the call running in this thread (or context), if any: two calls on
+#: one client from two threads each release their own.
+_HOLDING: contextvars.ContextVar[str | None] = contextvars.ContextVar("holding", default=None)
 
 
 def joined_threads(client: Any) -> int:
@@ -188,11 +193,10 @@ def joined_threads(client: Any) -> int:
 def _wait_for_one(client: Any) -> None:
     """:func:`joined_threads`' wait for a first worker, with a held task."""
     import time
-    import warnings
 
     from distributed import Event
 
-    from .errors import InputWarning
+    from .errors import warn_input
 
     cluster = getattr(client, "cluster", None)
     adaptive = _adapting(cluster)
@@ -201,12 +205,17 @@ def _wait_for_one(client: Any) -> None:
     event = Event(name, client=client)
 
     def hold(name: str, most: float) -> None:  # nested: sent by value (see above)
-        from distributed import Event
+        from distributed import Event, secede
 
+        # Out of the worker's thread pool, still a task under way: the worker is busy to
+        # the cluster's scaling, while its thread runs the call's own reads (a lazy
+        # model's, through this client) instead of waiting out the hold.
+        secede()
         Event(name).wait(timeout=most)
 
-    held = client.submit(hold, name, HOLD_S, key=name, pure=False)
-    _HELD[client] = (event, held)
+    _HELD.setdefault(client, {})[name] = (event, None)  # (a Ctrl-C between: released)
+    _HOLDING.set(name)
+    _HELD[client][name] = (event, client.submit(hold, name, HOLD_S, key=name, pure=False))
     limit = ASKED_NONE_WAIT_S if asks_none else WORKERS_WAIT_S
     start, warned = time.monotonic(), False
     try:
@@ -221,12 +230,11 @@ def _wait_for_one(client: Any) -> None:
                 continue
             if adaptive:  # queued batch jobs: waited for, as Dask's own computations do
                 if not warned:
-                    warnings.warn(
+                    warn_input(
                         f"no worker has joined the client's adaptive cluster within "
                         f"{WORKERS_WAIT_S:g} s (its jobs queued?): still waiting for one; "
-                        "Ctrl-C stops the call",
-                        InputWarning, stacklevel=4,
-                    )  # fmt: skip
+                        "Ctrl-C stops the call"
+                    )
                     warned = True
                 continue
             if asks_none:  # it was waited for a minute
@@ -247,11 +255,15 @@ def _wait_for_one(client: Any) -> None:
 
 
 def release_held(client: Any) -> None:
-    """End the task :func:`joined_threads` left holding ``client``'s first worker, if
-    any: once the call's own tasks wait (an adaptive cluster keeps its workers for them),
-    or as the call ends."""
+    """End the task :func:`joined_threads` left holding ``client``'s first worker for the
+    call running in this thread, if any: once the call's own tasks wait (an adaptive
+    cluster keeps its workers for them), or as the call ends."""
+    name = _HOLDING.get()
+    if name is None:
+        return
+    _HOLDING.set(None)
     try:
-        held = _HELD.pop(client, None)
+        held = _HELD.get(client, {}).pop(name, None)
     except TypeError:  # not a client (refused by the caller): nothing held
         return
     if held is None:
@@ -259,7 +271,8 @@ def release_held(client: Any) -> None:
     event, future = held
     try:
         event.set()
-        future.cancel()
+        if future is not None:
+            future.cancel()
     except Exception:  # noqa: BLE001 - the cluster gone: nothing left to hold
         pass
 
@@ -293,15 +306,21 @@ def sizing_threads(client: Any, threads: int) -> int:
     """The worker threads to size a call's shares for: those joined (``threads``), or on
     an adaptive cluster those it may grow to (its ``maximum`` workers of the joined ones'
     threads each; unbounded: a share a source), so that its tasks are enough to make it
-    grow (sized for its first worker, 20 sources went out in 2 tasks, to 2 workers)."""
+    grow (sized for its first worker, 20 sources went out in 2 tasks, to 2 workers);
+    without a maximum, :data:`ADAPTIVE_GROWTH` times those joined."""
     cluster = getattr(client, "cluster", None)
     if not _adapting(cluster):
         return threads
     most = getattr(cluster._adaptive, "maximum", math.inf)
     workers = max(len(client.nthreads()), 1)
-    if most == math.inf:
-        return 2**31
+    if most == math.inf:  # as if it grew sixteenfold (a task a source was 10^5 tasks)
+        return threads * ADAPTIVE_GROWTH
     return max(threads, math.ceil(threads / workers * most))
+
+
+#: How many times its joined workers an adaptive cluster without a maximum is taken to
+#: grow to, for sizing shares (:func:`sizing_threads`).
+ADAPTIVE_GROWTH = 16
 
 
 def workers_left(error: BaseException, client: Any) -> RunFailed:

@@ -308,7 +308,8 @@ def _interpreter_notes(config: JobQueueConfig) -> list[str]:
     except subprocess.TimeoutExpired:
         with contextlib.suppress(OSError):
             os.killpg(probe.pid, signal.SIGKILL)
-        probe.communicate()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # (a child of its own session)
+            probe.communicate(timeout=5)
         return [
             f"python: {config.python} did not answer within {INTERPRETER_WAIT_S:g} s here: "
             "not checked for what the job imports (raygrid, distributed, cryptography)"

@@ -52,7 +52,14 @@ from .errors import (
     run_again,
     warn_input,
 )
-from .fanout import check_workers_gpu, check_workers_raygrid, finished_in_turn, submit_shares
+from .fanout import (
+    check_workers_gpu,
+    check_workers_raygrid,
+    finished_in_turn,
+    joined_threads,
+    release_held,
+    submit_shares,
+)
 from .fingerprint import model_digest
 from .grid import Grid, grid_from_velocity, in_memory
 from .integrity import listed_sources
@@ -381,6 +388,9 @@ def run_survey(
                     client = stack.enter_context(connect(config, echo=echo))
                     if prepared.options.backend == "cuda" and not local_workers:
                         check_workers_gpu(client)  # not checked here: see _workers_gpu
+                if found_client:  # a first worker waited for (an adaptive cluster's: asked)
+                    stack.callback(release_held, client)  # (released once tasks wait)
+                    joined_threads(client)
                 if not local_workers:  # (a local cluster's run this Python)
                     check_workers_raygrid(client)
                 # Before the store is touched; a local cluster's workers, with the client,

@@ -212,7 +212,7 @@ def test_an_adaptive_cluster_gets_its_workers_asked_for(model):
         field = rg.traveltimes(model, SOURCES[:3], radius=2, client=client)
         assert time.monotonic() - start < 30
         np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:3], radius=2))
-        assert not _held_tasks(client) and client not in fanout._HELD
+        assert not _held_tasks(client) and not fanout._HELD.get(client)
 
 
 def _held_tasks(client) -> list[str]:
@@ -457,3 +457,66 @@ def test_a_bad_source_is_said_before_the_workers_are_waited_for(model):
         with pytest.raises(rg.InputError, match="no sources given"):
             rg.traveltimes(model, [], radius=2, client=client)
         assert time.monotonic() - start < 10
+
+
+def test_a_held_worker_runs_the_calls_own_reads_and_two_calls_hold_their_own(
+    model, monkeypatch, tmp_path
+):
+    # The held task filled the worker's one thread: a lazy model's reads (tasks, through
+    # this client) waited out the whole hold; two calls at once lost one's holder, which
+    # kept its thread to the end of the hold.
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+    monkeypatch.setattr(fanout, "HOLD_S", 60.0)
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=1, interval="50ms")
+        lazy = model.chunk({"z": 10})
+        start = time.monotonic()
+        field = rg.traveltimes(lazy, SOURCES[:2], radius=2, predecessors=True, client=client)
+        assert time.monotonic() - start < 30
+        expected = rg.traveltimes(model, SOURCES[:2], radius=2)
+        np.testing.assert_array_equal(field["traveltime"], expected)
+        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # none left: both calls wait
+        deadline = time.monotonic() + 20
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.adapt(minimum=0, maximum=1, interval="50ms")
+        took, fields = {}, {}
+
+        def call(which: str) -> None:
+            begun = time.monotonic()
+            fields[which] = rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+            took[which] = time.monotonic() - begun
+
+        threads = [threading.Thread(target=call, args=(which,)) for which in "AB"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert set(took) == {"A", "B"} and max(took.values()) < 30, took
+        for which in "AB":
+            np.testing.assert_array_equal(fields[which], expected)
+        assert not _held_tasks(client) and not fanout._HELD.get(client)
+        # A survey on this client: its first worker waited for too (Dask's "No valid
+        # workers found" after 30 s, a TimeoutError traceback).
+        cluster.adapt(minimum=0, maximum=0, interval="50ms")
+        deadline = time.monotonic() + 20
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.adapt(minimum=0, maximum=1, interval="50ms")
+        workflow = tmp_path / "w.yaml"
+        workflow.write_text(
+            "model: {synthetic: gradient, shape: {z: 21, x: 31}}\n"
+            "sources: [{z: 0.0, x: 100.0}, {z: 0.0, x: 200.0}]\n"
+            f"outputs: {{store: {tmp_path / 's.zarr'}}}\n"
+        )
+        run_workflow(read_workflow(workflow), client=client)
+        assert (tmp_path / "s.zarr").exists() and not _held_tasks(client)

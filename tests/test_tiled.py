@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 
 import dask.array as da
@@ -486,7 +487,7 @@ def test_an_unguarded_script_is_told_to_guard_its_tiled_solve(tmp_path):
     assert done.stderr.count("Traceback") <= 4
 
 
-def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2d):
+def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2d, tmp_path):
     # cluster.adapt() starts workers for tasks that wait: a tiled solve on one with none
     # yet was refused at once ("the cluster has no workers").
     from distributed import Client, LocalCluster
@@ -506,3 +507,18 @@ def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2
         np.testing.assert_array_equal(
             tiled.values, rg.traveltime(model_2d, source, radius=3).values
         )
+        # A tiled survey says it once, not once a source.
+        from raygrid.pipeline.workflow import read_workflow, run_workflow
+
+        workflow = tmp_path / "w.yaml"
+        workflow.write_text(
+            "model: {synthetic: gradient, shape: {z: 25, x: 31}}\n"
+            "sources: [{z: 0.0, x: 100.0}, {z: 0.0, x: 200.0}, {z: 0.0, x: 250.0}]\n"
+            "compute: {tiles: {z: 13, x: 16}}\n"
+            f"outputs: {{store: {tmp_path / 's.zarr'}}}\n"
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_workflow(read_workflow(workflow), client=client)
+        said = [w for w in caught if "is adaptive and has" in str(w.message)]
+        assert len(said) <= 1, [str(w.message) for w in said]
