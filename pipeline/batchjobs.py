@@ -1,7 +1,8 @@
 """The batch system's side of a cluster (SLURM, PBS): what its submission commands said
 when they refused a job, the states of the worker jobs dask-jobqueue submitted, and what
 to say when they end, cannot start, or some of them are lost (:mod:`raygrid.pipeline.cluster`
-watches them with these; ``raygrid submit`` checks queued jobs with them too).
+watches them with these; ``raygrid submit`` checks queued jobs with them too); and the
+record of the last job ``raygrid submit`` sent for a store, which ``raygrid info`` reads.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .clusterfile import JobQueueConfig
 __all__ = [
     "SUBMIT_COMMANDS", "SLURM_CANNOT_START", "UNREACHABLE", "Echo", "cannot_start",
     "job_ended", "job_states", "refusal_hint", "SUBMITTED", "store_record", "recorded_job",
+    "answers_kept", "jobs_ended", "jobs_lost", "log_ending",
 ]  # fmt: skip
 
 
@@ -65,7 +67,7 @@ def _log_tail(path: Path, lines: int = 4) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
-def _ending(path: Path) -> str:
+def log_ending(path: Path) -> str:
     """``"; it ends:"`` and the end of the log at ``path``, indented; ``""`` if empty."""
     lines = _log_tail(path)
     return "; it ends:\n  " + "\n  ".join(lines) if lines else ""
@@ -151,7 +153,7 @@ def cannot_start(job: str, state: str) -> str | None:
     )
 
 
-def _jobs_ended(
+def jobs_ended(
     config: JobQueueConfig, ids: list[str], echo: Echo | None = None
 ) -> Callable[[], str | None]:
     """What to say once every worker job in ``ids`` has ended (asked of ``squeue`` or
@@ -186,7 +188,7 @@ def _jobs_ended(
                        *config.log_directory.glob(f"*.e{number}")})  # fmt: skip
         name = states.get(first, "").split(" ")[0]
         why = _JOB_ENDS.get(name, "").format(config=config)
-        where = f": see {logs[0]}{'' if why else _ending(logs[0])}" if logs else (
+        where = f": see {logs[0]}{'' if why else log_ending(logs[0])}" if logs else (
             f": see the logs in {config.log_directory}"
         )  # fmt: skip
         jobs = "job " + first if len(ids) == 1 else "jobs " + ", ".join(ids)
@@ -238,10 +240,10 @@ def _ended(states: dict[str, str], seen: set[str]) -> set[str]:
     return over | (seen - set(states))
 
 
-def _jobs_lost(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | None]:
+def jobs_lost(config: JobQueueConfig, ids: list[str]) -> Callable[[], str | None]:
     """What to say when some worker jobs in ``ids`` have ended, the others still running
     (asked at most every 30 s), each ended job said once; ``None`` otherwise, and once
-    all have ended (:func:`_jobs_ended` says that)."""
+    all have ended (:func:`jobs_ended` says that)."""
     import time
 
     polled = _states_every(config, ids, 30.0, first=time.monotonic())
@@ -280,7 +282,7 @@ def _submission_said(error: BaseException, command: str, kind: str) -> str:
     return "; ".join(line.strip() for line in text.strip().splitlines() if line.strip())
 
 
-def _answers_kept(job: type, kind: str) -> type:
+def answers_kept(job: type, kind: str) -> type:
     """dask-jobqueue's job class ``job`` (``SLURMJob``, ``PBSJob``), keeping what the batch
     system answered each submission: ``submitted`` job ids, and ``refused``, what it said
     when it refused one (or why the job could not be submitted at all), instead of raising
@@ -324,11 +326,11 @@ def store_record(store: Path) -> Path:
     return store.parent / f".{store.name}.{SUBMITTED}"
 
 
-def recorded_job(store: Path) -> str | None:
+def recorded_job(store: Path) -> tuple[str, bool] | None:
     """What ``raygrid info`` says of the last batch job submitted for ``store``
     (:func:`store_record`): its id, its state as the batch system tells it here, and its
-    folder; ``None`` where none was. ("store does not exist" was all it said of a store a
-    queued job will make.)"""
+    folder; with whether it has ended (as far as can be told here); ``None`` where none
+    was. ("store does not exist" was all it said of a store a queued job will make.)"""
     import json
     import subprocess
 
@@ -344,7 +346,7 @@ def recorded_job(store: Path) -> str | None:
     except OSError:
         header = ""
     kind = "slurm" if "#SBATCH" in header else "pbs" if "#PBS" in header else None
-    state = "its state unknown here"
+    state, ended = "its state unknown here", False
     if kind is not None:
         command = "squeue" if kind == "slurm" else "qstat"
         if shutil.which(command) is None:
@@ -357,8 +359,9 @@ def recorded_job(store: Path) -> str | None:
             if states is None:
                 state = f"its state unknown ({command} did not answer)"
             elif job not in states:
-                state = f"ended ({command} no longer names it)"
+                state, ended = f"ended ({command} no longer names it)", True
             else:
                 name = states[job]
-                state = f"{'ended' if job_ended(name) else 'not ended'}: {name}"
-    return f"job {job} ({kind or 'batch'}), {state}; its files: {folder}"
+                ended = job_ended(name)
+                state = f"{'ended' if ended else 'not ended'}: {name}"
+    return f"job {job} ({kind or 'batch'}), {state}; its files: {folder}", ended

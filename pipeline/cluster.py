@@ -21,10 +21,10 @@ from typing import Any
 from .batchjobs import (
     SUBMIT_COMMANDS,
     Echo,
-    _answers_kept,
-    _ending,
-    _jobs_ended,
-    _jobs_lost,
+    answers_kept,
+    jobs_ended,
+    jobs_lost,
+    log_ending,
     refusal_hint,
 )
 from .clusterfile import (
@@ -92,8 +92,8 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
 
                 quiet_client_interrupts(client)  # Ctrl-C while the jobs are awaited
                 _wait_for_jobs(client, config, cluster.job_cls, echo)
-                _GONE[client] = _jobs_ended(config, cluster.job_cls.submitted)
-                _LOST[client] = _jobs_lost(config, cluster.job_cls.submitted)
+                _GONE[client] = jobs_ended(config, cluster.job_cls.submitted)
+                _LOST[client] = jobs_lost(config, cluster.job_cls.submitted)
         from .interrupts import quiet_client_interrupts
 
         quiet_client_interrupts(client)
@@ -165,11 +165,11 @@ SCHEDULER_ENDED_ENV, SCHEDULER_LOG_ENV = "RAYGRID_SCHEDULER_ENDED", "RAYGRID_SCH
 
 
 #: For the clients of worker jobs (``raygrid run --cluster`` with dask-jobqueue): what says
-#: the jobs have ended (:func:`_jobs_ended`), for :func:`workers_gone`.
+#: the jobs have ended (:func:`jobs_ended`), for :func:`workers_gone`.
 _GONE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-#: For the same clients: what says a worker job ended while others run (:func:`_jobs_lost`),
+#: For the same clients: what says a worker job ended while others run (:func:`jobs_lost`),
 #: for :func:`workers_lost`.
 _LOST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -178,7 +178,7 @@ def workers_lost(client: Any) -> Callable[[], str | None]:
     """For a run on ``client``: what says, once, that some of its workers have gone and
     others run (the run goes on with fewer, and said nothing: a cancelled job or a lost
     node went unnoticed), or ``None``: its worker jobs' states where dask-jobqueue
-    submitted them (:func:`_jobs_lost`), else its workers counted from now on
+    submitted them (:func:`jobs_lost`), else its workers counted from now on
     (:func:`_workers_dropped`: a submitted job's, a scheduler's, a local cluster's)."""
     return _LOST.get(client) or _workers_dropped(client)
 
@@ -192,9 +192,9 @@ def _workers_dropped(client: Any) -> Callable[[], str | None]:
     """What to say when fewer of ``client``'s workers are there than have been, for
     :data:`WORKERS_BACK_S` s; each loss said once. A worker of a submitted job on a lost
     node, or one of an existing scheduler's stopped, left the run going on with fewer,
-    without a word. Counted, not named: a nanny's restarted worker may come back under
-    another name (its new address). None left at all is said otherwise (the survey waits
-    for one to join, :func:`workers_gone`)."""
+    without a word. Counted (the names of those gone are said where known): a nanny's
+    restarted worker may come back under another name (its new address). None left at
+    all is said otherwise (the survey waits for one to join, :func:`workers_gone`)."""
     import time
 
     seen = {"most": 0, "names": set(), "asked": float("-inf"), "since": None}
@@ -330,12 +330,12 @@ def _see_log(tail: bool = False) -> str:
     said = f": see {log}"
     if Path(log).with_name("node.sh").exists():  # PBS: each worker has its own log
         said += " and the worker-*.log beside it"
-    return said + (_ending(Path(log)) if tail else "")
+    return said + (log_ending(Path(log)) if tail else "")
 
 
 def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> None:
     """Wait for the batch system's answer to every worker job dask-jobqueue submitted
-    (:func:`_answers_kept`), say it, then wait for the first worker.
+    (:func:`answers_kept`), say it, then wait for the first worker.
 
     Refused jobs are said with the batch system's words; all refused, at once: the
     submission runs in Dask's event loop, and a refusal surfaced as tracebacks there, then
@@ -366,7 +366,7 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
     late = f"; are they still queued ({queue})? Their logs go to {config.log_directory}"
     _wait(
         client, 1, max(deadline - time.monotonic(), 0.001), "from the worker jobs",
-        _jobs_ended(config, jobs.submitted, echo), late=late, limit=config.wait_timeout,
+        jobs_ended(config, jobs.submitted, echo), late=late, limit=config.wait_timeout,
     )  # fmt: skip
 
 
@@ -652,7 +652,7 @@ def _wait_for_file(path: Path, timeout: float, job: bool = True) -> None:
             status = Path(ended).read_text(errors="replace").strip()
             raise InputError(
                 f"the job's Dask scheduler stopped (exit status {status}) before it wrote "
-                f"{path}{see}{_ending(Path(log)) if log else ''}"
+                f"{path}{see}{log_ending(Path(log)) if log else ''}"
             )
         if time.monotonic() > deadline:
             raise InputError(f"scheduler file {path} did not appear within {timeout:g} s{see}")
@@ -878,7 +878,7 @@ def _jobqueue(config: JobQueueConfig):
             f"from a {config.cluster.upper()} login node"
         )
     config.log_directory.mkdir(parents=True, exist_ok=True)  # (not made for a refusal)
-    job = _answers_kept(kind.job_cls, config.cluster)
+    job = answers_kept(kind.job_cls, config.cluster)
     security = _security(config.tls)
     if security:
         # dask-jobqueue writes the workers' credentials there (mode 0600, deleted when the

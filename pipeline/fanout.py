@@ -237,7 +237,7 @@ def _wait_for_one(client: Any) -> None:
                     )
                     warned = True
                 continue
-            if asks_none:  # it was waited for a minute
+            if asks_none:  # (waited for a minute before: ASKED_NONE_WAIT_S now)
                 raise RunFailed(
                     f"the client's cluster ({type(cluster).__name__}) has no workers and asks "
                     f"for none (none joined within {limit:g} s): scale it first (cluster."
@@ -288,11 +288,8 @@ def adaptive_unused(client: Any, workers: int) -> str | None:
     """What to say when a tiled solve starts on an adaptive cluster with fewer workers than
     it may grow to: its tiles are dealt to the ``workers`` there (they keep their tiles to
     the end), the others get none; ``None`` otherwise."""
-    cluster = getattr(client, "cluster", None)
-    if not _adapting(cluster):
-        return None
-    most = getattr(cluster._adaptive, "maximum", math.inf)
-    if workers >= most:
+    most = _adaptive_maximum(getattr(client, "cluster", None))
+    if most is None or workers >= most:
         return None
     return (
         f"the client's cluster is adaptive and has {workers} worker(s) as this tiled solve "
@@ -305,17 +302,24 @@ def adaptive_unused(client: Any, workers: int) -> str | None:
 def sizing_threads(client: Any, threads: int) -> int:
     """The worker threads to size a call's shares for: those joined (``threads``), or on
     an adaptive cluster those it may grow to (its ``maximum`` workers of the joined ones'
-    threads each; unbounded: a share a source), so that its tasks are enough to make it
-    grow (sized for its first worker, 20 sources went out in 2 tasks, to 2 workers);
-    without a maximum, :data:`ADAPTIVE_GROWTH` times those joined."""
-    cluster = getattr(client, "cluster", None)
-    if not _adapting(cluster):
+    threads each; without a maximum, :data:`ADAPTIVE_GROWTH` times those joined), so that
+    its tasks are enough to make it grow (sized for its first worker, 20 sources went out
+    in 2 tasks, to 2 workers)."""
+    most = _adaptive_maximum(getattr(client, "cluster", None))
+    if most is None:
         return threads
-    most = getattr(cluster._adaptive, "maximum", math.inf)
-    workers = max(len(client.nthreads()), 1)
-    if most == math.inf:  # as if it grew sixteenfold (a task a source was 10^5 tasks)
+    if most == math.inf:  # (a task a source was 10^5 tasks)
         return threads * ADAPTIVE_GROWTH
+    workers = max(len(client.nthreads()), 1)
     return max(threads, math.ceil(threads / workers * most))
+
+
+def _adaptive_maximum(cluster: Any) -> float | None:
+    """The most workers an adaptive ``cluster`` may grow to (``math.inf`` without a
+    bound); ``None`` for one that is not adaptive (:func:`_adapting`)."""
+    if not _adapting(cluster):
+        return None
+    return getattr(cluster._adaptive, "maximum", math.inf)
 
 
 #: How many times its joined workers an adaptive cluster without a maximum is taken to

@@ -126,8 +126,14 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
     with a bare ``[Errno 2] No such file or directory: '.../ray_parts/0000104'``.
     """
     path = as_path(path, "a survey store")  # (~ the home folder, as in workflows)
-    job = recorded_job(path)
-    if job is not None and not path.exists():  # a queued job makes it as it starts
+    recorded = recorded_job(path)
+    job = recorded[0] if recorded is not None else None
+    if recorded is not None and not path.exists():
+        if recorded[1]:  # ended without making it (failed, cancelled before it started)
+            raise InputError(
+                f"store {path} does not exist: the batch job submitted for it ended without "
+                f"making it: {job}"
+            )
         raise InputError(f"store {path} does not exist yet: batch job submitted for it: {job}")
     read = 1
     while True:
@@ -135,8 +141,10 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
             said = _describe(path, workflow, verify)
             if job is None:
                 return said
-            first, _, rest = said.partition("\nsources done:")
-            return f"{first}\nbatch job: {job}\nsources done:{rest}"
+            # After its status line (the first two lines: --verify's finding of damaged
+            # chunks may be all there is).
+            store_line, status, *rest = said.split("\n")
+            return "\n".join([store_line, status, f"batch job: {job}", *rest])
         except FileNotFoundError:
             if not path.exists():
                 raise  # gone for good (overwritten, deleted): said as such by the caller

@@ -55,12 +55,12 @@ from .integrity import (
 )
 from .storenames import RAY_PARTS
 from .storepaths import (
-    _remove,
-    _siblings,
     check_writable,
     empty_folder,
     hidden_sibling,
     holds,
+    remove_tree,
+    siblings,
     store_path,
     tidy_siblings,
 )
@@ -363,7 +363,7 @@ def open_store(path: str | Path) -> StoreState:
     """
     path = as_path(path, "a survey store")
     if not path.exists():
-        aside = _siblings(store_path(path), "replaced")  # beside a link's target, if one
+        aside = siblings(store_path(path), "replaced")  # beside a link's target, if one
         if aside and aside[0][2]:  # a killed --overwrite's: info and plot called it gone
             raise InputError(
                 f"store {path} does not exist, but a run stopped while it replaced it "
@@ -658,7 +658,7 @@ def prepare_store(
     # put back (a "partial" sibling is only ever deleted).
     doomed = hidden_sibling(path)
     os.replace(old, doomed)
-    _remove(doomed)
+    remove_tree(doomed)
     return open_store(path)
 
 

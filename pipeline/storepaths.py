@@ -18,7 +18,7 @@ from .errors import InputError
 
 __all__ = [
     "hidden_sibling", "remove_left", "tidy_siblings", "empty_folder", "store_path", "holds",
-    "check_writable",
+    "check_writable", "siblings", "remove_tree",
 ]  # fmt: skip
 
 
@@ -34,7 +34,7 @@ def _host() -> str:
     return socket.gethostname().replace("-", "_")  # "-" separates the name's fields
 
 
-def _siblings(path: Path, kind: str) -> list[tuple[Path, str, bool]]:
+def siblings(path: Path, kind: str) -> list[tuple[Path, str, bool]]:
     """``path``'s ``kind`` siblings of every host, newest first, each with its host and
     whether its process is known to be gone: on this host only (another's cannot be
     asked). One named by this very process is taken as gone: tidying comes before any
@@ -56,7 +56,7 @@ def _siblings(path: Path, kind: str) -> list[tuple[Path, str, bool]]:
     return [(sibling, host, gone) for _, sibling, host, gone in sorted(found, reverse=True)]
 
 
-def _remove(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """Delete a file, a folder or a link (only the link: never what it names)."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -67,9 +67,9 @@ def _remove(path: Path) -> None:
 def remove_left(path: Path, kind: str) -> None:
     """Delete the ``kind`` siblings of ``path`` (:func:`hidden_sibling`) that killed runs
     on this host left: of dead processes only, never another host's."""
-    for sibling, _, gone in _siblings(path, kind):
+    for sibling, _, gone in siblings(path, kind):
         if gone:
-            _remove(sibling)
+            remove_tree(sibling)
 
 
 def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
@@ -84,7 +84,7 @@ def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
     resubmitted to another. Siblings of live processes are left alone.
     """
     remove_left(path, "partial")
-    for sibling, host, gone in _siblings(path, "replaced"):
+    for sibling, host, gone in siblings(path, "replaced"):
         if not (gone or (restore_foreign and host != _host())):
             continue
         # (An empty folder there, a job script's mkdir, is as none: the old store was
@@ -96,7 +96,7 @@ def tidy_siblings(path: Path, *, restore_foreign: bool = False) -> None:
             except OSError:  # taken meanwhile: the sibling is the old store, not needed
                 pass
         if gone:
-            _remove(sibling)
+            remove_tree(sibling)
 
 
 def empty_folder(path: Path) -> bool:

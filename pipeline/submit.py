@@ -38,8 +38,8 @@ from .batchjobs import (
     cannot_start,
     job_ended,
     refusal_hint,
+    store_record,
 )
-from .batchjobs import store_record as _store_record
 from .cluster import SCHEDULER_ENDED_ENV, SCHEDULER_LOG_ENV, WORKERS_ENDED_ENV, WORKERS_LOG_ENV
 from .clusterfile import JobQueueConfig, cluster_notes, memory_mb, worker_threads
 from .credentials import CERT, KEY
@@ -310,9 +310,10 @@ def _interpreter_notes(config: JobQueueConfig) -> list[str]:
             os.killpg(probe.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):  # (a child of its own session)
             probe.communicate(timeout=5)
+        imports = ", ".join(name.split(".")[0] for name in needed)
         return [
             f"python: {config.python} did not answer within {INTERPRETER_WAIT_S:g} s here: "
-            "not checked for what the job imports (raygrid, distributed, cryptography)"
+            f"not checked for what the job imports ({imports})"
         ]
     # (Only the probe's own lines: a wrapper may print more.)
     said = [line.partition(" ") for line in out.splitlines()]
@@ -679,7 +680,7 @@ def submit_workflow(
          "directory": str(directory)}
     )  # fmt: skip
     (directory / SUBMITTED).write_text(record)
-    beside = _store_record(workdir / spec.outputs.store)
+    beside = store_record(workdir / spec.outputs.store)
     beside.parent.mkdir(parents=True, exist_ok=True)
     beside.write_text(record)
     stuck = _warn_if_stuck(config, job_id) if tool == "sbatch" and job_id else None
@@ -708,7 +709,7 @@ def refuse_if_queued(
 
     store = store.resolve()
     earlier = {}
-    records = [*(workdir / config.log_directory).glob(f"*/{SUBMITTED}"), _store_record(store)]
+    records = [*(workdir / config.log_directory).glob(f"*/{SUBMITTED}"), store_record(store)]
     for record in records:
         try:
             said = json.loads(record.read_text())

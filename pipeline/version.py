@@ -11,18 +11,24 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0+unknown"
 
 
-def _code_digest() -> str:
+def _code_digest(packages: dict[str, list[Path]] | None = None) -> str:
     """12 hex digits of a digest of raygrid's own code: every module's path and bytes, as
     they are on disk when this module is first imported (a worker's: as it checks its
     code). Files that are not modules (an editor's lock file) are left out; an untracked
-    module in the package's folders counts."""
+    module in the package's folders counts. ``packages``: folders by package name (tests),
+    raygrid's by default."""
     import hashlib
     from importlib.util import find_spec
 
+    if packages is None:  # raygrid's, found, not imported (numba)
+        packages = {}
+        for name in ("raygrid.kernels", "raygrid.pipeline"):
+            spec = find_spec(name)
+            found = spec.submodule_search_locations if spec is not None else None
+            packages[name] = [Path(folder) for folder in found or []]
     digest = hashlib.sha256()
-    for name in ("raygrid.kernels", "raygrid.pipeline"):  # found, not imported (numba)
-        spec = find_spec(name)
-        for root in map(Path, spec.submodule_search_locations if spec else ()):
+    for name, roots in packages.items():
+        for root in roots:
             for path in sorted(root.rglob("*.py")):
                 relative = path.relative_to(root)
                 # Modules only: an editor's lock file (.#solve.py, a dangling link) is none.

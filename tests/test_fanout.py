@@ -3,6 +3,7 @@ solved in this process (pipeline/fanout.py)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -520,3 +521,60 @@ def test_a_held_worker_runs_the_calls_own_reads_and_two_calls_hold_their_own(
         )
         run_workflow(read_workflow(workflow), client=client)
         assert (tmp_path / "s.zarr").exists() and not _held_tasks(client)
+
+
+def test_the_code_digest_is_of_modules_only(tmp_path):
+    # An Emacs lock file (.#solve.py, a dangling link) crashed it, said as "the workers
+    # left as the call started".
+    from raygrid.pipeline import version
+
+    package = tmp_path / "pipeline"
+    (package / "sub").mkdir(parents=True)
+    (package / "solve.py").write_text("x = 1\n")
+    (package / "sub" / "more.py").write_text("y = 2\n")
+    before = version._code_digest({"raygrid.pipeline": [package]})
+    (package / ".#solve.py").symlink_to(tmp_path / "nowhere")
+    (package / "not-a-module.py").write_text("scratch\n")
+    assert version._code_digest({"raygrid.pipeline": [package]}) == before
+    (package / "sub" / "more.py").write_text("y = 3\n")  # a module's edit counts
+    assert version._code_digest({"raygrid.pipeline": [package]}) != before
+    assert re.fullmatch(r"[0-9a-f]{12}", version.code_digest())
+
+
+def test_sizing_for_an_adaptive_cluster_without_a_maximum():
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        assert fanout.sizing_threads(client, 2) == 2  # not adaptive: those joined
+        cluster.adapt(minimum=1)  # no maximum
+        assert fanout.sizing_threads(client, 2) == 2 * fanout.ADAPTIVE_GROWTH
+        cluster.adapt(minimum=1, maximum=3)
+        assert fanout.sizing_threads(client, 2) == 6
+
+
+def test_a_ctrl_c_while_waiting_for_an_adaptive_clusters_first_worker(model):
+    import os
+    import signal
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    from clusters import ctrl_c_taken
+
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # (its jobs queued)
+        stop = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        stop.start()
+        with ctrl_c_taken(), pytest.raises(KeyboardInterrupt):
+            rg.traveltimes(model, SOURCES[:2], radius=2, client=client)
+        assert time.monotonic() - start < 10
+        assert not _held_tasks(client) and not fanout._HELD.get(client)

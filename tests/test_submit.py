@@ -847,7 +847,7 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
     monkeypatch.setattr(clusters, "job_states", lambda config, ids: next(answers))
     clock = [0.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the calls' own clock
-    ended = clusters._jobs_ended(config, ["25", "26"])
+    ended = clusters.jobs_ended(config, ["25", "26"])
     said = []
     for _ in range(5):
         clock[0] += 5.0  # squeue is asked at most every 5 s
@@ -859,7 +859,7 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
     )
     # Their walltime: said as such (its log ends in the workers' own closing lines).
     answers = iter([{"25": "RUNNING None"}, {"25": "TIMEOUT None"}])
-    ended = clusters._jobs_ended(config, ["25"])
+    ended = clusters.jobs_ended(config, ["25"])
     clock[0] += 5.0
     assert ended() is None
     clock[0] += 5.0
@@ -870,7 +870,7 @@ def test_worker_jobs_ended_are_told_from_jobs_never_seen(tmp_path, monkeypatch):
     # A job its partition cannot start: said once, as a warning, and waited for.
     answers = iter([{"25": "PENDING PartitionNodeLimit"}] * 2)
     warned = []
-    ended = clusters._jobs_ended(config, ["25"], warned.append)
+    ended = clusters.jobs_ended(config, ["25"], warned.append)
     for _ in range(2):
         clock[0] += 5.0
         assert ended() is None
@@ -1230,7 +1230,7 @@ def test_submit_exits_3_for_a_job_that_may_never_start(tmp_path, monkeypatch):
 
 def test_a_worker_job_ending_while_others_run_is_said_once(monkeypatch):
     # `scancel` of one of two worker jobs (or a lost node) mid-run: the run went on with
-    # one worker and said nothing. Losing them all is said by _jobs_ended (the run stops).
+    # one worker and said nothing. Losing them all is said by jobs_ended (the run stops).
     from raygrid.pipeline import batchjobs as clusters
 
     config = clusters.JobQueueConfig(cluster="slurm", workers=3)
@@ -1244,7 +1244,7 @@ def test_a_worker_job_ending_while_others_run_is_said_once(monkeypatch):
     monkeypatch.setattr(clusters, "job_states", lambda config, ids: next(answers))
     clock = [0.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    lost = clusters._jobs_lost(config, ["25", "26", "27"])
+    lost = clusters.jobs_lost(config, ["25", "26", "27"])
     said = [lost()]  # (not yet asked: every 30 s at most)
     for _ in range(5):
         clock[0] += 30.0
@@ -1256,7 +1256,7 @@ def test_a_worker_job_ending_while_others_run_is_said_once(monkeypatch):
         None,
         "worker job 27 (gone) ended: 1 of the 3 worker jobs left; the run goes on with fewer "
         "workers (the tasks they held run again elsewhere)",
-        None,  # all ended: said by _jobs_ended, as the run stops
+        None,  # all ended: said by jobs_ended, as the run stops
     ]  # fmt: skip
 
 
@@ -1297,12 +1297,13 @@ def test_a_queued_jobs_state_is_read_by_one_rule(tmp_path, monkeypatch, state, r
     import json
 
     from raygrid.pipeline import batchjobs as clusters
-    from raygrid.pipeline.submit import _store_record, refuse_if_queued
+    from raygrid.pipeline.batchjobs import store_record
+    from raygrid.pipeline.submit import refuse_if_queued
 
     _, path = setup(tmp_path)
     config = rg.clusterfile.read_cluster(path)
     store = tmp_path / "out" / "survey.zarr"
-    record = _store_record(store)
+    record = store_record(store)
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"store": str(store.resolve()), "job_id": "41"}))
     monkeypatch.setattr(clusters, "job_states", lambda config, ids: {"41": state})
@@ -1372,8 +1373,52 @@ def test_info_of_a_store_a_queued_job_will_make_names_the_job(tmp_path, monkeypa
         f"ended: PENDING Priority; its files: {job.directory}"
     )
     monkeypatch.setattr(batchjobs, "job_states", lambda config, ids: {})
-    with pytest.raises(InputError, match=r"job 41 \(slurm\), ended \(squeue no longer names"):
+    ended = r"does not exist: the batch job submitted for it ended without making it: job 41 "
+    with pytest.raises(InputError, match=ended + r"\(slurm\), ended \(squeue no longer names"):
+        describe(store)
+    monkeypatch.setattr(batchjobs, "job_states", lambda config, ids: {"41": "FAILED None"})
+    with pytest.raises(
+        InputError, match=r"ended without making it: job 41 \(slurm\), ended: FAILED"
+    ):
         describe(store)
     monkeypatch.setattr(batchjobs.shutil, "which", lambda command: None)
     with pytest.raises(InputError, match=r"job 41 \(slurm\), its state unknown here \(squeue not"):
         describe(store)
+
+
+def test_an_interpreter_that_does_not_answer_is_said_unchecked_and_stopped(tmp_path, monkeypatch):
+    # A slow wrapper held raygrid submit for a minute without a word, and its children
+    # were left running.
+    from raygrid.pipeline import submit
+
+    marker = f"raygrid-probe-{os.getpid()}"
+    stub = tmp_path / "python-slow"
+    stub.write_text(f"#!/bin/sh\nsleep 60 # {marker}\n")
+    stub.chmod(0o755)
+    monkeypatch.setattr(submit, "INTERPRETER_WAIT_S", 1.0)
+    workflow, cluster = setup(tmp_path, python=str(stub), tls=False)
+    start = time.monotonic()
+    with pytest.warns(rg.InputWarning, match=r"did not answer within 1 s here: not checked for "
+                      r"what the job imports \(raygrid, distributed\)"):  # fmt: skip
+        submit_workflow(workflow, cluster, dry_run=True, workdir=tmp_path)
+    assert time.monotonic() - start < 20
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the probe's processes were left running"
+
+
+def test_info_names_the_job_after_the_status_whatever_follows(tmp_path, monkeypatch):
+    # With --verify's damaged chunks the summary is two lines: the job's line was put
+    # before a "sources done:" line it added, empty.
+    from raygrid.pipeline import inspect
+
+    store = tmp_path / "s.zarr"
+    store.mkdir()
+    monkeypatch.setattr(inspect, "recorded_job", lambda path: ("job 41 (slurm), x", True))
+    monkeypatch.setattr(inspect, "_describe", lambda *a: "store: s\nstatus: damaged: ...")
+    assert inspect.describe(store, verify=True) == (
+        "store: s\nstatus: damaged: ...\nbatch job: job 41 (slurm), x"
+    )
+    monkeypatch.setattr(inspect, "_describe", lambda *a: "store: s\nstatus: ok\nsources done: 1")
+    assert inspect.describe(store).split("\n") == [
+        "store: s", "status: ok", "batch job: job 41 (slurm), x", "sources done: 1"
+    ]  # fmt: skip

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -517,8 +518,13 @@ def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2
             "compute: {tiles: {z: 13, x: 16}}\n"
             f"outputs: {{store: {tmp_path / 's.zarr'}}}\n"
         )
+        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # none left, then one asked
+        deadline = time.monotonic() + 20
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.adapt(minimum=0, maximum=2, interval="50ms")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             run_workflow(read_workflow(workflow), client=client)
-        said = [w for w in caught if "is adaptive and has" in str(w.message)]
-        assert len(said) <= 1, [str(w.message) for w in said]
+        said = [w for w in caught if "is adaptive and has 1 worker" in str(w.message)]
+        assert len(said) == 1, [str(w.message) for w in caught]
