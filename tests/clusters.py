@@ -22,6 +22,39 @@ def in_process_client(**options):
         yield client
 
 
+@contextmanager
+def adaptive_client(maximum: int, **adapt):
+    """``(cluster, client)`` of a cluster in this process that has no worker and scales
+    itself (``cluster.adapt()``, dask-jobqueue's usual way) to ``maximum`` workers of one
+    thread, asked every 50 ms; ``adapt``: more of ``adapt()``'s settings."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cluster.adapt(minimum=0, maximum=maximum, interval="50ms", **adapt)
+        yield cluster, client
+
+
+def workers_gone(client, timeout: float = 20.0) -> None:
+    """Wait (up to ``timeout`` s) until ``client``'s cluster has no worker left."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while client.nthreads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def requeued(cluster, client, maximum: int) -> None:
+    """An adaptive cluster back to no worker, then asked to scale to ``maximum`` again (as
+    if its jobs had ended and new ones queued)."""
+    cluster.adapt(minimum=0, maximum=0, interval="50ms")
+    workers_gone(client)
+    cluster.adapt(minimum=0, maximum=maximum, interval="50ms")
+
+
 #: A cluster file's contents for CLI runs: two local worker processes on loopback, the
 #: dashboard on a free port.
 LOCAL_CLUSTER_FILE = {

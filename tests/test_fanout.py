@@ -16,6 +16,8 @@ import xarray as xr
 import raygrid.pipeline as rg
 from raygrid.pipeline import fanout
 
+from clusters import adaptive_client, requeued, workers_gone
+
 
 @contextmanager
 def two_workers(**options):
@@ -25,6 +27,20 @@ def two_workers(**options):
     options = {"n_workers": 2, "threads_per_worker": 1, **options}
     with (
         LocalCluster(processes=False, dashboard_address=":0", **options) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        yield client
+
+
+@contextmanager
+def one_worker_process():
+    """One single-thread worker in a process of its own (what a test changes there stays
+    there)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                     dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
         yield client
@@ -169,17 +185,13 @@ def test_a_cluster_still_starting_its_workers_is_waited_for(model, monkeypatch):
         np.testing.assert_array_equal(field, rg.traveltimes(model, SOURCES[:2], radius=2))
         # Checked once joined: asked at once, no worker answered, and the check passed.
         cluster.scale(0)
-        deadline = time.monotonic() + 10
-        while client.nthreads() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        workers_gone(client)
         cluster.scale(1)
         monkeypatch.setattr(fanout, "unusable_reason", lambda: "no NVIDIA driver found")
         with pytest.raises(rg.InputError, match=r"backend cuda, but 1 of the 1 Dask workers"):
             rg.traveltimes(model, SOURCES[:2], radius=2, backend="cuda", client=client)
         cluster.scale(0)
-        deadline = time.monotonic() + 10
-        while client.nthreads() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        workers_gone(client)
         # Scaled to none: said after a short wait (workers started by hand may come), not
         # after a minute.
         monkeypatch.setattr(fanout, "ASKED_NONE_WAIT_S", 0.5)
@@ -201,14 +213,8 @@ def test_a_cluster_still_starting_its_workers_is_waited_for(model, monkeypatch):
 def test_an_adaptive_cluster_gets_its_workers_asked_for(model):
     # cluster.adapt() (dask-jobqueue's usual way) starts workers for tasks that wait, and
     # the call waited for workers before it sent any: none came, RunFailed after 60 s.
-    from distributed import Client, LocalCluster
 
-    with (
-        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                     dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        cluster.adapt(minimum=0, maximum=2, interval="50ms")
+    with adaptive_client(2) as (cluster, client):
         start = time.monotonic()
         field = rg.traveltimes(model, SOURCES[:3], radius=2, client=client)
         assert time.monotonic() - start < 30
@@ -229,14 +235,8 @@ def test_an_adaptive_clusters_first_worker_is_held_until_the_calls_tasks_wait(mo
     # Idle while the call checked it and scattered the model, it was retired by the
     # cluster's adaptive scaling (a second queue wait on dask-jobqueue).
     import cloudpickle
-    from distributed import Client, LocalCluster
 
-    with (
-        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                     dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        cluster.adapt(minimum=0, maximum=2, interval="50ms", wait_count=1)
+    with adaptive_client(2, wait_count=1) as (cluster, client):
         submitted = []
         submit = client.submit
         client.submit = lambda function, *args, **kwargs: (
@@ -269,15 +269,8 @@ def test_a_long_wait_for_an_adaptive_clusters_first_worker_is_said_and_goes_on(m
     # that waited withdrew the job the cluster had asked for.
     import threading
 
-    from distributed import Client, LocalCluster
-
     monkeypatch.setattr(fanout, "WORKERS_WAIT_S", 0.0)
-    with (
-        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                     dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # (queued: none comes yet)
+    with adaptive_client(0) as (cluster, client):
         later = threading.Timer(2.0, lambda: cluster.adapt(minimum=0, maximum=1, interval="50ms"))
         later.start()
         with pytest.warns(rg.InputWarning, match=r"adaptive cluster within 0 s \(its jobs queued"):
@@ -332,19 +325,13 @@ def test_a_share_that_kills_its_workers_is_named():
 def test_workers_without_this_raygrid_are_refused_before_anything_is_sent(model, tmp_path):
     # Workers started from another environment: each task failed with a 30-line traceback
     # ending in "No module named 'raygrid'" (and a survey had made its store first).
-    from distributed import Client, LocalCluster
 
     def hide_raygrid():  # in the worker's own process: its imports of raygrid fail
         import sys
 
         sys.modules["raygrid.pipeline.version"] = None
 
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
+    with one_worker_process() as client:
         client.run(hide_raygrid)
         said = r"1 of the 1 Dask workers do not run this raygrid, .*: worker tcp://.*ModuleNotFound"
         with pytest.raises(rg.InputError, match=said):
@@ -365,19 +352,13 @@ def test_workers_without_this_raygrid_are_refused_before_anything_is_sent(model,
 def test_workers_running_other_code_of_the_same_version_are_refused(model):
     # Every development build is 0.1.0: workers of another checkout, or started before an
     # edit, passed the version check and solved with other code than the store records.
-    from distributed import Client, LocalCluster
 
     def other_code():  # in the worker's own process
         import raygrid.pipeline.version as version
 
         version.code_digest = lambda: "0123456789ab"
 
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
+    with one_worker_process() as client:
         assert rg.traveltimes(model, SOURCES[:1], radius=2, client=client).shape[0] == 1
         client.run(other_code)
         with pytest.raises(
@@ -468,28 +449,17 @@ def test_a_held_worker_runs_the_calls_own_reads_and_two_calls_hold_their_own(
     # kept its thread to the end of the hold.
     import threading
 
-    from distributed import Client, LocalCluster
-
     from raygrid.pipeline.workflow import read_workflow, run_workflow
 
     monkeypatch.setattr(fanout, "HOLD_S", 60.0)
-    with (
-        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                     dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        cluster.adapt(minimum=0, maximum=1, interval="50ms")
+    with adaptive_client(1) as (cluster, client):
         lazy = model.chunk({"z": 10})
         start = time.monotonic()
         field = rg.traveltimes(lazy, SOURCES[:2], radius=2, predecessors=True, client=client)
         assert time.monotonic() - start < 30
         expected = rg.traveltimes(model, SOURCES[:2], radius=2)
         np.testing.assert_array_equal(field["traveltime"], expected)
-        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # none left: both calls wait
-        deadline = time.monotonic() + 20
-        while client.nthreads() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        cluster.adapt(minimum=0, maximum=1, interval="50ms")
+        requeued(cluster, client, 1)
         took, fields = {}, {}
 
         def call(which: str) -> None:
@@ -508,11 +478,7 @@ def test_a_held_worker_runs_the_calls_own_reads_and_two_calls_hold_their_own(
         assert not _held_tasks(client) and not fanout._HELD.get(client)
         # A survey on this client: its first worker waited for too (Dask's "No valid
         # workers found" after 30 s, a TimeoutError traceback).
-        cluster.adapt(minimum=0, maximum=0, interval="50ms")
-        deadline = time.monotonic() + 20
-        while client.nthreads() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        cluster.adapt(minimum=0, maximum=1, interval="50ms")
+        requeued(cluster, client, 1)
         workflow = tmp_path / "w.yaml"
         workflow.write_text(
             "model: {synthetic: gradient, shape: {z: 21, x: 31}}\n"
@@ -561,16 +527,9 @@ def test_a_ctrl_c_while_waiting_for_an_adaptive_clusters_first_worker(model):
     import signal
     import threading
 
-    from distributed import Client, LocalCluster
-
     from clusters import ctrl_c_taken
 
-    with (
-        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                     dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # (its jobs queued)
+    with adaptive_client(0) as (cluster, client):
         stop = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
         start = time.monotonic()
         stop.start()

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -21,6 +20,8 @@ import xarray as xr
 
 import raygrid.pipeline as rg
 from raygrid.pipeline.tiled import LAZY_BLOCK
+
+from clusters import adaptive_client, requeued
 
 
 @pytest.fixture(scope="module")
@@ -491,15 +492,9 @@ def test_an_unguarded_script_is_told_to_guard_its_tiled_solve(tmp_path):
 def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2d, tmp_path):
     # cluster.adapt() starts workers for tasks that wait: a tiled solve on one with none
     # yet was refused at once ("the cluster has no workers").
-    from distributed import Client, LocalCluster
 
     source = {"z": 0.0, "x": 150.0}
-    with (
-        LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
-                     dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):  # fmt: skip
-        cluster.adapt(minimum=0, maximum=2, interval="50ms")
+    with adaptive_client(2) as (cluster, client):
         # Its tiles go to the workers there as it starts (one): said.
         with pytest.warns(rg.InputWarning, match=r"adaptive and has 1 worker\(s\) as this tiled"):
             tiled = rg.traveltime(
@@ -518,11 +513,7 @@ def test_a_tiled_solve_on_an_adaptive_cluster_gets_its_workers_asked_for(model_2
             "compute: {tiles: {z: 13, x: 16}}\n"
             f"outputs: {{store: {tmp_path / 's.zarr'}}}\n"
         )
-        cluster.adapt(minimum=0, maximum=0, interval="50ms")  # none left, then one asked
-        deadline = time.monotonic() + 20
-        while client.nthreads() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        cluster.adapt(minimum=0, maximum=2, interval="50ms")
+        requeued(cluster, client, 2)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             run_workflow(read_workflow(workflow), client=client)
