@@ -372,10 +372,12 @@ def _wait_for_jobs(client, config: JobQueueConfig, jobs: type, echo: Echo) -> No
 
 @contextmanager
 def _scheduler_client(config: SchedulerConfig, echo: Echo):
+    import dask
     from distributed import Client
 
     address = config.address
     own = _the_jobs_own(config)  # else the job script's variables, if set, say nothing of it
+    default_scheduler = dask.config.get("scheduler", None)  # (restored after a shutdown)
     try:
         if config.scheduler_file is not None:
             if not config.scheduler_file.exists():
@@ -432,7 +434,7 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
             yield client
         finally:
             if own:
-                _close_the_jobs_cluster(client)
+                _close_the_jobs_cluster(client, before=default_scheduler)
 
 
 def scheduler_security(config: SchedulerConfig, address: str | None) -> Any:
@@ -497,7 +499,7 @@ def _the_jobs_own(config: SchedulerConfig) -> bool:
     return Path(ended).resolve().parent == Path(config.scheduler_file).resolve().parent
 
 
-def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:
+def _close_the_jobs_cluster(client, timeout: float = 10.0, before: str | None = None) -> None:
     """Close a submitted job's workers, then its scheduler, once its run has ended.
 
     Each worker's nanny is told to close while the scheduler still listens: it stops its
@@ -507,7 +509,8 @@ def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:
     their scratch folders; asked to close themselves, they often logged "Worker process
     died unexpectedly" (their nanny's queue closed under its reader); retired, the last
     kept data no other worker could take. Whatever has not closed within ``timeout`` s, or
-    a scheduler gone meanwhile, is left to the job script, which stops it."""
+    a scheduler gone meanwhile, is left to the job script, which stops it. ``before``:
+    Dask's default scheduler before the client was made (:func:`_default_scheduler_kept`)."""
     import time
 
     try:
@@ -518,6 +521,30 @@ def _close_the_jobs_cluster(client, timeout: float = 10.0) -> None:
         client.shutdown()
     except Exception:  # noqa: BLE001 - the job script stops what is left
         pass
+    finally:
+        _default_scheduler_kept(client, before)
+
+
+def _default_scheduler_kept(client, before: str | None) -> None:
+    """Dask's default scheduler as it was before ``client`` was made its default, once the
+    client is shut down: ``Client.shutdown()`` (distributed 2026.8) left it set to the
+    closed client's ("dask.distributed"), and the run's next computation (a submitted job
+    drawing its ``outputs.plot`` from the finished store) failed with "Requested
+    dask.distributed scheduler but no Client active": the job ended FAILED."""
+    import dask
+    from distributed.client import default_client
+
+    try:
+        if default_client().status == "running":
+            return  # another client is the default now: its setting stands
+    except ValueError:  # none (the shut-down one stays the default, closed, until collected)
+        pass
+    if dask.config.get("scheduler", None) != "dask.distributed" or before == "dask.distributed":
+        return
+    if before is None:
+        dask.config.config.pop("scheduler", None)
+    else:
+        dask.config.set(scheduler=before)
 
 
 async def _close_workers(dask_scheduler) -> None:

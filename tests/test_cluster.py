@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -805,3 +806,31 @@ def test_workers_that_left_and_did_not_come_back_are_said_once(monkeypatch):
         local.scale(2)  # back to two: nothing to say
         client.wait_for_workers(2, timeout=10)
         assert lost() is None
+
+
+def test_a_jobs_run_can_compute_once_it_has_shut_its_scheduler_down(tmp_path, monkeypatch):
+    # Client.shutdown() left Dask's default scheduler set to the closed client's: a
+    # submitted job drawing its outputs.plot from the finished store failed ("Requested
+    # dask.distributed scheduler but no Client active") and SLURM marked it FAILED.
+    import dask
+    import dask.array as da
+    from distributed import LocalCluster
+
+    from raygrid.pipeline import cluster as clusters
+
+    job = tmp_path / "job"
+    job.mkdir()
+    monkeypatch.setenv(clusters.WORKERS_ENDED_ENV, str(job / "workers.ended"))
+    before = dask.config.get("scheduler", None)
+    local = LocalCluster(n_workers=1, processes=False, protocol="tcp", host="127.0.0.1",
+                         dashboard_address=":0")  # fmt: skip
+    try:
+        (job / "scheduler.json").write_text(json.dumps({"address": local.scheduler_address}))
+        config = SchedulerConfig(cluster="scheduler", scheduler_file=job / "scheduler.json")
+        with connect(config, echo=lambda line: None) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+        assert dask.config.get("scheduler", None) == before
+        assert int(da.ones(4, chunks=2).sum().compute()) == 4
+    finally:  # (its scheduler shut down by the run: its close not waited for again)
+        with contextlib.suppress(TimeoutError):
+            local.close(timeout=2)

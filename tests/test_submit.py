@@ -524,6 +524,11 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     tmp_path = tmp_path / "survey run"
     tmp_path.mkdir()
     workflow, cluster = setup(tmp_path)
+    # With a picture: drawn from the finished store once the job's cluster is shut down
+    # (Dask's default scheduler was left set to the closed client: the job ended FAILED).
+    spec = yaml.safe_load(workflow.read_text())
+    spec["outputs"]["plot"] = "out/survey.png"
+    workflow.write_text(yaml.safe_dump(spec))
     job = submit_workflow(workflow, cluster, workdir=tmp_path)
     assert f'#SBATCH --output="{job.directory}/job-%j.out"' in job.script.read_text()
     assert job.job_id and job.job_id.isdigit()
@@ -531,6 +536,7 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     logs = "\n".join(p.read_text() for p in job.directory.glob("*.out"))
     assert state == "COMPLETED", logs + (job.directory / "workers.log").read_text()
     assert "done: 6 source(s)" in logs
+    assert (tmp_path / "out" / "survey.png").exists(), logs
     # The run closes its workers through their nannies before their scheduler: each ends
     # (status 0), removing its scratch folder, not killed amid tracebacks of a lost
     # connection by the scheduler's close and the launcher.
