@@ -363,5 +363,6 @@ def recorded_job(store: Path) -> tuple[str, bool] | None:
             else:
                 name = states[job]
                 ended = job_ended(name)
-                state = f"{'ended' if ended else 'not ended'}: {name}"
+                shown = name.removesuffix(" None")  # squeue's "no reason" (RUNNING None)
+                state = f"{'ended' if ended else 'not ended'}: {shown}"
     return f"job {job} ({kind or 'batch'}), {state}; its files: {folder}", ended

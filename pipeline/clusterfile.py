@@ -391,6 +391,20 @@ def _scheduler_address(address: str) -> str:
     return address
 
 
+def _credentials_or_none(value: Any) -> Any:
+    """A scheduler file's ``tls``: ``false`` as ``null`` (no credentials: a plain
+    scheduler's); ``true`` refused, saying what it takes (it was "must be a mapping")."""
+    if value is False:
+        return None
+    if value is True:
+        raise schema_error(
+            "tls_credentials",
+            "an existing scheduler's tls: takes its credentials, {ca_file: ..., cert: ..., "
+            "key: ...} (tls: true/false is for the clusters raygrid starts itself)",
+        )
+    return value
+
+
 class TLSFiles(Strict):
     """The credentials a client of a scheduler that speaks TLS (``tls://``) presents: the
     certificate authority's certificate (its peers' certificates are signed by it), and
@@ -428,7 +442,7 @@ class SchedulerConfig(Strict):
     wait_for_workers: Annotated[int, Field(ge=0)] = 1
     timeout: Annotated[float, Field(gt=0)] = 120.0  # s to wait for the scheduler and workers
     # a tls:// scheduler's credentials (else Dask's configuration's distributed.comm.tls)
-    tls: TLSFiles | None = None
+    tls: Annotated[TLSFiles | None, BeforeValidator(_credentials_or_none)] = None
 
     @model_validator(mode="after")
     def _one_way(self) -> SchedulerConfig:

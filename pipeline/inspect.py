@@ -144,7 +144,7 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
             # After its status line (the first two lines: --verify's finding of damaged
             # chunks may be all there is).
             store_line, status, *rest = said.split("\n")
-            return "\n".join([store_line, status, f"batch job: {job}", *rest])
+            return "\n".join([store_line, status, f"last batch job: {job}", *rest])
         except FileNotFoundError:
             if not path.exists():
                 raise  # gone for good (overwritten, deleted): said as such by the caller

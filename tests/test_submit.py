@@ -556,7 +556,7 @@ def test_real_slurm_submission_runs_the_workflow(tmp_path):
     np.testing.assert_array_equal(dataset["traveltime"].values, _expected().values)
     # raygrid info names the job and how it ended.
     said = rg.inspect.describe(tmp_path / "out" / "survey.zarr")
-    assert f"\nbatch job: job {job.job_id} (slurm), ended: COMPLETED" in said, said
+    assert f"\nlast batch job: job {job.job_id} (slurm), ended: COMPLETED" in said, said
     assert said.index("batch job:") < said.index("sources done:")
 
 
@@ -1378,6 +1378,9 @@ def test_info_of_a_store_a_queued_job_will_make_names_the_job(tmp_path, monkeypa
         f"store {store} does not exist yet: batch job submitted for it: job 41 (slurm), not "
         f"ended: PENDING Priority; its files: {job.directory}"
     )
+    monkeypatch.setattr(batchjobs, "job_states", lambda config, ids: {"41": "RUNNING None"})
+    with pytest.raises(InputError, match=r"job 41 \(slurm\), not ended: RUNNING; its files"):
+        describe(store)  # (squeue's "None": no reason)
     monkeypatch.setattr(batchjobs, "job_states", lambda config, ids: {})
     ended = r"does not exist: the batch job submitted for it ended without making it: job 41 "
     with pytest.raises(InputError, match=ended + r"\(slurm\), ended \(squeue no longer names"):
@@ -1422,9 +1425,9 @@ def test_info_names_the_job_after_the_status_whatever_follows(tmp_path, monkeypa
     monkeypatch.setattr(inspect, "recorded_job", lambda path: ("job 41 (slurm), x", True))
     monkeypatch.setattr(inspect, "_describe", lambda *a: "store: s\nstatus: damaged: ...")
     assert inspect.describe(store, verify=True) == (
-        "store: s\nstatus: damaged: ...\nbatch job: job 41 (slurm), x"
+        "store: s\nstatus: damaged: ...\nlast batch job: job 41 (slurm), x"
     )
     monkeypatch.setattr(inspect, "_describe", lambda *a: "store: s\nstatus: ok\nsources done: 1")
     assert inspect.describe(store).split("\n") == [
-        "store: s", "status: ok", "batch job: job 41 (slurm), x", "sources done: 1"
+        "store: s", "status: ok", "last batch job: job 41 (slurm), x", "sources done: 1"
     ]  # fmt: skip

@@ -234,3 +234,15 @@ def test_no_folder_is_left_when_the_credentials_cannot_be_made(tmp_path, monkeyp
     monkeypatch.setattr(credentials, "temporary_security", without_cryptography)
     assert credentials.main([str(tmp_path / "tls")]) == 1
     assert not (tmp_path / "tls").exists()
+
+
+def test_a_scheduler_files_tls_takes_credentials_or_nothing(tmp_path):
+    # `tls: false` (as in the started kinds' files) was "must be a mapping of keys to
+    # values, got False".
+    path = tmp_path / "s.yaml"
+    path.write_text("cluster: scheduler\naddress: tcp://127.0.0.1:8786\ntls: false\n")
+    assert read_cluster(path).tls is None
+    path.write_text("cluster: scheduler\naddress: tls://127.0.0.1:8786\ntls: true\n")
+    with pytest.raises(InputError, match=r"s.yaml:3: tls: an existing scheduler's tls: takes "
+                       r"its credentials"):  # fmt: skip
+        read_cluster(path)
