@@ -631,26 +631,62 @@ def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
         return None, None
     first = b""
     with probe:
-        probe.settimeout(timeout)
-        try:
-            while len(first) < 8:
+        # Silent for a moment: a TLS scheduler waits for its client's hello (said at once,
+        # not after the whole timeout: "tcp://" given for a "tls://" scheduler).
+        probe.settimeout(min(timeout, TLS_GUESS_S))
+        asked = False
+        while len(first) < 8:
+            try:
                 more = probe.recv(8 - len(first))
-                if not more:
+            except TimeoutError:
+                if first or asked:
+                    if not first:
+                        return None, (
+                            f"it sent nothing within {timeout:g} s (the cluster file's "
+                            "timeout): a web server (a dashboard), or a scheduler stopped or "
+                            "busy"
+                        )
                     break
-                first += more
-        except TimeoutError:
-            if not first:
-                return None, (
-                    f"it sent nothing within {timeout:g} s (the cluster file's timeout): a "
-                    "web server (a dashboard), a TLS scheduler, or one stopped or busy"
-                )
-        except OSError:
-            return None, None  # reset: Dask's client says so itself
+                asked = True
+                if _speaks_tls(host, port, min(TLS_GUESS_S, timeout)):
+                    return None, (
+                        f"it speaks TLS: give its address as tls://{location} (with the "
+                        "cluster file's tls: credentials)"
+                    )
+                probe.settimeout(max(timeout - TLS_GUESS_S, 0.001))
+                continue
+            except OSError:
+                return None, None  # reset: Dask's client says so itself
+            if not more:
+                break
+            first += more
     if not first:
         return None, "it closed the connection without a word"
     if len(first) < 8 or struct.unpack("<Q", first)[0] > HANDSHAKE_BYTES:
         return None, f"its first bytes ({first!r}) are not a Dask message's"
     return None, None
+
+
+#: Seconds a plain scheduler address may stay silent before :func:`_probe` asks whether a
+#: TLS server listens there.
+TLS_GUESS_S = 2.0
+
+
+def _speaks_tls(host: str, port: int, wait: float = TLS_GUESS_S) -> bool:
+    """Whether a TLS server answers a client's hello at ``host:port`` within ``wait`` s: a
+    Dask TLS scheduler completes it, then asks for a certificate; a plain Dask server has
+    already written its own handshake (not TLS), a web server waits for a request."""
+    import socket
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # only asked if TLS
+    try:
+        with socket.create_connection((host, port), timeout=wait) as raw:
+            with context.wrap_socket(raw):
+                return True
+    except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors
+        return False
 
 
 def _address_in(scheduler_file: Path) -> str | None:

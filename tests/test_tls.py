@@ -246,3 +246,18 @@ def test_a_scheduler_files_tls_takes_credentials_or_nothing(tmp_path):
     with pytest.raises(InputError, match=r"s.yaml:3: tls: an existing scheduler's tls: takes "
                        r"its credentials"):  # fmt: skip
         read_cluster(path)
+
+
+def test_a_tls_scheduler_given_as_tcp_is_said_at_once(tmp_path):
+    # Its silence read as a dashboard's or a stopped scheduler's, after the whole timeout
+    # (120 s by default).
+    import time
+
+    with _scheduler_with(tmp_path / "tls") as cluster:
+        plain = cluster.scheduler_address.replace("tls://", "tcp://")
+        config = SchedulerConfig(cluster="scheduler", address=plain, timeout=30)
+        start = time.monotonic()
+        with pytest.raises(InputError, match=r"it speaks TLS: give its address as tls://127"):
+            with connect(config, echo=lambda line: None):
+                pass
+        assert time.monotonic() - start < 10
