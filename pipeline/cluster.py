@@ -90,6 +90,8 @@ def connect(config: ClusterConfig, *, echo: Echo | None = None) -> Iterator[Any]
             if isinstance(config, JobQueueConfig):
                 from .interrupts import quiet_client_interrupts
 
+                stack.callback(_workers_closed_first, client)  # before the jobs are cancelled
+
                 quiet_client_interrupts(client)  # Ctrl-C while the jobs are awaited
                 _wait_for_jobs(client, config, cluster.job_cls, echo)
                 _GONE[client] = jobs_ended(config, cluster.job_cls.submitted)
@@ -511,6 +513,21 @@ def _close_the_jobs_cluster(client, timeout: float = 10.0, before: str | None = 
     kept data no other worker could take. Whatever has not closed within ``timeout`` s, or
     a scheduler gone meanwhile, is left to the job script, which stops it. ``before``:
     Dask's default scheduler before the client was made (:func:`_default_scheduler_kept`)."""
+    try:
+        _workers_closed_first(client, timeout)
+        client.shutdown()
+    except Exception:  # noqa: BLE001 - the job script stops what is left
+        pass
+    finally:
+        _default_scheduler_kept(client, before)
+
+
+def _workers_closed_first(client, timeout: float = 10.0) -> None:
+    """Tell ``client``'s workers to close through their nannies (:func:`_close_workers`)
+    and wait up to ``timeout`` s for them to go, before their scheduler or their batch
+    jobs are stopped: each then exits of itself, with no traceback of a lost connection in
+    its log. dask-jobqueue's worker jobs, closed by the scheduler's close and then
+    SIGTERM, logged four tracebacks each."""
     import time
 
     try:
@@ -518,11 +535,8 @@ def _close_the_jobs_cluster(client, timeout: float = 10.0, before: str | None = 
         deadline = time.monotonic() + timeout
         while worker_info(client) and time.monotonic() < deadline:
             time.sleep(0.1)
-        client.shutdown()
-    except Exception:  # noqa: BLE001 - the job script stops what is left
+    except Exception:  # noqa: BLE001 - what is left is stopped by the caller's close
         pass
-    finally:
-        _default_scheduler_kept(client, before)
 
 
 def _default_scheduler_kept(client, before: str | None) -> None:
