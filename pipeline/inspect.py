@@ -121,6 +121,9 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
     ``verify``: every chunk read, to find those changed on disk since they were written
     (:func:`~raygrid.pipeline.integrity.unreadable_chunks`), as long as reading the store.
 
+    A store a batch job will make (:func:`~.batchjobs.recorded_job`) is said to be so, with
+    the job's state, not refused as missing; one whose job ended without making it is.
+
     A run finishing the store meanwhile removes files this reads (each source's ray
     parts, once the rays are assembled): read again, up to :data:`READS` times. It failed
     with a bare ``[Errno 2] No such file or directory: '.../ray_parts/0000104'``.
@@ -134,7 +137,8 @@ def describe(path: str | Path, *, workflow: bool = False, verify: bool = False) 
                 f"store {path} does not exist: the batch job submitted for it ended without "
                 f"making it: {job}"
             )
-        raise InputError(f"store {path} does not exist yet: batch job submitted for it: {job}")
+        # Not an error: asked while its job waits or runs (exit status 0).
+        return f"store: {path} (not made yet)\nstatus: its batch job will make it: {job}"
     read = 1
     while True:
         try:
