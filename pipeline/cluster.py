@@ -398,20 +398,20 @@ def _scheduler_client(config: SchedulerConfig, echo: Echo):
                     f"{config.scheduler_file} names an in-process address ({address}), which "
                     "only the process that started that cluster can reach"
                 )
+            security = scheduler_security(config, address)
             if address:
                 _say_if_silent(
                     address, config.timeout, echo,
                     f", the address in {config.scheduler_file} (left by a scheduler that has "
-                    "stopped?)",
+                    "stopped?)", security=security,
                 )  # fmt: skip
-            security = scheduler_security(config, address)
             client = Client(
                 scheduler_file=str(config.scheduler_file), timeout=config.timeout,
                 security=security,
             )  # fmt: skip
         else:
             security = scheduler_security(config, address)
-            _say_if_silent(config.address, config.timeout, echo)
+            _say_if_silent(config.address, config.timeout, echo, security=security)
             client = Client(config.address, timeout=config.timeout, security=security)
     except (OSError, TimeoutError) as error:
         where = address or config.scheduler_file
@@ -578,14 +578,16 @@ async def _close_workers(dask_scheduler) -> None:
     await asyncio.gather(*(close(worker) for worker in list(dask_scheduler.workers.values())))
 
 
-def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -> None:
+def _say_if_silent(
+    address: str, timeout: float, echo: Echo, whence: str = "", security: Any = None
+) -> None:
     """Say at once that nothing answers at a scheduler's address: Dask retries a refused
     connection until the timeout (a scheduler may still be starting), two minutes of
     silence by default. Refuse an address where something accepts connections but does not
     speak as a Dask scheduler within the timeout (:func:`_probe`): Dask's client waited for
     its handshake forever, whatever its timeout, or read an HTTP server's (or an SSH
     server's) bytes as a message of exabytes ("out of memory: the model is too large")."""
-    silent, mute = _probe(address, timeout)
+    silent, mute = _probe(address, timeout, security)
     if silent:
         echo(
             f"nothing answers at {address} yet ({silent}){whence}; waiting up to "
@@ -611,7 +613,7 @@ def _say_if_silent(address: str, timeout: float, echo: Echo, whence: str = "") -
 HANDSHAKE_BYTES = 2**20
 
 
-def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
+def _probe(address: str, timeout: float, security: Any = None) -> tuple[str | None, str | None]:
     """``(silent, mute)`` of a plain TCP scheduler address, in one connection (each is a
     line in the scheduler's log): why it cannot be reached right now ("Connection
     refused"), else why what listens is not a Dask scheduler answering; ``(None, None)``
@@ -641,7 +643,7 @@ def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
     except OSError as error:
         return error.strerror or type(error).__name__, None
     if scheme == "tls":  # its client speaks first: what listens is left to Dask's handshake
-        probe.close()
+        _tls_hello(probe, security)
         return None, None
     first = b""
     with probe:
@@ -679,6 +681,26 @@ def _probe(address: str, timeout: float) -> tuple[str | None, str | None]:
     if len(first) < 8 or struct.unpack("<Q", first)[0] > HANDSHAKE_BYTES:
         return None, f"its first bytes ({first!r}) are not a Dask message's"
     return None, None
+
+
+def _tls_hello(probe: Any, security: Any) -> None:
+    """Finish a TLS probe's connection with the client's credentials (``security``, else
+    Dask's configuration's), then close it: closed without a handshake, it left a "TLS
+    handshake failed" WARNING in the scheduler's log at every run (a submitted job's
+    too). Whatever fails is left to Dask's client, which says it."""
+    import ssl
+
+    from distributed.security import Security
+
+    try:
+        context = (security or Security()).get_connection_args("client")["ssl_context"]
+        if context is None:
+            probe.close()
+            return
+        with context.wrap_socket(probe):
+            pass
+    except (OSError, ValueError, ssl.SSLError):
+        probe.close()
 
 
 #: Seconds a plain scheduler address may stay silent before :func:`_probe` asks whether a
