@@ -18,6 +18,7 @@ from .clusterfile import JobQueueConfig
 __all__ = [
     "SUBMIT_COMMANDS", "SLURM_CANNOT_START", "UNREACHABLE", "Echo", "cannot_start",
     "job_ended", "job_states", "refusal_hint", "SUBMITTED", "store_record", "recorded_job",
+    "job_record",
     "answers_kept", "jobs_ended", "jobs_lost", "log_ending",
 ]  # fmt: skip
 
@@ -326,21 +327,32 @@ def store_record(store: Path) -> Path:
     return store.parent / f".{store.name}.{SUBMITTED}"
 
 
+def job_record(record: Path, store: Path) -> tuple[str, Path] | None:
+    """``(job id, job folder)`` of a submitted job's ``record`` (:data:`SUBMITTED`, in its
+    folder or beside its store) when it is one for ``store`` (resolved); ``None`` for a
+    record that does not read, or names another store or no job."""
+    import json
+
+    try:
+        said = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(said, dict) or said.get("store") != str(store) or not said.get("job_id"):
+        return None
+    return str(said["job_id"]), Path(said.get("directory") or record.parent)
+
+
 def recorded_job(store: Path) -> tuple[str, bool] | None:
     """What ``raygrid info`` says of the last batch job submitted for ``store``
     (:func:`store_record`): its id, its state as the batch system tells it here, and its
     folder; with whether it has ended (as far as can be told here); ``None`` where none
     was. ("store does not exist" was all it said of a store a queued job will make.)"""
-    import json
     import subprocess
 
-    try:
-        said = json.loads(store_record(store).read_text())
-        job, folder = str(said["job_id"]), Path(said["directory"])
-    except (OSError, ValueError, KeyError, TypeError):
+    found = job_record(store_record(store), store.resolve())
+    if found is None:
         return None
-    if said.get("store") != str(store.resolve()) or not job:
-        return None
+    job, folder = found
     try:
         header = (folder / "job.sh").read_text(errors="replace")[:4096]
     except OSError:

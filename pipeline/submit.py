@@ -705,18 +705,15 @@ def refuse_if_queued(
     A submit with another ``log_directory`` (or from another folder, the store's path
     absolute) found no earlier job: both ran, the second failing on the store's lock.
     """
-    from .batchjobs import job_states
+    from .batchjobs import job_record, job_states
 
     store = store.resolve()
     earlier = {}
     records = [*(workdir / config.log_directory).glob(f"*/{SUBMITTED}"), store_record(store)]
     for record in records:
-        try:
-            said = json.loads(record.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(said, dict) and said.get("store") == str(store) and said.get("job_id"):
-            earlier[str(said["job_id"])] = Path(said.get("directory") or record.parent)
+        found = job_record(record, store)
+        if found is not None:
+            earlier[found[0]] = found[1]
     if not earlier:
         return
     try:
